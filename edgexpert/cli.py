@@ -1,0 +1,178 @@
+"""The `edgexpert` command line.
+
+Every subcommand takes `--config FILE` (YAML, any subset of the bundled defaults) and
+`--set KEY=VALUE` overrides. Bad input exits non-zero with one line on stderr, no traceback:
+2 for a bad configuration or argument, 1 when a tool, simulation or synthesis run fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .config import Config, ConfigError, load_config
+
+__all__ = ["main"]
+
+DEMO_SEED = 20261129
+
+
+def _load(args) -> Config:
+    return load_config(args.config, args.set)
+
+
+def cmd_doctor(args) -> int:
+    from .tools import check_tools
+    tools = check_tools()
+    if args.json:
+        print(json.dumps({t.name: {"found": t.found, "version": t.version, "location": t.location}
+                          for t in tools}, indent=2))
+    else:
+        width = max(len(t.name) for t in tools)
+        for t in tools:
+            status = t.version if t.found else "MISSING"
+            print(f"{t.name:<{width}}  {status:<20}  {t.location}")
+        for t in tools:
+            if not t.found:
+                print(f"{t.name}: run {t.hint}")
+    return 0 if all(t.found for t in tools) else 1
+
+
+def cmd_rtl(args) -> int:
+    from .hw.blocks import get_block
+    from .hw.emit import emit_rtl
+    config = _load(args)
+    block = get_block(args.block)
+    files = emit_rtl(block.build(config.hardware), block.name, Path(args.out))
+    for kind, path in [("rtlil", files.rtlil), ("verilog", files.verilog),
+                       ("simulation verilog", files.sim_verilog)]:
+        print(f"{kind:<19} {path}")
+    return 0
+
+
+def _synth_block(config: Config, name: str):
+    from .hw.blocks import get_block
+    from .synth.flow import synthesize
+    block = get_block(name)
+    return synthesize(block.build(config.hardware), block.name, config.synth)
+
+
+def cmd_synth(args) -> int:
+    config = _load(args)
+    result = _synth_block(config, args.block)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+        return 0
+    print(f"block              {result.top}  ({result.node})")
+    print(f"cells              {result.cells}  ({result.flip_flops} flip-flops)")
+    print(f"area_um2           {result.area_um2:.0f}")
+    print(f"critical_path_ns   {result.critical_path_ns:.3f}  "
+          f"{result.startpoint} -> {result.endpoint}")
+    print(f"fmax_hz            {result.fmax_hz:.4g}  ({result.fmax_hz / 1e6:.1f} MHz)")
+    print(f"cache              {'hit' if result.cached else 'miss'}  {result.work_dir}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    """The vertical path for the lane: RTL -> cocotb on both simulators -> synthesis."""
+    from .cocotb_tests.mac_lane import run_bench
+    from .hw.blocks import get_block
+    from .hw.emit import emit_rtl
+    from .sim.runner import SIMULATORS
+    from .tools import build_root
+
+    config = _load(args)
+    pairs = config.hardware.mac_lane.pairs_per_beat
+    block = get_block("mac_lane")
+    out = build_root() / "demo"
+    log = (lambda *a: None) if args.json else print
+    log(f"edgexpert demo: {block.description}, pairs_per_beat={pairs}, seed {DEMO_SEED}")
+
+    files = emit_rtl(block.build(config.hardware), block.name, out / "rtl")
+    log(f"  rtl        {files.rtlil.parent}/ ({files.rtlil.name}, {files.verilog.name}, "
+        f"{files.sim_verilog.name})")
+    summary = {"block": block.name, "pairs_per_beat": pairs, "seed": DEMO_SEED,
+               "rtl_dir": str(files.rtlil.parent), "simulation": {}}
+    for simulator in SIMULATORS:
+        result = run_bench(pairs, simulator, seed=DEMO_SEED)
+        tests = result.report["tests"]
+        checked = sum(t["dot_products"] for t in tests.values())
+        rate = tests["random_vectors/none/none"]["beats_per_cycle"]
+        summary["simulation"][simulator] = {"cocotb_tests_passed": result.passed,
+                                            "cocotb_tests_skipped": result.skipped,
+                                            "dot_products_checked": checked,
+                                            "beats_per_cycle_no_backpressure": rate,
+                                            "build_dir": str(result.build_dir)}
+        skipped = f" ({result.skipped} skipped: the int32 wrap needs wide beats)" \
+            if result.skipped else ""
+        log(f"  {simulator:<10} {result.passed} cocotb tests passed{skipped}; {checked} dot "
+            f"products equal to golden bit for bit; {rate:.3f} beats/cycle without backpressure")
+    synth = _synth_block(config, block.name)
+    summary["synthesis"] = {k: synth.to_json()[k] for k in
+                            ("cells", "area_um2", "critical_path_ns", "fmax_hz", "startpoint",
+                             "endpoint", "node", "key")}
+    log(f"  synth      {synth.cells} cells, {synth.area_um2:.0f} um2, critical path "
+        f"{synth.critical_path_ns:.3f} ns ({synth.startpoint} -> {synth.endpoint}), "
+        f"fmax {synth.fmax_hz / 1e6:.1f} MHz at {synth.node}")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+    log(f"  summary    {out / 'summary.json'}")
+    if args.json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .hw.blocks import BLOCKS
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", help="YAML config over the bundled defaults")
+    common.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                        help="override one config value, e.g. hardware.mac_lane.pairs_per_beat=8")
+
+    parser = argparse.ArgumentParser(prog="edgexpert", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("doctor", help="list every tool and library with its version")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_doctor)
+
+    blocks = ", ".join(sorted(BLOCKS))
+    p = sub.add_parser("rtl", parents=[common], help="write a block's RTLIL and Verilog")
+    p.add_argument("block", metavar="BLOCK", help=f"one of: {blocks}")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.set_defaults(func=cmd_rtl)
+
+    p = sub.add_parser("synth", parents=[common],
+                       help="synthesize a block on osu018 (Yosys) and time it (OpenSTA)")
+    p.add_argument("block", metavar="BLOCK", help=f"one of: {blocks}")
+    p.add_argument("--json", action="store_true",
+                   help="print cells, area_um2, critical_path_ns, fmax_hz and more as JSON")
+    p.set_defaults(func=cmd_synth)
+
+    p = sub.add_parser("demo", parents=[common],
+                       help="the lane through every flow: RTL, cocotb on Icarus and Verilator, "
+                            "synthesis")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .sim.runner import SimError
+    from .tools import ToolError
+
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"edgexpert: error: {exc}", file=sys.stderr)
+        return 2
+    except (ToolError, SimError) as exc:
+        print(f"edgexpert: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

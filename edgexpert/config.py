@@ -1,0 +1,183 @@
+"""Typed configuration: YAML -> frozen dataclasses, validated on load.
+
+Every field declares its accepted range next to its default. A bad value raises `ConfigError`
+with one line naming the dotted key, the value and the accepted range; the CLI prints that line
+and exits non-zero.
+
+A YAML file may give any subset of the keys: the rest keep the defaults of the bundled
+`configs/default.yaml`. Unknown keys are errors, never ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+__all__ = [
+    "ConfigError", "MacLaneConfig", "HardwareConfig", "ModelConfig", "SynthConfig", "Config",
+    "load_config", "default_config", "apply_overrides",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, malformed or out of range. The message is one line."""
+
+
+def _int(lo: int, hi: int, default: int, doc: str):
+    return field(default=default, metadata={"range": (lo, hi), "doc": doc})
+
+
+def _float(lo: float, hi: float, default: float, doc: str):
+    return field(default=default, metadata={"range": (lo, hi), "doc": doc})
+
+
+@dataclass(frozen=True)
+class MacLaneConfig:
+    """The stream-fed A8W4 dot-product lane (seed of the MAC cluster)."""
+    pairs_per_beat: int = _int(1, 64, 4, "int8 x int4 products summed per input beat")
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    mac_lane: MacLaneConfig = field(default_factory=MacLaneConfig)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the MoE language model the golden model builds and trains."""
+    vocab_size: int = _int(256, 262144, 4096, "BPE vocabulary size")
+    d_model: int = _int(16, 8192, 192, "residual stream width")
+    n_layers: int = _int(1, 128, 4, "decoder layers")
+    n_heads: int = _int(1, 128, 6, "attention heads (must divide d_model)")
+    n_experts: int = _int(1, 512, 32, "routed experts per MoE layer")
+    top_k: int = _int(1, 64, 4, "routed experts per token (at most n_experts)")
+    expert_ffn: int = _int(8, 65536, 96, "hidden width of one SwiGLU expert")
+    n_shared_experts: int = _int(0, 8, 0, "always-active shared experts per layer")
+    max_seq_len: int = _int(16, 32768, 512, "longest sequence the position table covers")
+
+    def __post_init__(self):
+        if self.top_k > self.n_experts:
+            raise ConfigError(f"model.top_k = {self.top_k} is out of range: accepted 1..n_experts "
+                              f"(n_experts = {self.n_experts})")
+        if self.d_model % self.n_heads:
+            raise ConfigError(f"model.n_heads = {self.n_heads} does not divide model.d_model = "
+                              f"{self.d_model}: accepted divisors of d_model")
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """Constraints of the synthesis and timing runs (180 nm osu018 cells)."""
+    clock_period_ns: float = _float(0.5, 1000.0, 10.0, "clock the timing run checks against; "
+                                    "also ABC's delay target")
+    output_load_pf: float = _float(0.0, 10.0, 0.01, "capacitive load on every output port")
+
+
+@dataclass(frozen=True)
+class Config:
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    synth: SynthConfig = field(default_factory=SynthConfig)
+
+
+def _check_scalar(key: str, value, typ, meta: dict):
+    lo, hi = meta["range"]
+    kind = {int: "integers", float: "values"}[typ]
+    # bool is a subclass of int in Python: a YAML `true` must not pass as a number
+    numeric = (int,) if typ is int else (int, float)
+    if isinstance(value, bool) or not isinstance(value, numeric):
+        raise ConfigError(f"{key} = {value!r} is not {'an integer' if typ is int else 'a number'}: "
+                          f"accepted {kind} {lo}..{hi}")
+    if not lo <= value <= hi:  # NaN fails this too
+        raise ConfigError(f"{key} = {value!r} is out of range: accepted {kind} {lo}..{hi}")
+    return typ(value)
+
+
+def _build(cls, data, prefix: str):
+    """Build dataclass `cls` from a mapping, validating every key against `cls`'s fields."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'} must be a mapping, not {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{prefix + '.' if prefix else ''}{unknown[0]} is not a known key: "
+                          f"accepted {', '.join(sorted(fields))}")
+    kwargs = {}
+    for name, f in fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        typ = hints[name]
+        if dataclasses.is_dataclass(typ):
+            kwargs[name] = _build(typ, data.get(name), key)
+        elif name in data:
+            kwargs[name] = _check_scalar(key, data[name], typ, f.metadata)
+    return cls(**kwargs)
+
+
+def _read_yaml(text: str, origin: str) -> dict:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{origin} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin} must hold a mapping at the top, not {type(data).__name__}")
+    return data
+
+
+def _merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _default_data() -> dict:
+    text = resources.files("edgexpert").joinpath("configs/default.yaml").read_text()
+    return _read_yaml(text, "bundled configs/default.yaml")
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `dotted.key=value` strings (value parsed as YAML) on top of a config mapping."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is malformed: accepted KEY=VALUE, "
+                              "e.g. hardware.mac_lane.pairs_per_beat=8")
+        value = _read_yaml(f"v: {raw}", f"override {item!r}")["v"]
+        nested: dict = {}
+        node = nested
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+        data = _merge(data, nested)
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
+    """Load the bundled defaults, then `path` (if given), then `overrides`; validate all."""
+    data = _default_data()
+    if path is not None:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+        data = _merge(data, _read_yaml(text, str(path)))
+    data = apply_overrides(data, list(overrides))
+    return _build(Config, data, "")
+
+
+def default_config() -> Config:
+    return load_config()

@@ -1,0 +1,75 @@
+"""The `edgexpert` command as a user runs it: subprocesses, exit codes, output."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EDGEXPERT = Path(sys.executable).parent / "edgexpert"
+
+
+def run(*args, env=None, check=True):
+    proc = subprocess.run([str(EDGEXPERT), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_doctor_lists_every_tool_with_a_version():
+    out = run("doctor").stdout
+    for name in ("iverilog", "yosys", "opensta", "verilator", "osu018-liberty", "amaranth",
+                 "cocotb", "cocotbext-axi", "torch"):
+        assert name in out
+    data = json.loads(run("doctor", "--json").stdout)
+    assert data["amaranth"]["version"] == "0.5.10"
+    assert data["cocotb"]["version"] == "2.1.0"
+    assert data["verilator"]["version"] == "5.48.0"
+    assert data["torch"]["version"].startswith("2.13.0")
+    assert all(tool["found"] for tool in data.values())
+
+
+def test_doctor_fails_and_says_what_to_run_when_something_is_missing(tmp_path):
+    proc = run("doctor", env={"EDGEXPERT_LIBERTY": str(tmp_path / "none.lib")}, check=False)
+    assert proc.returncode == 1
+    assert "osu018-liberty  MISSING" in proc.stdout
+    assert "osu018-liberty: run bash scripts/setup.sh" in proc.stdout
+
+
+def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
+    out = run("rtl", "mac_lane", "--out", str(tmp_path), "--set",
+              "hardware.mac_lane.pairs_per_beat=2").stdout
+    for name in ("mac_lane.il", "mac_lane.v", "mac_lane_sim.v"):
+        assert (tmp_path / name).is_file() and name in out
+    # 2 pairs x (8 + 4) bits + last
+    assert "input [24:0] i_stream__payload" in (tmp_path / "mac_lane_sim.v").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["rtl", "mac_lane", "--out", "x", "--set", "hardware.mac_lane.pairs_per_beat=0"],
+     "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
+    (["synth", "nope"], "edgexpert: error: block 'nope' is not known: accepted mac_lane"),
+    (["synth", "mac_lane", "--config", "/nonexistent.yaml"], "edgexpert: error: cannot read config"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    proc = run(*args, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(message)
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_synth_json_has_the_promised_keys(tmp_path):
+    proc = run("synth", "mac_lane", "--json", "--set", "hardware.mac_lane.pairs_per_beat=1",
+               env={"EDGEXPERT_BUILD_DIR": str(tmp_path)})
+    data = json.loads(proc.stdout)
+    assert {"cells", "area_um2", "critical_path_ns", "fmax_hz"} <= set(data)
+    assert data["cells"] > 0 and data["area_um2"] > 0
+    assert data["fmax_hz"] == round(1e9 / data["critical_path_ns"])
+    again = json.loads(run("synth", "mac_lane", "--json", "--set",
+                           "hardware.mac_lane.pairs_per_beat=1",
+                           env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}).stdout)
+    assert again["cached"] and again["area_um2"] == data["area_um2"]

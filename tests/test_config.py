@@ -1,0 +1,75 @@
+"""Configuration: defaults load, files override a subset, every bad value is one clear line."""
+
+import pytest
+
+from edgexpert.config import Config, ConfigError, load_config
+
+
+def test_defaults_load_and_validate():
+    config = load_config()
+    assert isinstance(config, Config)
+    assert config.hardware.mac_lane.pairs_per_beat == 4
+    assert config.model.top_k <= config.model.n_experts
+    assert config.synth.clock_period_ns == 10.0
+
+
+def test_file_overrides_only_its_keys(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("hardware:\n  mac_lane:\n    pairs_per_beat: 16\n")
+    config = load_config(path)
+    assert config.hardware.mac_lane.pairs_per_beat == 16
+    assert config.model == load_config().model
+
+
+def test_overrides_apply_after_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("synth:\n  clock_period_ns: 5\n")
+    config = load_config(path, ["synth.clock_period_ns=2.5"])
+    assert config.synth.clock_period_ns == 2.5
+    assert isinstance(config.synth.clock_period_ns, float)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("hardware.mac_lane.pairs_per_beat=0",
+     "hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
+    ("hardware.mac_lane.pairs_per_beat=65",
+     "hardware.mac_lane.pairs_per_beat = 65 is out of range: accepted integers 1..64"),
+    ("hardware.mac_lane.pairs_per_beat=true",
+     "hardware.mac_lane.pairs_per_beat = True is not an integer: accepted integers 1..64"),
+    ("hardware.mac_lane.pairs_per_beat=2.5",
+     "hardware.mac_lane.pairs_per_beat = 2.5 is not an integer: accepted integers 1..64"),
+    ("synth.clock_period_ns=fast",
+     "synth.clock_period_ns = 'fast' is not a number: accepted values 0.5..1000.0"),
+    ("synth.clock_period_ns=.nan",
+     "synth.clock_period_ns = nan is out of range: accepted values 0.5..1000.0"),
+    ("hardware.mac_lane.width=3",
+     "hardware.mac_lane.width is not a known key: accepted pairs_per_beat"),
+    ("model.top_k=33", "model.top_k = 33 is out of range: accepted 1..n_experts (n_experts = 32)"),
+    ("model.n_heads=5", "model.n_heads = 5 does not divide model.d_model = 192"),
+    ("hardware=3", "hardware must be a mapping, not int"),
+    ("nonsense", "override 'nonsense' is malformed: accepted KEY=VALUE"),
+])
+def test_bad_values_name_key_value_and_range(override, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=[override])
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_malformed_files(tmp_path):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("hardware: [unclosed\n")
+    with pytest.raises(ConfigError, match="bad.yaml is not valid YAML"):
+        load_config(bad_yaml)
+    a_list = tmp_path / "list.yaml"
+    a_list.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="must hold a mapping at the top, not list"):
+        load_config(a_list)
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_config_is_immutable():
+    config = load_config()
+    with pytest.raises(AttributeError):
+        config.hardware.mac_lane.pairs_per_beat = 8

@@ -1,0 +1,84 @@
+"""Synthesis runner: report parsers on fixed text, and real Yosys + OpenSTA runs on the lane."""
+
+import json
+
+import pytest
+
+from edgexpert.config import SynthConfig
+from edgexpert.hw.mac_lane import MacLane
+from edgexpert.synth.flow import name_registers, parse_sta_report, parse_stat, synthesize
+from edgexpert.tools import ToolError
+
+STAT_JSON = """log banner that tee writes first
+{
+   "creator": "Yosys 0.23",
+   "modules": {
+      "\\\\lane": {"num_cells": 3, "num_cells_by_type": {"DFFPOSX1": 1, "NAND2X1": 2}}
+   }
+}
+"""
+STAT_TXT = "=== lane ===\n   Number of cells: 3\n   Chip area for module '\\lane': 144.000000\n"
+STA_OUT = """Startpoint: _12_ (rising edge-triggered flip-flop clocked by clk)
+Endpoint: o_stream__payload[3] (output port clocked by clk)
+Path Group: clk
+edgexpert-worst-slack-ns 7.25
+"""
+
+
+def test_parse_stat():
+    assert parse_stat(STAT_JSON, STAT_TXT, "lane") == (3, 144.0, {"DFFPOSX1": 1, "NAND2X1": 2})
+    with pytest.raises(ToolError, match="no module 'other'"):
+        parse_stat(STAT_JSON, STAT_TXT, "other")
+    with pytest.raises(ToolError, match="no chip area"):
+        parse_stat(STAT_JSON, "=== lane ===\n", "lane")
+
+
+def test_parse_sta_report():
+    assert parse_sta_report(STA_OUT) == (7.25, "_12_", "o_stream__payload[3]")
+    with pytest.raises(ToolError, match="no worst slack"):
+        parse_sta_report("Error: cannot read netlist\n")
+
+
+def test_name_registers():
+    netlist = "  DFFPOSX1 _12_ (\n    .CLK(clk),\n    .D(_03_),\n    .Q(acc[7])\n  );\n"
+    assert name_registers("_12_", netlist) == "_12_ (acc[7])"
+    assert name_registers("i_stream__valid", netlist) == "i_stream__valid"
+
+
+@pytest.fixture
+def build_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_real_run_and_cache(build_dir):
+    first = synthesize(MacLane(2), "mac_lane")
+    assert not first.cached
+    assert first.cells == sum(first.cell_counts.values()) > 100
+    # 32-bit accumulator + 32-bit output register + beat-sum register + valid flags
+    assert first.flip_flops >= 64
+    assert 1e4 < first.area_um2 < 1e6
+    assert 0 < first.critical_path_ns < first.clock_period_ns
+    assert first.fmax_hz == round(1e9 / first.critical_path_ns)
+    stored = json.loads((build_dir / "synth" / "mac_lane" / first.key / "result.json").read_text())
+    assert stored["area_um2"] == first.area_um2
+
+    again = synthesize(MacLane(2), "mac_lane")
+    assert again.cached and again == first
+
+    # a different design or a different constraint is a different cache entry
+    wider = synthesize(MacLane(8), "mac_lane")
+    assert wider.key != first.key and wider.area_um2 > first.area_um2
+    tighter = synthesize(MacLane(2), "mac_lane", SynthConfig(clock_period_ns=3.0))
+    assert tighter.key != first.key and not tighter.cached
+
+
+def test_missing_liberty_is_a_clear_error(build_dir, monkeypatch, tmp_path):
+    from edgexpert import tools
+    monkeypatch.setenv("EDGEXPERT_LIBERTY", str(tmp_path / "none.lib"))
+    tools.check_tools.cache_clear()
+    try:
+        with pytest.raises(ToolError, match="osu018-liberty is missing: run bash scripts/setup.sh"):
+            synthesize(MacLane(1), "mac_lane")
+    finally:
+        tools.check_tools.cache_clear()
