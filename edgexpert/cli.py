@@ -2,7 +2,8 @@
 
 Every subcommand takes `--config FILE` (YAML, any subset of the bundled defaults) and
 `--set KEY=VALUE` overrides. Bad input exits non-zero with one line on stderr, no traceback:
-2 for a bad configuration or argument, 1 when a tool, simulation or synthesis run fails.
+2 for bad input (a configuration value, an argument, a checkpoint, a prompt or trace file), 1 when
+a tool, simulation or synthesis run fails.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from .config import Config, ConfigError, load_config
+from .config import Config, load_config
+from .errors import InputError
 
 __all__ = ["main"]
 
@@ -123,6 +125,65 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_train(args) -> int:
+    import shlex
+
+    from .golden.checkpoint import bundled_checkpoint_dir
+    from .golden.train import train
+    from .tools import build_root
+    config = _load(args)
+    out = bundled_checkpoint_dir() if args.install else Path(args.out or build_root() / "train")
+    command = "edgexpert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    meta = train(config, out, command, progress=not args.quiet)
+    print(f"checkpoint {out}: held-out loss {meta['heldout_loss']} nats/token "
+          f"(bigram baseline {meta['bigram_heldout_loss']}), {meta['train_tokens_per_second']} tokens/s")
+    return 0
+
+
+def cmd_decode(args) -> int:
+    from .golden.checkpoint import load_checkpoint
+    from .golden.corpus import load_corpus
+    from .golden.decode import FloatEngine, compare_modes
+    from .golden.int_model import quantize_model
+    from .golden.prompts import load_prompts
+    from .golden.tokenizer import EOT
+    from .golden.traces import build_trace, write_trace
+    from .weight_layout import WeightLayout
+
+    config = _load(args)
+    ckpt = load_checkpoint(args.checkpoint)
+    prompts = load_prompts(load_corpus(), ckpt.tokenizer, args.prompts)
+    if args.traces and args.path != "int":
+        raise InputError("--traces needs the integer path (--path int): traces carry its exact "
+                         "int8 inputs and outputs")
+    engine = quantize_model(ckpt.model) if args.path == "int" else FloatEngine(ckpt.model)
+    result = compare_modes(engine, prompts, config.decode, WeightLayout.for_model(ckpt.model.cfg),
+                           ckpt.tokenizer.token_to_id(EOT), keep_traces=bool(args.traces))
+    report = {"path": args.path, "prompts": len(prompts), "seed": config.decode.seed,
+              "ar": result["ar"], "naive_sd": result["naive_sd"], "lossless": result["lossless"]}
+    if args.traces:
+        trace = build_trace(result["runs"]["naive_sd"], ckpt.model.cfg, config.decode,
+                            {"checkpoint": str(ckpt.path), "mode": "naive_sd",
+                             "tokenizer_sha256": ckpt.meta.get("tokenizer_sha256")})
+        write_trace(trace, Path(args.traces))
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return 0
+    d = config.decode
+    print(f"edgexpert decode: {len(prompts)} held-out prompts, {args.path} path, "
+          f"{d.max_new_tokens} new tokens each; draft: top-{d.draft_experts} experts, depth "
+          f"{d.max_depth}, {d.max_candidates} candidates; seed {d.seed}")
+    keys = ["tokens_per_step", "acceptance_length", "experts_per_step", "draft_experts_per_step",
+            "ema_bytes_per_token", "ema_bytes_per_token_verify", "ema_bytes_per_token_draft"]
+    print(f"{'':<28}{'ar':>14}{'naive_sd':>14}")
+    for key in keys:
+        print(f"{key:<28}{result['ar'][key]:>14}{result['naive_sd'][key]:>14}")
+    print(f"speculative output equals greedy decoding: {result['lossless']}")
+    if args.traces:
+        print(f"traces: {args.traces}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     from .hw.blocks import BLOCKS
 
@@ -151,6 +212,26 @@ def _parser() -> argparse.ArgumentParser:
                    help="print cells, area_um2, critical_path_ns, fmax_hz and more as JSON")
     p.set_defaults(func=cmd_synth)
 
+    p = sub.add_parser("train", parents=[common],
+                       help="train the golden MoE model on the standard library's source")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", metavar="DIR", help="checkpoint folder (default build/train)")
+    where.add_argument("--install", action="store_true",
+                       help="replace the bundled checkpoint in golden/checkpoint/")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("decode", parents=[common],
+                       help="decode the bundled prompts autoregressively and speculatively")
+    p.add_argument("--path", choices=["int", "float"], default="int",
+                   help="the A8W4 integer path (default) or the float model")
+    p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+    p.add_argument("--prompts", metavar="FILE", help="prompt file (default: bundled)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--traces", metavar="FILE",
+                   help="write the speculative runs' traces (.npz, docs/traces.md)")
+    p.set_defaults(func=cmd_decode)
+
     p = sub.add_parser("demo", parents=[common],
                        help="the lane through every flow: RTL, cocotb on Icarus and Verilator, "
                             "synthesis")
@@ -166,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.func(args)
-    except ConfigError as exc:
+    except InputError as exc:
         print(f"edgexpert: error: {exc}", file=sys.stderr)
         return 2
     except (ToolError, SimError) as exc:

@@ -18,13 +18,17 @@ from pathlib import Path
 
 import yaml
 
+from .errors import InputError
+
 __all__ = [
-    "ConfigError", "MacLaneConfig", "HardwareConfig", "ModelConfig", "SynthConfig", "Config",
-    "load_config", "default_config", "apply_overrides",
+    "ConfigError", "MacLaneConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
+    "SynthConfig",
+    "Config",
+    "load_config", "default_config", "apply_overrides", "build_dataclass",
 ]
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A configuration value is missing, malformed or out of range. The message is one line."""
 
 
@@ -34,6 +38,14 @@ def _int(lo: int, hi: int, default: int, doc: str):
 
 def _float(lo: float, hi: float, default: float, doc: str):
     return field(default=default, metadata={"range": (lo, hi), "doc": doc})
+
+
+def _bool(default: bool, doc: str):
+    return field(default=default, metadata={"doc": doc})
+
+
+def _choice(choices: tuple, default, doc: str):
+    return field(default=default, metadata={"choices": choices, "doc": doc})
 
 
 @dataclass(frozen=True)
@@ -50,23 +62,77 @@ class HardwareConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape of the MoE language model the golden model builds and trains."""
-    vocab_size: int = _int(256, 262144, 4096, "BPE vocabulary size")
+    vocab_size: int = _int(2, 1 << 20, 4096, "vocabulary size")
     d_model: int = _int(16, 8192, 192, "residual stream width")
     n_layers: int = _int(1, 128, 4, "decoder layers")
     n_heads: int = _int(1, 128, 6, "attention heads (must divide d_model)")
     n_experts: int = _int(1, 512, 32, "routed experts per MoE layer")
     top_k: int = _int(1, 64, 4, "routed experts per token (at most n_experts)")
-    expert_ffn: int = _int(8, 65536, 96, "hidden width of one SwiGLU expert")
+    expert_ffn: int = _int(8, 65536, 64, "hidden width of one SwiGLU expert")
     n_shared_experts: int = _int(0, 8, 0, "always-active shared experts per layer")
-    max_seq_len: int = _int(16, 32768, 512, "longest sequence the position table covers")
+    max_seq_len: int = _int(16, 1 << 20, 512, "longest sequence (the position table's length)")
+    # What real MoE checkpoints need (golden/hf_loader.py); the bundled model uses the defaults.
+    n_kv_heads: int = _int(0, 128, 0, "key/value heads for grouped-query attention; 0: n_heads")
+    head_dim: int = _int(0, 1024, 0, "width of one attention head; 0: d_model / n_heads")
+    rope_theta: float = _float(0.0, 1e9, 0.0, "rotary position base; 0: learned positions")
+    qk_norm: str = _choice(("none", "head", "full"), "none", "RMSNorm on queries and keys: "
+                           "per head (Qwen3), over the whole projection (OLMoE), or none")
+    tie_embeddings: bool = _bool(True, "the output head is the token embedding")
+    norm_topk_prob: bool = _bool(True, "routing weights: softmax over the top-k logits (true) or "
+                                       "the top-k of a softmax over all experts (false, OLMoE)")
+    rms_eps: float = _float(1e-12, 1e-2, 1e-5, "RMSNorm epsilon")
 
     def __post_init__(self):
         if self.top_k > self.n_experts:
             raise ConfigError(f"model.top_k = {self.top_k} is out of range: accepted 1..n_experts "
                               f"(n_experts = {self.n_experts})")
-        if self.d_model % self.n_heads:
+        if self.head_dim == 0 and self.d_model % self.n_heads:
             raise ConfigError(f"model.n_heads = {self.n_heads} does not divide model.d_model = "
                               f"{self.d_model}: accepted divisors of d_model")
+        if self.kv_heads > self.n_heads or self.n_heads % self.kv_heads:
+            raise ConfigError(f"model.n_kv_heads = {self.n_kv_heads} is not accepted: accepted 0 "
+                              f"or divisors of n_heads (= {self.n_heads})")
+        if self.rope_theta and self.dim_head % 2:
+            raise ConfigError(f"head width {self.dim_head} is odd: rotary positions need an even "
+                              "head_dim")
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def dim_head(self) -> int:
+        return self.head_dim or self.d_model // self.n_heads
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How `edgexpert train` trains the golden model (deterministic for a given seed)."""
+    seed: int = _int(0, 2**31 - 1, 20261129, "seeds the data order and the initial weights")
+    seq_len: int = _int(16, 32768, 512, "tokens per training window (at most model.max_seq_len)")
+    batch_size: int = _int(1, 4096, 8, "windows per step")
+    steps: int = _int(1, 10_000_000, 3000, "optimizer steps")
+    lr: float = _float(1e-6, 1.0, 3e-3, "peak learning rate (AdamW)")
+    warmup_steps: int = _int(0, 1_000_000, 100, "linear warm-up steps, then cosine decay to lr/10")
+    weight_decay: float = _float(0.0, 1.0, 0.1, "AdamW weight decay on matrices")
+    balance_coef: float = _float(0.0, 10.0, 0.01, "weight of the load-balancing loss")
+    zloss_coef: float = _float(0.0, 10.0, 0.001, "weight of the router z-loss")
+    eval_windows: int = _int(1, 100_000, 64, "held-out windows of seq_len tokens in the evaluation")
+    threads: int = _int(1, 256, 2, "torch CPU threads")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Speculative decoding with a self-speculative draft tree (golden/decode.py)."""
+    max_new_tokens: int = _int(1, 100_000, 64, "tokens generated per prompt")
+    draft_experts: int = _int(1, 64, 1, "routed experts per token in the draft (at most model.top_k)")
+    max_depth: int = _int(1, 32, 6, "deepest level of the draft tree")
+    max_candidates: int = _int(1, 1024, 64, "draft tokens in the tree (verified in one pass)")
+    branch: int = _int(1, 64, 4, "children drafted per expanded node")
+    width: int = _int(1, 256, 8, "nodes expanded per depth (the most probable paths)")
+    temperature: float = _float(0.0, 10.0, 0.0, "0: greedy; > 0: sampling with lossless "
+                                                "rejection-sampling acceptance")
+    seed: int = _int(0, 2**31 - 1, 20261129, "seeds sampling")
 
 
 @dataclass(frozen=True)
@@ -81,10 +147,29 @@ class SynthConfig:
 class Config:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
     synth: SynthConfig = field(default_factory=SynthConfig)
+
+    def __post_init__(self):
+        if self.decode.draft_experts > self.model.top_k:
+            raise ConfigError(f"decode.draft_experts = {self.decode.draft_experts} is out of range: "
+                              f"accepted 1..model.top_k (= {self.model.top_k})")
+        if self.train.seq_len > self.model.max_seq_len:
+            raise ConfigError(f"train.seq_len = {self.train.seq_len} is out of range: accepted "
+                              f"16..model.max_seq_len (= {self.model.max_seq_len})")
 
 
 def _check_scalar(key: str, value, typ, meta: dict):
+    if "choices" in meta:
+        if value not in meta["choices"] or type(value) is not typ:
+            accepted = ", ".join(str(c) for c in meta["choices"])
+            raise ConfigError(f"{key} = {value!r} is not accepted: accepted {accepted}")
+        return value
+    if typ is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} = {value!r} is not a boolean: accepted true, false")
+        return value
     lo, hi = meta["range"]
     kind = {int: "integers", float: "values"}[typ]
     # bool is a subclass of int in Python: a YAML `true` must not pass as a number
@@ -97,7 +182,7 @@ def _check_scalar(key: str, value, typ, meta: dict):
     return typ(value)
 
 
-def _build(cls, data, prefix: str):
+def build_dataclass(cls, data, prefix: str):
     """Build dataclass `cls` from a mapping, validating every key against `cls`'s fields."""
     if data is None:
         data = {}
@@ -114,7 +199,7 @@ def _build(cls, data, prefix: str):
         key = f"{prefix}.{name}" if prefix else name
         typ = hints[name]
         if dataclasses.is_dataclass(typ):
-            kwargs[name] = _build(typ, data.get(name), key)
+            kwargs[name] = build_dataclass(typ, data.get(name), key)
         elif name in data:
             kwargs[name] = _check_scalar(key, data[name], typ, f.metadata)
     return cls(**kwargs)
@@ -176,7 +261,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
             raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
         data = _merge(data, _read_yaml(text, str(path)))
     data = apply_overrides(data, list(overrides))
-    return _build(Config, data, "")
+    return build_dataclass(Config, data, "")
 
 
 def default_config() -> Config:

@@ -163,6 +163,19 @@ class WeightLayout:
                              (count - 1) * stride + used))
         return out
 
-    def fetch_bytes(self, matrix: Matrix, n_channels: int, with_scales: bool = True) -> int:
-        """Bytes of useful data that loading `n_channels` columns (and the scales) moves."""
-        return n_channels * self.column_bytes(matrix) + (self.scale_bytes(matrix) if with_scales else 0)
+    def fetch_bytes(self, matrix: Matrix, channels: Iterable[int]) -> int:
+        """Bytes that fetching the given input channels' columns of one matrix moves: its bursts
+        and, when any column is fetched, its scale block (one burst of scale_bytes)."""
+        runs = channel_runs(channels)
+        if not runs:
+            return 0
+        stride, used = self.column_stride(matrix), self.column_bytes(matrix)
+        last = self.in_channels(matrix) - 1
+        if runs[0][0] < 0 or runs[-1][0] + runs[-1][1] - 1 > last:
+            raise ValueError(f"channels of {Matrix(matrix).name} are out of range: accepted 0..{last}")
+        return self.scale_bytes(matrix) + sum((count - 1) * stride + used for _, count in runs)
+
+    @property
+    def expert_fetch_bytes(self) -> int:
+        """Bytes that fetching a whole expert (every column of both matrices) moves."""
+        return sum(self.fetch_bytes(m, range(self.in_channels(m))) for m in Matrix)

@@ -50,8 +50,12 @@ def test_runs_and_bursts(layout):
     base = layout.columns_address(0, 2, Matrix.GATE_UP)
     assert layout.bursts(0, 2, Matrix.GATE_UP, [3, 4, 10]) == [
         Burst(base + 3 * 128, 128 + 100), Burst(base + 10 * 128, 100)]
-    assert layout.fetch_bytes(Matrix.GATE_UP, 3) == 300 + 400
-    assert layout.fetch_bytes(Matrix.DOWN, 3, with_scales=False) == 96
+    # runs {3, 4} and {10}: 128 + 100 and 100 bytes of columns, and the 400-byte scale block
+    assert layout.fetch_bytes(Matrix.GATE_UP, [3, 4, 10]) == 228 + 100 + 400
+    assert layout.fetch_bytes(Matrix.DOWN, []) == 0
+    assert layout.expert_fetch_bytes == (400 + 63 * 128 + 100) + (128 + 99 * 32 + 32)
+    with pytest.raises(ValueError, match="channels of DOWN are out of range: accepted 0..99"):
+        layout.fetch_bytes(Matrix.DOWN, [100])
 
 
 @pytest.mark.parametrize("call, message", [

@@ -1,0 +1,82 @@
+"""The bundled held-out prompts.
+
+The project ships no text of the standard library: golden/prompts.json names, for each prompt, a
+held-out corpus file (with the SHA-256 of its content), a token offset and a length; the prompt
+is read from this machine's stdlib and tokenized with the checkpoint's vocabulary. A different
+stdlib is reported, never silently replaced.
+
+`select_prompts` made the file: from the held-out files with at least 3 x PROMPT_TOKENS tokens,
+in the order of the SHA-256 of their paths, the first N; each prompt starts at the first line
+start after a third of the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from ..errors import InputError
+from .corpus import Corpus
+
+__all__ = ["PROMPT_TOKENS", "PromptError", "prompts_file", "select_prompts", "load_prompts"]
+
+PROMPT_TOKENS = 96
+
+
+class PromptError(InputError):
+    """The prompt file is malformed or does not match this machine's corpus."""
+
+
+def prompts_file() -> Path:
+    return Path(__file__).resolve().parent / "prompts.json"
+
+
+def select_prompts(corpus: Corpus, tokenizer, count: int) -> list[dict]:
+    newline = set(tokenizer.encode("\n").ids)
+    chosen = []
+    for f in sorted((f for f in corpus.files if f.heldout),
+                    key=lambda f: hashlib.sha256(f.path.encode()).hexdigest()):
+        ids = tokenizer.encode((corpus.root / f.path).read_text(encoding="utf-8")).ids
+        if len(ids) < 3 * PROMPT_TOKENS:
+            continue
+        start = len(ids) // 3
+        # begin after a token that ends a line, so the prompt starts at a line start
+        while start < len(ids) - PROMPT_TOKENS and not (
+                ids[start - 1] in newline or tokenizer.id_to_token(ids[start - 1]).endswith("Ċ")):
+            start += 1
+        chosen.append({"file": f.path, "sha256": f.sha256, "start": start, "length": PROMPT_TOKENS})
+        if len(chosen) == count:
+            break
+    return chosen
+
+
+def load_prompts(corpus: Corpus, tokenizer, path: Path | None = None) -> list[list[int]]:
+    """Token lists of the prompts in `path` (default: the bundled file)."""
+    path = Path(path) if path is not None else prompts_file()
+    try:
+        specs = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PromptError(f"cannot read prompts {path}: {exc}") from None
+    if not isinstance(specs, list) or not specs:
+        raise PromptError(f"{path} must hold a non-empty list of prompts")
+    files = {f.path: f for f in corpus.files}
+    prompts = []
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, dict) or set(spec) != {"file", "sha256", "start", "length"}:
+            raise PromptError(f"{path}: prompt {i} must have exactly the keys file, sha256, start, length")
+        f = files.get(spec["file"])
+        if f is None or not f.heldout:
+            raise PromptError(f"{path}: prompt {i} names {spec['file']!r}, which is not a held-out "
+                              f"file of the corpus at {corpus.root}")
+        if f.sha256 != spec["sha256"]:
+            raise PromptError(f"{path}: prompt {i}: {spec['file']} differs from the file the prompts "
+                              "were chosen from (another Python standard library?)")
+        ids = tokenizer.encode((corpus.root / f.path).read_text(encoding="utf-8")).ids
+        start, length = spec["start"], spec["length"]
+        if not (isinstance(start, int) and isinstance(length, int) and 0 <= start
+                and 1 <= length and start + length <= len(ids)):
+            raise PromptError(f"{path}: prompt {i}: tokens {start}..{start}+{length} are outside "
+                              f"0..{len(ids)}")
+        prompts.append(ids[start:start + length])
+    return prompts

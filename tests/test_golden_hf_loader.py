@@ -1,0 +1,159 @@
+"""Hugging Face MoE checkpoints (OLMoE, Qwen3-MoE, Mixtral naming): tiny ones written here load
+into the golden model, which then computes what an independent reading of those architectures
+computes."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
+from edgexpert.golden.hf_loader import HFLoadError, hf_model_config, load_hf_checkpoint
+from edgexpert.golden.int_model import quantize_model
+from edgexpert.config import load_config
+
+D, H, KV, HD, F, E, K, V, L = 32, 4, 2, 8, 16, 8, 2, 64, 2
+
+
+def hf_config(kind: str) -> dict:
+    cfg = {"model_type": kind, "vocab_size": V, "hidden_size": D, "num_hidden_layers": L,
+           "num_attention_heads": H, "num_key_value_heads": KV, "num_experts_per_tok": K,
+           "rope_theta": 10000.0, "rms_norm_eps": 1e-6, "max_position_embeddings": 128,
+           "tie_word_embeddings": False}
+    if kind == "mixtral":
+        cfg.update(num_local_experts=E, intermediate_size=F)
+    elif kind == "olmoe":
+        cfg.update(num_experts=E, intermediate_size=F, norm_topk_prob=False)
+    else:
+        cfg.update(num_experts=E, moe_intermediate_size=F, norm_topk_prob=True, head_dim=HD)
+    return cfg
+
+
+def hf_tensors(kind: str, gen: torch.Generator) -> dict:
+    r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2
+    t = {"model.embed_tokens.weight": r(V, D), "model.norm.weight": 1 + r(D), "lm_head.weight": r(V, D)}
+    for i in range(L):
+        a = f"model.layers.{i}."
+        t.update({a + "input_layernorm.weight": 1 + r(D), a + "post_attention_layernorm.weight": 1 + r(D),
+                  a + "self_attn.q_proj.weight": r(H * HD, D), a + "self_attn.k_proj.weight": r(KV * HD, D),
+                  a + "self_attn.v_proj.weight": r(KV * HD, D), a + "self_attn.o_proj.weight": r(D, H * HD)})
+        if kind == "olmoe":
+            t[a + "self_attn.q_norm.weight"] = 1 + r(H * HD)
+            t[a + "self_attn.k_norm.weight"] = 1 + r(KV * HD)
+        if kind == "qwen3_moe":
+            t[a + "self_attn.q_norm.weight"] = 1 + r(HD)
+            t[a + "self_attn.k_norm.weight"] = 1 + r(HD)
+        moe = a + ("block_sparse_moe." if kind == "mixtral" else "mlp.")
+        t[moe + "gate.weight"] = r(E, D)
+        for j in range(E):
+            names = ("w1", "w3", "w2") if kind == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+            t[f"{moe}experts.{j}.{names[0]}.weight"] = r(F, D)
+            t[f"{moe}experts.{j}.{names[1]}.weight"] = r(F, D)
+            t[f"{moe}experts.{j}.{names[2]}.weight"] = r(D, F)
+    return t
+
+
+def reference_logits(kind: str, t: dict, hf: dict, tokens: torch.Tensor) -> torch.Tensor:
+    """The architectures as their papers / reference code describe them, written independently
+    of golden/model.py."""
+    eps = hf["rms_norm_eps"]
+    rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+    s = len(tokens)
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, HD, 2, dtype=torch.float64) / HD))
+    freqs = torch.outer(torch.arange(s, dtype=torch.float64), inv_freq)
+    cos, sin = torch.cat([freqs, freqs], -1).cos().float(), torch.cat([freqs, freqs], -1).sin().float()
+    rot = lambda x: torch.cat([-x[..., HD // 2:], x[..., :HD // 2]], -1)
+    x = t["model.embed_tokens.weight"][tokens]
+    for i in range(L):
+        a = f"model.layers.{i}."
+        h = rms(x, t[a + "input_layernorm.weight"])
+        q, k, v = (h @ t[a + f"self_attn.{n}_proj.weight"].T for n in "qkv")
+        if kind == "olmoe":
+            q, k = rms(q, t[a + "self_attn.q_norm.weight"]), rms(k, t[a + "self_attn.k_norm.weight"])
+        q, k, v = q.view(s, H, HD), k.view(s, KV, HD), v.view(s, KV, HD)
+        if kind == "qwen3_moe":
+            q, k = rms(q, t[a + "self_attn.q_norm.weight"]), rms(k, t[a + "self_attn.k_norm.weight"])
+        q = q * cos[:, None] + rot(q) * sin[:, None]
+        k = k * cos[:, None] + rot(k) * sin[:, None]
+        k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
+        scores = torch.einsum("qhd,khd->hqk", q, k) / HD ** 0.5
+        scores = scores.masked_fill(~torch.tril(torch.ones(s, s, dtype=torch.bool)), float("-inf"))
+        att = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(s, H * HD)
+        x = x + att @ t[a + "self_attn.o_proj.weight"].T
+        h = rms(x, t[a + "post_attention_layernorm.weight"])
+        moe = a + ("block_sparse_moe." if kind == "mixtral" else "mlp.")
+        probs = (h @ t[moe + "gate.weight"].T).softmax(-1)
+        top_w, top_i = probs.topk(K, dim=-1)
+        if kind == "mixtral" or hf.get("norm_topk_prob"):
+            top_w = top_w / top_w.sum(-1, keepdim=True)
+        out = torch.zeros_like(x)
+        names = ("w1", "w3", "w2") if kind == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+        for n in range(s):
+            for w, j in zip(top_w[n], top_i[n].tolist()):
+                e = f"{moe}experts.{j}."
+                g = h[n] @ t[e + names[0] + ".weight"].T
+                u = h[n] @ t[e + names[1] + ".weight"].T
+                out[n] += w * ((torch.nn.functional.silu(g) * u) @ t[e + names[2] + ".weight"].T)
+        x = x + out
+    return rms(x, t["model.norm.weight"]) @ t["lm_head.weight"].T
+
+
+def write_checkpoint(folder, kind: str, tensors: dict, hf: dict):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(hf))
+    names = sorted(tensors)
+    # two shards, as real checkpoints come
+    save_file({n: tensors[n].contiguous() for n in names[::2]}, str(folder / "model-00001-of-00002.safetensors"))
+    save_file({n: tensors[n].contiguous() for n in names[1::2]}, str(folder / "model-00002-of-00002.safetensors"))
+
+
+@pytest.mark.parametrize("kind", ["olmoe", "qwen3_moe", "mixtral"])
+def test_loads_and_matches_reference(tmp_path, kind):
+    gen = torch.Generator().manual_seed({"olmoe": 1, "qwen3_moe": 2, "mixtral": 3}[kind])
+    hf, tensors = hf_config(kind), hf_tensors(kind, gen)
+    write_checkpoint(tmp_path / kind, kind, tensors, hf)
+    model = load_hf_checkpoint(tmp_path / kind)
+    tokens = torch.randint(0, V, (12,), generator=gen)
+    ours = model(tokens[None])[0][0]
+    ref = reference_logits(kind, tensors, hf, tokens)
+    assert torch.allclose(ours, ref, atol=1e-4), (ours - ref).abs().max()
+
+
+@pytest.mark.parametrize("kind", ["olmoe", "qwen3_moe"])
+def test_hf_model_decodes_losslessly_on_both_paths(tmp_path, kind):
+    gen = torch.Generator().manual_seed(3)
+    write_checkpoint(tmp_path, kind, hf_tensors(kind, gen), hf_config(kind))
+    model = load_hf_checkpoint(tmp_path)
+    cfg = load_config(overrides=["decode.max_new_tokens=10", "decode.max_depth=3",
+                                 "decode.max_candidates=12"]).decode
+    for engine in (FloatEngine(model), quantize_model(model)):
+        assert decode_ar(engine, [1, 2, 3, 4], cfg).tokens == decode_speculative(engine, [1, 2, 3, 4], cfg).tokens
+
+
+def test_bad_checkpoints(tmp_path):
+    with pytest.raises(HFLoadError, match="has no readable config.json"):
+        load_hf_checkpoint(tmp_path)
+    with pytest.raises(HFLoadError, match="model_type 'llama' is not supported: accepted olmoe, qwen3_moe, mixtral"):
+        hf_model_config({"model_type": "llama"})
+    hf = hf_config("qwen3_moe")
+    with pytest.raises(HFLoadError, match="dense layers"):
+        hf_model_config({**hf, "mlp_only_layers": [0]})
+    with pytest.raises(HFLoadError, match="does not fit the golden model: model.top_k = 9"):
+        hf_model_config({**hf, "num_experts_per_tok": 9})
+    gen = torch.Generator().manual_seed(0)
+    tensors = hf_tensors("mixtral", gen)
+    del tensors["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
+    write_checkpoint(tmp_path / "a", "mixtral", tensors, hf_config("mixtral"))
+    with pytest.raises(HFLoadError, match="tensor model.layers.1.block_sparse_moe.experts.3.w2.weight is missing"):
+        load_hf_checkpoint(tmp_path / "a")
+    tensors = hf_tensors("mixtral", gen)
+    tensors["model.layers.0.block_sparse_moe.gate.weight"] = torch.zeros(E + 1, D)
+    write_checkpoint(tmp_path / "b", "mixtral", tensors, hf_config("mixtral"))
+    with pytest.raises(HFLoadError, match=r"gate.weight has shape \(9, 32\), the config needs \(8, 32\)"):
+        load_hf_checkpoint(tmp_path / "b")
+    tensors = hf_tensors("mixtral", gen)
+    tensors["model.layers.0.extra.weight"] = torch.zeros(2)
+    write_checkpoint(tmp_path / "c", "mixtral", tensors, hf_config("mixtral"))
+    with pytest.raises(HFLoadError, match="1 tensors are not used by the mixtral mapping, e.g. model.layers.0.extra.weight"):
+        load_hf_checkpoint(tmp_path / "c")
