@@ -1,6 +1,6 @@
 """Typed configuration: YAML -> frozen dataclasses, validated on load.
 
-Every field declares its accepted range next to its default. A bad value raises `ConfigError`
+Every field declares its accepted range (numbers) or choices (strings) next to its default. A bad value raises `ConfigError`
 with one line naming the dotted key, the value and the accepted range; the CLI prints that line
 and exits non-zero.
 
@@ -34,6 +34,10 @@ def _int(lo: int, hi: int, default: int, doc: str):
 
 def _float(lo: float, hi: float, default: float, doc: str):
     return field(default=default, metadata={"range": (lo, hi), "doc": doc})
+
+
+def _choice(choices: tuple[str, ...], default: str, doc: str):
+    return field(default=default, metadata={"choices": choices, "doc": doc})
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class SynthConfig:
     activity_seed: int = _int(0, 2**31 - 1, 20261129, "seed of the stimulus's random data")
     default_activity: float = _float(0.0, 2.0, 0.1, "toggles per cycle given to nets whose "
                                      "values the activity evaluation cannot compute")
+    activity_operands: str = _choice(("uniform", "gaussian"), "uniform", "distribution of the "
+                                     "stimulus's int8/int4 operands (sim/stimulus.py)")
     target_vdd_v: float = _float(0.7, 1.0, 1.0, "supply voltage of the 28 nm node the 180 nm "
                                  "figures are scaled to (EdgeXpert: 1.0 V)")
 
@@ -92,6 +98,11 @@ class Config:
 
 
 def _check_scalar(key: str, value, typ, meta: dict):
+    if typ is str:
+        if value not in meta["choices"]:
+            raise ConfigError(f"{key} = {value!r} is not a known choice: accepted "
+                              f"{', '.join(meta['choices'])}")
+        return value
     lo, hi = meta["range"]
     kind = {int: "integers", float: "values"}[typ]
     # bool is a subclass of int in Python: a YAML `true` must not pass as a number

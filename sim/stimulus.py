@@ -27,7 +27,7 @@ from amaranth.sim import Simulator
 
 from ..tools import ToolError
 
-__all__ = ["Stimulus", "simulate", "drive_mac_lane", "mac_lane_stimulus"]
+__all__ = ["Stimulus", "simulate", "drive_mac_lane", "mac_lane_stimulus", "GAUSSIAN_SIGMA"]
 
 
 @dataclass(frozen=True)
@@ -70,11 +70,26 @@ def simulate(component, stimulus: Stimulus, cycles: int, seed: int, clock_period
     return operations[0]
 
 
-async def drive_mac_lane(ctx, dut, rng: random.Random, cycles: int, vector_length: int) -> int:
-    """The lane at full throughput on dot products of `vector_length` uniform int8 x int4 pairs
-    (the golden model's number formats; the config's d_model is the FFN's input width). A
-    vector's tail beat is padded with zero activations, as the bench does; MACs counts only the
-    pairs of the vectors, not the padding."""
+#: standard deviations, in codes, of "gaussian" operands: symmetric max-abs quantization of
+#: normally distributed values puts the largest code near 4 sigma (int8 activations: 127 / 4) and,
+#: for weights quantized per output channel, near 3.5 sigma (int4: 7 / 3.5). An assumption, not a
+#: measurement: golden traces will replace it.
+GAUSSIAN_SIGMA = {"act": 127 / 4, "wgt": 7 / 3.5}
+
+
+def _operand(rng: random.Random, kind: str, operands: str, lo: int, hi: int) -> int:
+    if operands == "uniform":
+        return rng.randint(lo, hi)
+    return max(lo, min(hi, round(rng.gauss(0.0, GAUSSIAN_SIGMA[kind]))))
+
+
+async def drive_mac_lane(ctx, dut, rng: random.Random, cycles: int, vector_length: int,
+                         operands: str) -> int:
+    """The lane at full throughput on dot products of `vector_length` int8 x int4 pairs (the
+    golden model's number formats; the config's d_model is the FFN's input width), drawn
+    `uniform`ly over the whole ranges or `gaussian` (GAUSSIAN_SIGMA). A vector's tail beat is
+    padded with zero activations, as the bench does; MACs counts the vectors' pairs, not the
+    padding."""
     from ..golden.a8w4 import INT4_RANGE, INT8_RANGE  # imported here: it brings in torch
 
     pairs = dut.pairs_per_beat
@@ -86,9 +101,9 @@ async def drive_mac_lane(ctx, dut, rng: random.Random, cycles: int, vector_lengt
     for _ in range(cycles):
         if payload is None:
             real = min(pairs, vector_length - beat * pairs)
-            act = [rng.randint(*INT8_RANGE) for _ in range(real)]
+            act = [_operand(rng, "act", operands, *INT8_RANGE) for _ in range(real)]
             payload = {"act": act + [0] * (pairs - real),
-                       "wgt": [rng.randint(*INT4_RANGE) for _ in range(pairs)],
+                       "wgt": [_operand(rng, "wgt", operands, *INT4_RANGE) for _ in range(pairs)],
                        "last": int(beat == beats - 1)}
             ctx.set(dut.i_stream.payload, payload)
         _, _, ready = await ctx.tick().sample(dut.i_stream.ready)
@@ -100,4 +115,5 @@ async def drive_mac_lane(ctx, dut, rng: random.Random, cycles: int, vector_lengt
 
 
 def mac_lane_stimulus(config) -> Stimulus:
-    return Stimulus("MAC", drive_mac_lane, {"vector_length": config.model.d_model})
+    return Stimulus("MAC", drive_mac_lane, {"vector_length": config.model.d_model,
+                                            "operands": config.synth.activity_operands})

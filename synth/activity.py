@@ -12,10 +12,11 @@ flow computes the activity of every net itself and annotates every pin:
    taken from the trace by name (`evaluate`). Every other net is computed from them by evaluating
    the liberty function of each gate over all cycles at once (zero-delay: no glitches).
 3. A check that the mapping is right: for every flip-flop, the evaluated D input in cycle k must
-   equal the traced Q in cycle k+1. A flip-flop whose name is not in the trace, or whose traced
-   values disagree, gets its values from the netlist itself (Q[k+1] = D[k], iterated to a fixed
-   point); one that does not settle, and everything it feeds, is "unknown" and gets the configured
-   default activity.
+   equal the traced Q in cycle k+1. A flip-flop whose name is not in the trace (or only under a
+   name with `$`, which Amaranth numbers differently in RTLIL and VCD), or whose traced values
+   disagree, gets its values from the netlist itself: Q[k+1] = D[k], iterated; feedback among
+   such flip-flops is simulated cycle by cycle instead. Nets that depend on an input missing from
+   the trace are "unknown" and get the configured default activity.
 
 Activity is toggles per clock cycle, duty the fraction of cycles a net is high.
 """
@@ -328,12 +329,12 @@ def _drive_state_outputs(sequential, library, state, values, known, unknown_stat
                 (known.discard if cell.name in unknown_state else known.add)(bit)
 
 
-def _simulate_cycles(flops, order, library: Library, state, values, cycles) -> int:
+def _simulate_cycles(flops, order, library: Library, state, values, cycles) -> None:
     """Cycle by cycle, the state of `flops` (untraced, in feedback): only the logic between
     their outputs and their next-state inputs is evaluated, one bit per cycle."""
     driver = _drivers(order, library)
     names = {c.name for c in flops}
-    outputs = {}  # output bit -> (flop, function)
+    outputs = {}  # output bit -> (flop name, output function, liberty cell)
     for cell in flops:
         lib = library.cell(cell.type)
         for pin in lib.outputs:
@@ -371,7 +372,6 @@ def _simulate_cycles(flops, order, library: Library, state, values, cycles) -> i
             history[cell.name] |= current[cell.name] << t
             current[cell.name] = _next_state(cell, library.cell(cell.type), bits, bits, 1)[0]
     state.update(history)
-    return len(flops)
 
 
 def _pin_values(cell, names, values, known, mask):

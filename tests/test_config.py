@@ -12,6 +12,9 @@ def test_defaults_load_and_validate():
     assert config.model.top_k <= config.model.n_experts
     assert config.synth.clock_period_ns == 10.0
     assert config.synth.target_vdd_v == 1.0 and config.synth.activity_cycles == 2000
+    assert config.synth.activity_operands == "uniform"
+    assert load_config(overrides=["synth.activity_operands=gaussian"]).synth.activity_operands \
+        == "gaussian"
 
 
 def test_file_overrides_only_its_keys(tmp_path):
@@ -51,6 +54,10 @@ def test_overrides_apply_after_file(tmp_path):
      "synth.activity_seed = -1 is out of range: accepted integers 0..2147483647"),
     ("synth.default_activity=3",
      "synth.default_activity = 3 is out of range: accepted values 0.0..2.0"),
+    ("synth.activity_operands=normal",
+     "synth.activity_operands = 'normal' is not a known choice: accepted uniform, gaussian"),
+    ("synth.activity_operands=3",
+     "synth.activity_operands = 3 is not a known choice: accepted uniform, gaussian"),
     ("hardware.mac_lane.width=3",
      "hardware.mac_lane.width is not a known key: accepted pairs_per_beat"),
     ("model.top_k=33", "model.top_k = 33 is out of range: accepted 1..n_experts (n_experts = 32)"),

@@ -14,7 +14,7 @@ from amaranth.lib.wiring import Out
 from edgexpert.config import SynthConfig
 from edgexpert.hw.mac_lane import MacLane
 from edgexpert.sim.stimulus import Stimulus, mac_lane_stimulus, simulate
-from edgexpert.synth.activity import Trace, evaluate, read_vcd
+from edgexpert.synth.activity import Trace, activity_tcl, evaluate, read_vcd
 from edgexpert.synth.flow import parse_power_report, synthesize
 from edgexpert.synth.liberty import compile_function, read_liberty
 from edgexpert.synth.netlist import read_netlist
@@ -169,6 +169,32 @@ def test_lane_activity_comes_from_the_trace_and_checks_out(build_dir):
     assert fixed.stats["state_names_disagreeing"] == 32
     assert fixed.stats["state_from_trace"] == stats["state_elements"] - 32
     assert fixed.activity == clean.activity
+
+    # an input missing from the trace: the logic it feeds (up to the registers) gets the default
+    partial = Trace(trace.cycles, {k: v for k, v in trace.bits.items()
+                                   if k != ("i_stream__payload", 0)})
+    missing = evaluate(netlist, library, partial)
+    assert missing.stats["input_bits_from_trace"] == stats["input_bits"] - 1
+    assert 0 < missing.stats["nets_default_activity"] < missing.stats["nets"] / 4
+    assert missing.stats["state_from_trace"] == stats["state_elements"]
+    tcl = activity_tcl(netlist, {c.name: c.name for c in netlist.cells}, missing, 0.125)
+    assert tcl.count("edgexpert_annotate 0.125 0.5 {") == missing.stats["nets_default_activity"]
+
+
+def test_smaller_operands_switch_less(build_dir):
+    from edgexpert.config import load_config
+    energy = {}
+    for operands in ("uniform", "gaussian"):
+        config = load_config(overrides=["hardware.mac_lane.pairs_per_beat=2",
+                                        f"synth.activity_cycles={CYCLES}",
+                                        f"synth.activity_operands={operands}"])
+        power = synthesize(MacLane(2), "mac_lane", config.synth, mac_lane_stimulus(config)).power
+        assert power["stimulus"]["params"]["operands"] == operands
+        energy[operands] = power["energy_per_op_j"]
+    # operands concentrated near zero flip fewer partial-product bits than uniform ones, but in
+    # two's complement every sign change still flips the upper bits: a few percent, not more
+    print(f"energy per MAC: {energy}")
+    assert 0.8 * energy["uniform"] < energy["gaussian"] < energy["uniform"]
 
 
 def test_parse_power_report():
