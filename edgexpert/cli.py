@@ -56,16 +56,25 @@ def cmd_rtl(args) -> int:
 
 def _synth_block(config: Config, name: str):
     from .hw.blocks import get_block
-    from .synth.flow import synthesize
+    from .synth.report import run_block, summarize
     block = get_block(name)
-    return synthesize(block.build(config.hardware), block.name, config.synth)
+    result = run_block(block, config)
+    return result, summarize(block, config, result)
 
 
 def cmd_synth(args) -> int:
+    from .hw.blocks import BLOCKS
+    from .synth.report import format_si
     config = _load(args)
-    result = _synth_block(config, args.block)
+    if args.all == (args.block is not None):
+        raise ConfigError(f"synth needs a BLOCK or --all, not {'both' if args.all else 'neither'}"
+                          f": accepted blocks {', '.join(sorted(BLOCKS))}")
+    if args.all:
+        return _synth_all(config, args.json)
+    result, summary = _synth_block(config, args.block)
+    scaled = summary["scaled_28nm"]
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+        print(json.dumps({**result.to_json(), "scaled_28nm": scaled}, indent=2, sort_keys=True))
         return 0
     print(f"block              {result.top}  ({result.node})")
     print(f"cells              {result.cells}  ({result.flip_flops} flip-flops)")
@@ -73,7 +82,35 @@ def cmd_synth(args) -> int:
     print(f"critical_path_ns   {result.critical_path_ns:.3f}  "
           f"{result.startpoint} -> {result.endpoint}")
     print(f"fmax_hz            {result.fmax_hz:.4g}  ({result.fmax_hz / 1e6:.1f} MHz)")
+    for memory in result.memories:
+        print(f"memory             {memory['name']}: {memory['depth']} x {memory['width']} bits, "
+              "cut out of the netlist (SRAM model)")
+    if result.power:
+        p = result.power
+        print(f"power_w            {p['dynamic_w']:.4g} dynamic + {p['leakage_w']:.3g} leakage at "
+              f"{p['clock_hz'] / 1e6:.0f} MHz ({p['cycles']} cycles, seed {p['seed']})")
+        print(f"energy_per_op_j    {p['energy_per_op_j']:.4g} per {p['operation']}")
+    print(f"at 28 nm {scaled['vdd_v']} V   area {scaled['area_mm2']:.4g} mm2, fmax "
+          f"{scaled['fmax_hz'] / 1e6:.0f} MHz"
+          + (f", {format_si(scaled['energy_per_op_j'], 'J')} per {scaled['operation']}"
+             if result.power else "") + "  (scaled: docs/synthesis.md)")
     print(f"cache              {'hit' if result.cached else 'miss'}  {result.work_dir}")
+    return 0
+
+
+def _synth_all(config: Config, as_json: bool) -> int:
+    from .hw.blocks import BLOCKS
+    from .synth.report import report_paths, write_reports
+    report = write_reports([BLOCKS[name] for name in sorted(BLOCKS)], config)
+    paths = report_paths()
+    if as_json:
+        print(paths["json"].read_text())
+        return 0
+    text = paths["markdown"].read_text()
+    print("\n".join(line for line in text.splitlines() if line.startswith("|")))
+    cached = sum(b["cached"] for b in report["blocks"].values())
+    print(f"\n{len(report['blocks'])} blocks ({cached} from the cache); report {paths['markdown']}"
+          f" and {paths['json'].name}, cost table {paths['costs']}")
     return 0
 
 
@@ -83,6 +120,7 @@ def cmd_demo(args) -> int:
     from .hw.blocks import get_block
     from .hw.emit import emit_rtl
     from .sim.runner import SIMULATORS
+    from .synth.report import format_si
     from .tools import build_root
 
     config = _load(args)
@@ -111,13 +149,19 @@ def cmd_demo(args) -> int:
             if result.skipped else ""
         log(f"  {simulator:<10} {result.passed} cocotb tests passed{skipped}; {checked} dot "
             f"products equal to golden bit for bit; {rate:.3f} beats/cycle without backpressure")
-    synth = _synth_block(config, block.name)
+    synth, costs = _synth_block(config, block.name)
     summary["synthesis"] = {k: synth.to_json()[k] for k in
                             ("cells", "area_um2", "critical_path_ns", "fmax_hz", "startpoint",
                              "endpoint", "node", "key")}
+    summary["synthesis"]["energy_per_mac_j"] = synth.power["energy_per_op_j"]
+    summary["synthesis"]["scaled_28nm"] = costs["scaled_28nm"]
     log(f"  synth      {synth.cells} cells, {synth.area_um2:.0f} um2, critical path "
         f"{synth.critical_path_ns:.3f} ns ({synth.startpoint} -> {synth.endpoint}), "
         f"fmax {synth.fmax_hz / 1e6:.1f} MHz at {synth.node}")
+    log(f"  power      {format_si(synth.power['energy_per_op_j'], 'J')} per MAC at 180 nm "
+        f"({synth.power['dynamic_w'] * 1e3:.2f} mW at {synth.power['clock_hz'] / 1e6:.0f} MHz); "
+        f"scaled to 28 nm: {format_si(costs['scaled_28nm']['energy_per_op_j'], 'J')} per MAC, "
+        f"{costs['scaled_28nm']['area_mm2']:.4f} mm2")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     log(f"  summary    {out / 'summary.json'}")
     if args.json:
@@ -206,10 +250,13 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_rtl)
 
     p = sub.add_parser("synth", parents=[common],
-                       help="synthesize a block on osu018 (Yosys) and time it (OpenSTA)")
-    p.add_argument("block", metavar="BLOCK", help=f"one of: {blocks}")
+                       help="synthesize a block on osu018 (Yosys), time it and measure its power "
+                            "(OpenSTA); --all: every block, with report and cost table")
+    p.add_argument("block", metavar="BLOCK", nargs="?", help=f"one of: {blocks}")
+    p.add_argument("--all", action="store_true",
+                   help="every block: build/synth/report.md, report.json and costs.json")
     p.add_argument("--json", action="store_true",
-                   help="print cells, area_um2, critical_path_ns, fmax_hz and more as JSON")
+                   help="print cells, area_um2, critical_path_ns, fmax_hz, power and more as JSON")
     p.set_defaults(func=cmd_synth)
 
     p = sub.add_parser("train", parents=[common],

@@ -1,6 +1,6 @@
 """Typed configuration: YAML -> frozen dataclasses, validated on load.
 
-Every field declares its accepted range next to its default. A bad value raises `ConfigError`
+Every field declares its accepted range (numbers) or choices (strings) next to its default. A bad value raises `ConfigError`
 with one line naming the dotted key, the value and the accepted range; the CLI prints that line
 and exits non-zero.
 
@@ -141,6 +141,15 @@ class SynthConfig:
     clock_period_ns: float = _float(0.5, 1000.0, 10.0, "clock the timing run checks against; "
                                     "also ABC's delay target")
     output_load_pf: float = _float(0.0, 10.0, 0.01, "capacitive load on every output port")
+    activity_cycles: int = _int(16, 200_000, 2000, "clock cycles the stimulus runs to measure "
+                                "switching activity for power")
+    activity_seed: int = _int(0, 2**31 - 1, 20261129, "seed of the stimulus's random data")
+    default_activity: float = _float(0.0, 2.0, 0.1, "toggles per cycle given to nets whose "
+                                     "values the activity evaluation cannot compute")
+    activity_operands: str = _choice(("uniform", "gaussian"), "uniform", "distribution of the "
+                                     "stimulus's int8/int4 operands (sim/stimulus.py)")
+    target_vdd_v: float = _float(0.7, 1.0, 1.0, "supply voltage of the 28 nm node the 180 nm "
+                                 "figures are scaled to (EdgeXpert: 1.0 V)")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
-"""Synthesis of one block to the OSU 0.18 um cells (Yosys) and its static timing (OpenSTA).
+"""Synthesis of one block to the OSU 0.18 um cells (Yosys), its static timing and its power
+(OpenSTA).
 
-Flow: Amaranth component -> RTLIL -> Yosys `synth`, `dfflibmap`, `abc` with a buffering script
--> `stat` (cells, area) and a gate netlist -> OpenSTA (worst slack, critical path).
+Flow: Amaranth component -> RTLIL -> (memories cut out, synth/memories.py) -> Yosys `synth`,
+`dfflibmap`, `abc` with a buffering script -> `stat` (cells, area) and a gate netlist -> OpenSTA
+(worst slack, critical path) -> with a stimulus: Amaranth simulation (VCD) -> activity of every net
+(synth/activity.py) -> OpenSTA power -> energy per operation.
 
 scripts/abc.script is Yosys's liberty-mapping script in its `-constr` form, which buffers and
 sizes after mapping (`buffer -p; upsize; dnsize`): the plain form does not buffer high-fanout
@@ -9,8 +12,10 @@ nets, and one net cost 1.6 ns here. `&fraig -x` is left out: on an 8-pair lane i
 48 s of the run, for 0.1% of area and no timing gain.
 
 Results are cached under build/synth/<top>/<key>/ where the key hashes everything that can change
-them: the RTLIL, the rendered scripts, the liberty file and the Yosys and OpenSTA versions. A
-repeat with the same inputs reads the cached result without running a tool.
+them: the RTLIL, the rendered scripts, the liberty file, the Yosys and OpenSTA versions, and for
+power the stimulus (the source of its module and its parameters), its seed and length and the
+default activity. A repeat with the same inputs reads the cached result without running a tool
+or a simulation.
 """
 
 from __future__ import annotations
@@ -27,12 +32,20 @@ from string import Template
 from amaranth.back import rtlil
 
 from ..config import SynthConfig
+from ..sim.stimulus import Stimulus, simulate
 from ..tools import ToolError, build_root, liberty_path, require
+from . import memories as mem
+from .activity import activity_tcl, evaluate, read_vcd
+from .liberty import read_liberty
+from .netlist import PAD_PREFIX, power_netlist_verilog, read_netlist
 
-__all__ = ["SynthResult", "synthesize", "parse_stat", "parse_sta_report", "name_registers"]
+__all__ = ["SynthResult", "synthesize", "parse_stat", "parse_sta_report", "name_registers",
+           "parse_power_report"]
 
 #: version of the result format and of this flow; bump it to invalidate old cache entries
-FLOW_VERSION = 1
+FLOW_VERSION = 2
+#: the clock port every block has (Amaranth's default domain)
+CLOCK = "clk"
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,8 @@ class SynthResult:
     node: str
     key: str
     tools: dict[str, str]
+    memories: list[dict] = field(default_factory=list)
+    power: dict | None = None
     cached: bool = field(default=False, compare=False)
     work_dir: str = field(default="", compare=False)
 
@@ -97,6 +112,23 @@ def name_registers(point: str, netlist: str) -> str:
     return f"{point} ({match.group(1).replace(' ', '')})" if match else point
 
 
+def parse_power_report(text: str) -> dict[str, float]:
+    """Logic power in W (internal, switching, leakage) from the OpenSTA run of scripts/power.tcl:
+    the design's total minus the input pads'."""
+    design = re.search(r"^edgexpert-power-design (.+)$", text, re.M)
+    pads = re.search(r"^edgexpert-power-pads (.+)$", text, re.M)
+    instances = re.search(r"^edgexpert-instances (\d+)$", text, re.M)
+    if not (design and pads and instances):
+        raise ToolError("OpenSTA output has no power figures: "
+                        + (text.strip().splitlines() or ["(empty)"])[-1])
+    total = [float(x) for x in design.group(1).split()[:4]]
+    pad = [float(x) for x in pads.group(1).split()[:4]]
+    internal, switching, leakage = (total[i] - pad[i] for i in range(3))
+    return {"internal_w": internal, "switching_w": switching, "leakage_w": leakage,
+            "dynamic_w": internal + switching, "total_w": internal + switching + leakage,
+            "instances": int(instances.group(1))}
+
+
 def _run(cmd: list[str], log: Path, what: str) -> str:
     run = subprocess.run(cmd, capture_output=True, text=True)
     log.write_text(run.stdout + run.stderr)
@@ -106,8 +138,10 @@ def _run(cmd: list[str], log: Path, what: str) -> str:
     return run.stdout
 
 
-def synthesize(component, top: str, options: SynthConfig = SynthConfig()) -> SynthResult:
-    """Synthesize `component` as module `top` and time it; cached by content hash."""
+def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
+               stimulus: Stimulus | None = None) -> SynthResult:
+    """Synthesize `component` as module `top`, time it, and with a `stimulus` measure its power;
+    cached by content hash."""
     rtlil_text = rtlil.convert(component, name=top, emit_src=False)
     yosys, sta = require("yosys"), require("opensta")
     liberty = liberty_path()
@@ -115,12 +149,18 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig()) -> Syn
     # The key is computed over scripts rendered with placeholder paths, so it does not depend on
     # where build/ is.
     values = {"liberty": "LIBERTY", "rtlil": "RTLIL", "top": top, "abc_script": "ABC",
-              "stat_json": "STAT_JSON", "stat_txt": "STAT_TXT", "netlist": "NETLIST", "delay_ps": round(options.clock_period_ns * 1000),
+              "stat_json": "STAT_JSON", "stat_txt": "STAT_TXT", "netlist": "NETLIST",
+              "netlist_json": "NETLIST_JSON", "memory_cut": "MEMORY_CUT",
+              "power_netlist": "POWER_NETLIST", "activity_tcl": "ACTIVITY_TCL",
+              "pad_prefix": PAD_PREFIX, "delay_ps": round(options.clock_period_ns * 1000),
               "clock_period_ns": options.clock_period_ns, "output_load_pf": options.output_load_pf}
+    scripts = ["synth.ys", "abc.script", "sta.tcl"] + (["power.tcl"] if stimulus else [])
+    power_inputs = ([stimulus.fingerprint(), options.activity_cycles, options.activity_seed,
+                     options.default_activity] if stimulus else ["no power"])
     digest = hashlib.sha256()
     for part in (str(FLOW_VERSION), rtlil_text, yosys.version, sta.version,
                  hashlib.sha256(liberty.read_bytes()).hexdigest(),
-                 *(_script(n).substitute(values) for n in ("synth.ys", "abc.script", "sta.tcl"))):
+                 *(_script(n).substitute(values) for n in scripts), *map(str, power_inputs)):
         digest.update(part.encode())
         digest.update(b"\0")
     key = digest.hexdigest()[:20]
@@ -133,9 +173,12 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig()) -> Syn
 
     work.mkdir(parents=True, exist_ok=True)
     files = {"rtlil": work / f"{top}.il", "abc_script": work / "abc.script",
-             "stat_json": work / "stat.json", "stat_txt": work / "stat.txt", "netlist": work / f"{top}_netlist.v"}
+             "stat_json": work / "stat.json", "stat_txt": work / "stat.txt",
+             "netlist": work / f"{top}_netlist.v", "netlist_json": work / f"{top}_netlist.json"}
     files["rtlil"].write_text(rtlil_text)
-    values.update({name: str(path) for name, path in files.items()}, liberty=str(liberty))
+    memories = _cut_memories(rtlil_text, top, work, files["rtlil"], liberty, yosys.location)
+    values.update({name: str(path) for name, path in files.items()}, liberty=str(liberty),
+                  memory_cut=mem.cut_script(memories, top, work / "memory_stubs.v"))
     files["abc_script"].write_text(_script("abc.script").substitute(values))
     (work / "synth.ys").write_text(_script("synth.ys").substitute(values))
     (work / "sta.tcl").write_text(_script("sta.tcl").substitute(values))
@@ -149,6 +192,10 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig()) -> Syn
     slack, startpoint, endpoint = parse_sta_report(sta_out)
     netlist = files["netlist"].read_text()
     startpoint, endpoint = name_registers(startpoint, netlist), name_registers(endpoint, netlist)
+    power = None
+    if stimulus is not None:
+        power = _power(component, top, options, stimulus, memories, work, files["netlist_json"],
+                       liberty, values, sta.location, cells)
 
     # slack = period - (arrival + setup): the path needs period - slack
     critical = round(options.clock_period_ns - slack, 4)
@@ -160,8 +207,92 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig()) -> Syn
         flip_flops=sum(n for cell, n in counts.items() if cell.startswith("DFF")),
         node="osu018 180 nm, 1.8 V (typical liberty corner)", key=key,
         tools={"yosys": yosys.version, "opensta": sta.version, "liberty": str(liberty)},
-        work_dir=str(work))
+        memories=[m.to_json() for m in memories], power=power, work_dir=str(work))
     stored = result.to_json()
     del stored["cached"], stored["work_dir"]
     result_file.write_text(json.dumps(stored, indent=2, sort_keys=True))
     return result
+
+
+def _cut_memories(rtlil_text: str, top: str, work: Path, rtlil_file: Path, liberty: Path,
+                  yosys: str) -> list[mem.Memory]:
+    """Find the design's memories (a short Yosys run) and write the black boxes that replace
+    them; no run when the RTLIL declares none."""
+    if not mem.has_memories(rtlil_text):
+        return []
+    scan = work / "memory_scan.json"
+    (work / "memory_scan.ys").write_text(mem.scan_script(liberty, rtlil_file, top, scan))
+    _run([yosys, "-q", "-l", str(work / "memory_scan.log"), str(work / "memory_scan.ys")],
+         work / "memory_scan.out", "yosys memory scan of " + top)
+    memories = mem.parse_scan(scan.read_text(), top)
+    (work / "memory_stubs.v").write_text(mem.stub_verilog(memories))
+    return memories
+
+
+def _memory_accesses(memories: list[mem.Memory], netlist, evaluation) -> list[dict]:
+    """Bits each memory read and wrote in the stimulus: its enables are outputs of the netlist
+    (or constants), so their values come from the activity evaluation."""
+    cycles = evaluation.cycles
+
+    def high(port: str, index: int, constant) -> tuple[int, bool]:
+        bits = netlist.outputs.get(port)
+        bit = bits[index] if bits is not None else constant  # not exposed: a constant
+        if isinstance(bit, str):
+            return (cycles if bit == "1" else 0), True
+        if bit in evaluation.high_cycles:
+            return evaluation.high_cycles[bit], True
+        return cycles, False  # not computable: every cycle, an upper bound
+
+    out = []
+    for m in memories:
+        reads = [high(f"{m.instance}__RD_EN", i, s) for i, s in enumerate(m.read_enables)]
+        writes = [high(f"{m.instance}__WR_EN", i, s)
+                  for i, s in enumerate(s for port in m.write_enables for s in port)]
+        out.append({"name": m.name, "read_bits": sum(n for n, _ in reads) * m.width,
+                    "write_bits": sum(n for n, _ in writes),
+                    "enables_evaluated": all(ok for _, ok in reads + writes)})
+    return out
+
+
+def _power(component, top: str, options: SynthConfig, stimulus: Stimulus,
+           memories: list[mem.Memory], work: Path, netlist_json: Path, liberty: Path,
+           values: dict, sta: str, cells: int) -> dict:
+    """Simulate the stimulus, annotate every net's activity, and run OpenSTA power."""
+    period_s = options.clock_period_ns * 1e-9
+    vcd = work / "activity.vcd"
+    operations = simulate(component, stimulus, options.activity_cycles, options.activity_seed,
+                          period_s, vcd)
+    if operations <= 0:
+        raise ToolError(f"the stimulus of {top} performed no {stimulus.operation} in "
+                        f"{options.activity_cycles} cycles: energy per operation is undefined")
+    trace = read_vcd(vcd, CLOCK)
+    if trace.cycles != options.activity_cycles:
+        raise ToolError(f"the stimulus of {top} ran {trace.cycles} cycles, not the "
+                        f"{options.activity_cycles} asked for")
+    netlist = read_netlist(netlist_json.read_text(), top)
+    aliases = {f"{m.instance}__RD_DATA": m.read_data for m in memories}
+    evaluation = evaluate(netlist, read_liberty(liberty), trace, aliases, CLOCK)
+    verilog, instances = power_netlist_verilog(netlist, CLOCK)
+    (work / f"{top}_power.v").write_text(verilog)
+    (work / "activity.tcl").write_text(
+        activity_tcl(netlist, instances, evaluation, options.default_activity))
+    values = {**values, "power_netlist": str(work / f"{top}_power.v"),
+              "activity_tcl": str(work / "activity.tcl")}
+    (work / "power.tcl").write_text(_script("power.tcl").substitute(values))
+    report = parse_power_report(_run([sta, "-no_splash", "-exit", str(work / "power.tcl")],
+                                     work / "power.log", "OpenSTA power of " + top))
+    pads = sum(isinstance(b, int) for port, bits in netlist.inputs.items() if port != CLOCK
+               for b in bits)
+    if report.pop("instances") != cells + 2 * pads:
+        raise ToolError(f"the power netlist of {top} does not hold the synthesized cells plus "
+                        f"{2 * pads} pad cells; see {work / 'power.log'}")
+    energy = report["total_w"] * period_s * trace.cycles / operations
+    return {**report, "clock_hz": 1 / period_s, "cycles": trace.cycles,
+            "seed": options.activity_seed, "operation": stimulus.operation,
+            "operations": operations, "operations_per_cycle": operations / trace.cycles,
+            "energy_per_op_j": energy,
+            "dynamic_energy_per_op_j": report["dynamic_w"] * period_s * trace.cycles / operations,
+            "stimulus": {"drive": stimulus.drive.__qualname__, "params": dict(stimulus.params),
+                         "fingerprint": stimulus.fingerprint()},
+            "activity": evaluation.stats,
+            "memory_accesses": _memory_accesses(memories, netlist, evaluation)}

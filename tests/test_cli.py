@@ -53,6 +53,11 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
      "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
     (["synth", "nope"], "edgexpert: error: block 'nope' is not known: accepted mac_lane"),
     (["synth", "mac_lane", "--config", "/nonexistent.yaml"], "edgexpert: error: cannot read config"),
+    (["synth"], "edgexpert: error: synth needs a BLOCK or --all, not neither: accepted blocks "
+                "mac_lane"),
+    (["synth", "mac_lane", "--all"], "edgexpert: error: synth needs a BLOCK or --all, not both"),
+    (["synth", "--all", "--set", "synth.target_vdd_v=0.5"],
+     "edgexpert: error: synth.target_vdd_v = 0.5 is out of range: accepted values 0.7..1.0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     proc = run(*args, check=False)
@@ -62,14 +67,35 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+SMALL = ["--set", "hardware.mac_lane.pairs_per_beat=1", "--set", "synth.activity_cycles=100"]
+
+
 def test_synth_json_has_the_promised_keys(tmp_path):
-    proc = run("synth", "mac_lane", "--json", "--set", "hardware.mac_lane.pairs_per_beat=1",
-               env={"EDGEXPERT_BUILD_DIR": str(tmp_path)})
+    proc = run("synth", "mac_lane", "--json", *SMALL, env={"EDGEXPERT_BUILD_DIR": str(tmp_path)})
     data = json.loads(proc.stdout)
-    assert {"cells", "area_um2", "critical_path_ns", "fmax_hz"} <= set(data)
+    assert {"cells", "area_um2", "critical_path_ns", "fmax_hz", "power", "scaled_28nm"} <= set(data)
     assert data["cells"] > 0 and data["area_um2"] > 0
     assert data["fmax_hz"] == round(1e9 / data["critical_path_ns"])
-    again = json.loads(run("synth", "mac_lane", "--json", "--set",
-                           "hardware.mac_lane.pairs_per_beat=1",
+    assert data["power"]["operation"] == "MAC" and data["power"]["energy_per_op_j"] > 0
+    assert data["scaled_28nm"]["energy_per_op_j"] < data["power"]["energy_per_op_j"]
+    again = json.loads(run("synth", "mac_lane", "--json", *SMALL,
                            env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}).stdout)
     assert again["cached"] and again["area_um2"] == data["area_um2"]
+    assert again["power"] == data["power"]
+
+
+def test_synth_all_writes_report_and_cost_table(tmp_path):
+    env = {"EDGEXPERT_BUILD_DIR": str(tmp_path)}
+    out = run("synth", "--all", *SMALL, env=env).stdout
+    assert out.startswith("| block | parameters | cells | area 180 nm (um2) | area 28 nm (mm2)")
+    assert "| mac_lane | pairs_per_beat=1 |" in out and "(0 from the cache)" in out
+    report = json.loads((tmp_path / "synth" / "report.json").read_text())
+    lane = report["blocks"]["mac_lane"]
+    assert lane["measured_180nm"]["cells"] > 0 and lane["scaled_28nm"]["area_mm2"] > 0
+    assert "**measured**" in (tmp_path / "synth" / "report.md").read_text()
+    costs = json.loads((tmp_path / "synth" / "costs.json").read_text())
+    assert costs["costs"]["mac_lane.energy_per_mac"]["value"] == \
+        lane["scaled_28nm"]["energy_per_op_j"]
+    # a second run reads every block from the cache
+    assert "(1 from the cache)" in run("synth", "--all", *SMALL, env=env).stdout
+    assert json.loads(run("synth", "--all", "--json", *SMALL, env=env).stdout) == report

@@ -11,6 +11,10 @@ def test_defaults_load_and_validate():
     assert config.hardware.mac_lane.pairs_per_beat == 4
     assert config.model.top_k <= config.model.n_experts
     assert config.synth.clock_period_ns == 10.0
+    assert config.synth.target_vdd_v == 1.0 and config.synth.activity_cycles == 2000
+    assert config.synth.activity_operands == "uniform"
+    assert load_config(overrides=["synth.activity_operands=gaussian"]).synth.activity_operands \
+        == "gaussian"
 
 
 def test_file_overrides_only_its_keys(tmp_path):
@@ -42,6 +46,18 @@ def test_overrides_apply_after_file(tmp_path):
      "synth.clock_period_ns = 'fast' is not a number: accepted values 0.5..1000.0"),
     ("synth.clock_period_ns=.nan",
      "synth.clock_period_ns = nan is out of range: accepted values 0.5..1000.0"),
+    ("synth.target_vdd_v=1.2",
+     "synth.target_vdd_v = 1.2 is out of range: accepted values 0.7..1.0"),
+    ("synth.activity_cycles=8",
+     "synth.activity_cycles = 8 is out of range: accepted integers 16..200000"),
+    ("synth.activity_seed=-1",
+     "synth.activity_seed = -1 is out of range: accepted integers 0..2147483647"),
+    ("synth.default_activity=3",
+     "synth.default_activity = 3 is out of range: accepted values 0.0..2.0"),
+    ("synth.activity_operands=normal",
+     "synth.activity_operands = 'normal' is not accepted: accepted uniform, gaussian"),
+    ("synth.activity_operands=3",
+     "synth.activity_operands = 3 is not accepted: accepted uniform, gaussian"),
     ("hardware.mac_lane.width=3",
      "hardware.mac_lane.width is not a known key: accepted pairs_per_beat"),
     ("model.top_k=33", "model.top_k = 33 is out of range: accepted 1..n_experts (n_experts = 32)"),

@@ -1,0 +1,433 @@
+"""Switching activity of every net of the gate netlist, from a simulation of the RTL.
+
+OpenSTA 2019 reads no VCD or SAIF, and it overwrites activities set on flip-flop outputs with its
+own probabilistic propagation (checked on this build: annotations on Q pins made before the first
+power evaluation are ignored; later ones are kept but never propagated into the logic). So the
+flow computes the activity of every net itself and annotates every pin:
+
+1. The block runs in Amaranth's simulator under its stimulus; the VCD is sampled once per clock
+   cycle, just before each rising edge (`read_vcd`): every signal bit becomes a bitset whose bit k
+   is its value in cycle k.
+2. Input ports and flip-flop outputs keep their RTL names through synthesis, so their values are
+   taken from the trace by name (`evaluate`). Every other net is computed from them by evaluating
+   the liberty function of each gate over all cycles at once (zero-delay: no glitches).
+3. A check that the mapping is right: for every flip-flop, the evaluated D input in cycle k must
+   equal the traced Q in cycle k+1. A flip-flop whose name is not in the trace (or only under a
+   name with `$`, which Amaranth numbers differently in RTLIL and VCD), or whose traced values
+   disagree, gets its values from the netlist itself: Q[k+1] = D[k], iterated; feedback among
+   such flip-flops is simulated cycle by cycle instead. Nets that depend on an input missing from
+   the trace are "unknown" and get the configured default activity.
+
+Activity is toggles per clock cycle, duty the fraction of cycles a net is high.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..tools import ToolError
+from .liberty import Function, Library, compile_function
+from .netlist import Netlist, NetlistCell
+
+__all__ = ["Trace", "read_vcd", "Evaluation", "evaluate", "activity_tcl"]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Signal values per clock cycle: (name, bit index) -> bitset over `cycles` cycles.
+
+    Names are hierarchical below the design's top (`acc`, `sub.count`), as Yosys names nets
+    after flattening."""
+    cycles: int
+    bits: dict[tuple[str, int], int]
+
+
+def read_vcd(path: Path, clock: str = "clk") -> Trace:
+    """Sample every plain signal of an Amaranth VCD just before each rising edge of `clock`.
+
+    The design's top scope is the shallowest one holding `clock`. Decoded views that Amaranth
+    adds (`\\payload.act[0]`) and strings (FSM state names) are skipped; the flat signals carry
+    the same bits. (pyvcd's reader is not used: it rejects the `$`-prefixed names Amaranth gives
+    unnamed signals, and is ten times slower on these files.)"""
+    tokens = Path(path).read_bytes().split()
+    variables: dict[bytes, list[tuple[tuple[str, ...], str, int]]] = {}
+    changes: dict[bytes, list[tuple[int, int]]] = {}
+    scope: list[str] = []
+    i, n = 0, len(tokens)
+    while i < n:  # header: $scope / $var / $upscope up to $enddefinitions
+        tok = tokens[i]
+        if tok == b"$enddefinitions":
+            i = tokens.index(b"$end", i) + 1
+            break
+        end = tokens.index(b"$end", i)
+        if tok == b"$scope":
+            scope.append(tokens[i + 2].decode())
+        elif tok == b"$upscope":
+            scope.pop()
+        elif tok == b"$var":
+            kind, width, code, reference = tokens[i + 1:i + 5]
+            ref = reference.decode()
+            # a flat signal: no single-bit select after the name (a full [N-1:0] range is fine),
+            # not a view (`\\a.b`), not a string or real
+            span = tokens[i + 5:end]
+            whole = not span or span == [f"[{int(width) - 1}:0]".encode()]
+            if whole and kind not in (b"string", b"real") and not ref.startswith("\\") \
+                    and "." not in ref:
+                variables.setdefault(code, []).append((tuple(scope), ref, int(width)))
+        i = end + 1
+    time = 0
+    while i < n:
+        tok = tokens[i]
+        head = tok[:1]
+        if head == b"#":
+            time = int(tok[1:])
+        elif head in (b"b", b"B"):
+            bits = tok[1:].replace(b"x", b"0").replace(b"z", b"0").replace(b"X", b"0") \
+                .replace(b"Z", b"0")
+            changes.setdefault(tokens[i + 1], []).append((time, int(bits, 2)))
+            i += 1
+        elif head in (b"r", b"R", b"s", b"S"):
+            i += 1  # a real or string value and its identifier: no bits
+        elif head in (b"0", b"1", b"x", b"z", b"X", b"Z"):
+            changes.setdefault(tok[1:], []).append((time, 1 if head == b"1" else 0))
+        i += 1  # anything else is a keyword ($dumpvars, $end, ...)
+
+    clocks = [(len(s), s, code) for code, refs in variables.items() for s, r, w in refs
+              if r == clock and w == 1]
+    if not clocks:
+        raise ToolError(f"{path} has no 1-bit signal {clock!r}: cannot find the clock edges")
+    _, root, clock_code = min(clocks)
+    edges = []
+    previous = None
+    for t, v in changes.get(clock_code, []):
+        if v == 1 and previous == 0:
+            edges.append(t)
+        previous = v
+    if len(edges) < 2:
+        raise ToolError(f"{path} holds {len(edges)} rising edges of {clock!r}: too short to "
+                        "measure activity")
+
+    bits: dict[tuple[str, int], int] = {}
+    for code, refs in variables.items():
+        samples = _sample(changes.get(code, []), edges)
+        for s, reference, width in refs:
+            if s[:len(root)] != root:
+                continue
+            name = ".".join(s[len(root):] + (reference,))
+            rows = [format(v, f"0{width}b")[-width:] for v in samples]
+            # one string per bit, cycle 0 first; reversed so that cycle 0 is the lowest bit
+            for index, column in enumerate(reversed(list(zip(*rows)))):
+                bits[(name, index)] = int("".join(reversed(column)), 2)
+    return Trace(len(edges), bits)
+
+
+def _sample(changes: list[tuple[int, int]], edges: list[int]) -> list[int]:
+    """The value each signal held just before each edge (changes at an edge's own time belong to
+    the cycle it starts)."""
+    out, value, i = [], 0, 0
+    for edge in edges:
+        while i < len(changes) and changes[i][0] < edge:
+            value = changes[i][1]
+            i += 1
+        out.append(value)
+    return out
+
+
+@functools.cache
+def _compiled(expr: str) -> tuple[Function, frozenset[str]]:
+    return compile_function(expr)
+
+
+@dataclass
+class Evaluation:
+    """Per-net activity of a netlist under a trace, and how much of it came from the trace."""
+    cycles: int
+    activity: dict[int, tuple[float, float]]  # net bit -> (toggles per cycle, duty)
+    high_cycles: dict[int, int]  # net bit -> cycles it is high
+    unknown: set[int]  # nets whose values could not be computed
+    clock_bits: set[int]
+    stats: dict = field(default_factory=dict)
+
+
+def evaluate(netlist: Netlist, library: Library, trace: Trace,
+             aliases: dict[str, list] | None = None, clock: str = "clk",
+             max_passes: int = 8) -> Evaluation:
+    """Values of every net of `netlist` in every cycle of `trace` (see the module doc).
+
+    `aliases` names, for an input port that is not in the RTL (a cut-out memory's read data), the
+    RTL names of each port bit: {port: [[(name, index), ...] | "0" | "1", ...]}."""
+    aliases = aliases or {}
+    cycles = trace.cycles
+    mask = (1 << cycles) - 1
+    values: dict[int, int] = {}
+    known: set[int] = set()
+
+    def lookup(candidates) -> int | None:
+        for candidate in candidates:
+            if isinstance(candidate, str):
+                return mask if candidate == "1" else 0
+            # Amaranth numbers clashing and unnamed signals (`en$14`, `$signature__en`) one way
+            # in RTLIL and another in the VCD: such a name may mean another signal there
+            if "$" not in candidate[0] and tuple(candidate) in trace.bits:
+                return trace.bits[tuple(candidate)]
+        return None
+
+    clock_bits = {b for b in netlist.inputs.get(clock, []) if isinstance(b, int)}
+    inputs_total = inputs_traced = 0
+    for port, bits in netlist.inputs.items():
+        if port == clock:
+            continue
+        for i, bit in enumerate(bits):
+            if not isinstance(bit, int):
+                continue
+            inputs_total += 1
+            alias = aliases[port][i] if port in aliases else []
+            value = lookup([(port, i), *([alias] if isinstance(alias, str) else alias),
+                            *netlist.names.get(bit, [])])
+            if value is not None:
+                values[bit] = value
+                known.add(bit)
+                inputs_traced += 1
+
+    sequential = [c for c in netlist.cells if library.cell(c.type).state is not None]
+    combinational = [c for c in netlist.cells if library.cell(c.type).state is None]
+    order = _topological(combinational, library)
+
+    # the value each state element holds: from the trace where its output net is named there
+    state: dict[str, int] = {}
+    traced: set[str] = set()
+    for cell in sequential:
+        lib = library.cell(cell.type)
+        for pin in lib.outputs:
+            bit = cell.pins.get(pin)
+            function = lib.pins[pin].function
+            if isinstance(bit, int) and function in (lib.state.state, lib.state.state_inverted):
+                value = lookup(netlist.names.get(bit, []))
+                if value is not None:
+                    state[cell.name] = value if function == lib.state.state else value ^ mask
+                    traced.add(cell.name)
+                    break
+        state.setdefault(cell.name, 0)
+
+    def settle(unknown_state: set[str]) -> dict[str, tuple[int, bool]]:
+        _drive_state_outputs(sequential, library, state, values, known, unknown_state, mask)
+        _evaluate_combinational(order, library, values, known, mask)
+        return {c.name: _next_state(c, library.cell(c.type), values, known, mask)
+                for c in sequential}
+
+    # Untraced state elements follow the netlist (Q[k+1] = D[k]) with the traced ones fixed; then
+    # every traced one must follow its D, or its name matched the wrong thing and it is untraced.
+    from_trace = {name: state[name] for name in traced}
+    simulated: set[str] = set()
+    settle(set())
+    for _ in range(len(sequential) + 1):
+        untraced = [c for c in sequential if c.name not in traced]
+        for _ in range(max_passes):
+            moving = False
+            for cell in untraced:
+                nxt = _next_state(cell, library.cell(cell.type), values, known, mask)[0]
+                new = ((nxt << 1) | (state[cell.name] & 1)) & mask
+                moving |= new != state[cell.name]
+                state[cell.name] = new
+            settle(set())
+            if not moving:
+                break
+        else:
+            # feedback among untraced elements settles one cycle per pass: simulate them instead
+            _simulate_cycles(untraced, order, library, state, values, cycles)
+            simulated |= {c.name for c in untraced}
+        wrong = {}
+        for name, (nxt, ok) in settle(set()).items():
+            if name in traced and ok:
+                count = ((nxt ^ (state[name] >> 1)) & (mask >> 1)).bit_count()
+                if count:
+                    wrong[name] = count
+        if not wrong:
+            break
+        traced -= set(wrong)
+    # known-ness: an untraced state element is known when its next-state inputs are
+    unknown_state: set[str] = set()
+    while True:
+        newly = {name for name, (_, ok) in settle(unknown_state).items()
+                 if not ok and name not in traced and name not in unknown_state}
+        if not newly:
+            break
+        unknown_state |= newly
+
+    # a state element whose traced values the netlist reproduced (e.g. one demoted only because
+    # it is fed by a wrongly named one) counts as traced
+    agree = {name for name, value in from_trace.items() if state[name] == value}
+    pair_mask = mask >> 1
+    activity = {bit: (((v ^ (v >> 1)) & pair_mask).bit_count() / max(cycles - 1, 1),
+                      v.bit_count() / cycles)
+                for bit, v in values.items() if bit in known}
+    nets = {b for c in netlist.cells for b in c.pins.values() if isinstance(b, int)} - clock_bits
+    unknown = nets - set(activity)
+    high = {bit: v.bit_count() for bit, v in values.items() if bit in known}
+    return Evaluation(cycles, activity, high, unknown, clock_bits, {
+        "cycles": cycles,
+        "input_bits": inputs_total, "input_bits_from_trace": inputs_traced,
+        "state_elements": len(sequential),
+        "state_from_trace": len(agree),
+        "state_from_netlist": len(sequential) - len(agree) - len(unknown_state),
+        "state_simulated_cycle_by_cycle": len(simulated),
+        "state_unknown": len(unknown_state),
+        "state_names_disagreeing": len(from_trace) - len(agree),
+        "nets": len(nets), "nets_evaluated": len(nets) - len(unknown),
+        "nets_default_activity": len(unknown),
+    })
+
+
+def _drivers(cells, library: Library) -> dict[int, NetlistCell]:
+    out = {}
+    for cell in cells:
+        for pin in library.cell(cell.type).outputs:
+            bit = cell.pins.get(pin)
+            if isinstance(bit, int):
+                out[bit] = cell
+    return out
+
+
+def _topological(cells, library: Library) -> list[NetlistCell]:
+    """Combinational cells in an order where every cell comes after the cells driving it."""
+    driver = _drivers(cells, library)
+    order, done, active = [], set(), set()
+    for start in cells:
+        stack = [(start, False)]
+        while stack:
+            cell, expanded = stack.pop()
+            if expanded:
+                active.discard(cell.name)
+                if cell.name not in done:
+                    done.add(cell.name)
+                    order.append(cell)
+                continue
+            if cell.name in done:
+                continue
+            if cell.name in active:
+                raise ToolError(f"combinational loop through cell {cell.name} ({cell.type})")
+            active.add(cell.name)
+            stack.append((cell, True))
+            for pin in library.cell(cell.type).inputs:
+                src = driver.get(cell.pins.get(pin))
+                if src is not None and src.name not in done:
+                    stack.append((src, False))
+    return order
+
+
+def _drive_state_outputs(sequential, library, state, values, known, unknown_state, mask):
+    for cell in sequential:
+        lib = library.cell(cell.type)
+        env = {lib.state.state: state[cell.name], lib.state.state_inverted: state[cell.name] ^ mask}
+        for pin in lib.outputs:
+            bit = cell.pins.get(pin)
+            function = lib.pins[pin].function
+            if isinstance(bit, int) and function:
+                values[bit] = _compiled(function)[0](env, mask)
+                (known.discard if cell.name in unknown_state else known.add)(bit)
+
+
+def _simulate_cycles(flops, order, library: Library, state, values, cycles) -> None:
+    """Cycle by cycle, the state of `flops` (untraced, in feedback): only the logic between
+    their outputs and their next-state inputs is evaluated, one bit per cycle."""
+    driver = _drivers(order, library)
+    names = {c.name for c in flops}
+    outputs = {}  # output bit -> (flop name, output function, liberty cell)
+    for cell in flops:
+        lib = library.cell(cell.type)
+        for pin in lib.outputs:
+            if isinstance(cell.pins.get(pin), int) and lib.pins[pin].function:
+                outputs[cell.pins[pin]] = (cell.name, _compiled(lib.pins[pin].function)[0], lib)
+    cone, seen = set(), set()
+    stack = [cell.pins.get(p) for cell in flops for p in library.cell(cell.type).inputs]
+    while stack:
+        bit = stack.pop()
+        if not isinstance(bit, int) or bit in seen:
+            continue
+        seen.add(bit)
+        if bit in driver and bit not in outputs:
+            cell = driver[bit]
+            cone.add(cell.name)
+            stack.extend(cell.pins.get(p) for p in library.cell(cell.type).inputs)
+    steps = [c for c in order if c.name in cone]
+    leaves = [b for b in seen if b in values and b not in outputs
+              and not (b in driver and driver[b].name in cone)]
+    current = {name: state[name] & 1 for name in names}
+    history = {name: 0 for name in names}
+    for t in range(cycles):
+        bits = {b: (values[b] >> t) & 1 for b in leaves}
+        for bit, (name, function, lib) in outputs.items():
+            q = current[name]
+            bits[bit] = function({lib.state.state: q, lib.state.state_inverted: q ^ 1}, 1)
+        for cell in steps:
+            lib = library.cell(cell.type)
+            for pin in lib.outputs:
+                bit = cell.pins.get(pin)
+                if isinstance(bit, int) and lib.pins[pin].function:
+                    compiled, pins = _compiled(lib.pins[pin].function)
+                    bits[bit] = compiled(_pin_values(cell, pins, bits, bits, 1)[0], 1)
+        for cell in flops:
+            history[cell.name] |= current[cell.name] << t
+            current[cell.name] = _next_state(cell, library.cell(cell.type), bits, bits, 1)[0]
+    state.update(history)
+
+
+def _pin_values(cell, names, values, known, mask):
+    env, ok = {}, True
+    for pin in names:
+        bit = cell.pins.get(pin)
+        if isinstance(bit, int):
+            env[pin] = values.get(bit, 0)
+            ok = ok and bit in known
+        else:
+            env[pin] = mask if bit == "1" else 0
+    return env, ok
+
+
+def _evaluate_combinational(order, library: Library, values, known, mask):
+    for cell in order:
+        lib = library.cell(cell.type)
+        for pin in lib.outputs:
+            bit = cell.pins.get(pin)
+            function = lib.pins[pin].function
+            if not isinstance(bit, int) or not function:
+                continue
+            compiled, names = _compiled(function)
+            env, ok = _pin_values(cell, names, values, known, mask)
+            values[bit] = compiled(env, mask)
+            (known.add if ok else known.discard)(bit)
+
+
+def _next_state(cell, lib, values, known, mask) -> tuple[int, bool]:
+    """The value the state element takes at the next edge, per cycle, and whether it is known."""
+    spec = lib.state
+    nxt, names = _compiled(spec.next_state)
+    env, ok = _pin_values(cell, names, values, known, mask)
+    value = nxt(env, mask)
+    for expr, forced in ((spec.clear, 0), (spec.preset, mask)):
+        if expr:
+            f, n = _compiled(expr)
+            e, o = _pin_values(cell, n, values, known, mask)
+            active = f(e, mask)
+            value = (value & ~active) | (forced & active)
+            ok = ok and o
+    return value & mask, ok
+
+
+def activity_tcl(netlist: Netlist, instances: dict[str, str], evaluation: Evaluation,
+                 default_activity: float) -> str:
+    """Tcl that annotates every pin of the power netlist with its net's activity and duty."""
+    pins: dict[int, list[str]] = {}
+    for cell in netlist.cells:
+        for pin, bit in cell.pins.items():
+            if isinstance(bit, int) and bit not in evaluation.clock_bits:
+                pins.setdefault(bit, []).append(f"{instances[cell.name]}/{pin}")
+    lines = ["proc edgexpert_annotate {activity duty pins} {",
+             "  foreach pin $pins { sta::set_power_pin_activity [get_pins $pin] $activity $duty }",
+             "}"]
+    for bit in sorted(pins):
+        act, duty = evaluation.activity.get(bit, (default_activity, 0.5))
+        lines.append(f"edgexpert_annotate {act:.6g} {duty:.6g} {{{' '.join(pins[bit])}}}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,199 @@
+"""The cost table the performance model reads: energy per action and area per block.
+
+Format (JSON, `build/synth/costs.json`, written by `edgexpert synth --all`):
+
+    {"schema": "edgexpert-costs/1",
+     "node": "28 nm, 1.0 V",
+     "costs": {"mac_lane.energy_per_mac": {"value": 3.2e-13, "unit": "J",
+                                           "source": "synth mac_lane key ... x ..."},
+               "dram.energy_per_bit.accelergy_lpddr4": {"value": 8e-12, "unit": "J/bit",
+                                              "source": "Accelergy ..."}, ...}}
+
+Every value is in SI units (`unit` says which) with its `source`: the synthesis run (block name
+and cache key, and the scaling factor applied) or a citation. Counts of actions stay apart from
+this table: a model's energy is sum(count x cost) (`CostTable.energy_j`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from ..config import ConfigError
+from ..tools import build_root
+
+__all__ = ["SCHEMA", "UNITS", "Cost", "CostTable", "CostTableError", "build_cost_table",
+           "write_cost_table", "load_cost_table", "load_table_data", "default_cost_table_path",
+           "CITED_COSTS"]
+
+SCHEMA = "edgexpert-costs/1"
+#: units a cost may have; "J" is energy per action, "J/bit" per bit moved
+UNITS = ("J", "J/bit", "m2", "Hz", "W")
+
+_HOROWITZ = ("M. Horowitz, \"Computing's energy problem (and what we can do about it)\", ISSCC "
+             "2014, 45 nm, 0.9 V")
+_ACCELERGY = ("Accelergy's LPDDR4 DRAM model (Y. N. Wu, J. Emer, V. Sze, ICCAD 2019), as recorded "
+              "in shared/TOOLCHAIN.md")
+_CACTI = ("CACTI 7 (R. Balasubramonian et al., ACM TACO 14(2), 2017) at 28 nm, itrs-lstp, "
+          "512-bit port, recorded in shared/TOOLCHAIN.md")
+
+#: costs that come from the literature, not from a synthesis run: (name, value, unit, source)
+CITED_COSTS = (
+    ("dram.energy_per_bit.accelergy_lpddr4", 8e-12, "J/bit", _ACCELERGY),
+    ("dram.energy_per_bit.horowitz_low", 1.3e-9 / 64, "J/bit",
+     _HOROWITZ + ": DRAM 1.3 nJ per 64-bit access"),
+    ("dram.energy_per_bit.horowitz_high", 2.6e-9 / 64, "J/bit",
+     _HOROWITZ + ": DRAM 2.6 nJ per 64-bit access"),
+    ("sram_28nm.read_energy_per_bit.64KiB", 0.063e-12, "J/bit", _CACTI),
+    ("sram_28nm.read_energy_per_bit.512KiB", 0.236e-12, "J/bit", _CACTI),
+    ("sram_28nm.read_energy_per_bit.1MiB", 0.379e-12, "J/bit", _CACTI),
+    ("sram_28nm.area.64KiB", 0.086e-6, "m2", _CACTI),
+    ("sram_28nm.area.512KiB", 0.87e-6, "m2", _CACTI),
+    ("sram_28nm.area.1MiB", 1.81e-6, "m2", _CACTI),
+    ("horowitz_45nm.add_8b", 0.03e-12, "J", _HOROWITZ),
+    ("horowitz_45nm.mult_8b", 0.2e-12, "J", _HOROWITZ),
+    ("horowitz_45nm.add_32b", 0.1e-12, "J", _HOROWITZ),
+    ("horowitz_45nm.sram_read_64b.8KB", 10e-12, "J", _HOROWITZ),
+    ("horowitz_45nm.sram_read_64b.32KB", 20e-12, "J", _HOROWITZ),
+    ("horowitz_45nm.sram_read_64b.1MB", 100e-12, "J", _HOROWITZ),
+)
+
+
+class CostTableError(ConfigError):
+    """The cost table is missing or malformed; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    value: float
+    unit: str
+    source: str
+
+
+@dataclass(frozen=True)
+class CostTable:
+    node: str
+    costs: Mapping[str, Cost]
+
+    def cost(self, name: str) -> Cost:
+        try:
+            return self.costs[name]
+        except KeyError:
+            raise CostTableError(f"cost {name!r} is not in the table: accepted "
+                                 f"{', '.join(sorted(self.costs))}") from None
+
+    def energy_j(self, counts: Mapping[str, float]) -> float:
+        """Total energy of `counts` actions: sum of count x energy per action (J or J/bit)."""
+        total = 0.0
+        for name, count in counts.items():
+            cost = self.cost(name)
+            if cost.unit not in ("J", "J/bit"):
+                raise CostTableError(f"cost {name!r} is in {cost.unit}, not an energy per action: "
+                                     "accepted units J, J/bit")
+            total += count * cost.value
+        return total
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
+
+
+def build_cost_table(report: dict) -> dict:
+    """The cost table (JSON form) of a synthesis report (`report.write_reports`)."""
+    scaling = report["scaling"]
+    costs: dict[str, dict] = {}
+    for name, block in report["blocks"].items():
+        m, s = block["measured_180nm"], block["scaled_28nm"]
+        run = (f"synth {name} key {block['key']} ({m['node']}; "
+               f"{', '.join(f'{k}={v}' for k, v in block['parameters'].items())})")
+        area = f"area x{scaling['area']:.4f} (Stillmaker & Baas 2017, 28 nm)"
+        if block["memories"]:
+            area += " + SRAM model (CACTI 7 at 28 nm)"
+        costs[f"{name}.area"] = {"value": s["area_mm2"] * 1e-6, "unit": "m2",
+                                 "source": f"{run} x {area}"}
+        costs[f"{name}.area_180nm"] = {"value": m["area_um2"] * 1e-12, "unit": "m2",
+                                       "source": f"{run}: Yosys stat, logic only"}
+        costs[f"{name}.fmax"] = {"value": s["fmax_hz"], "unit": "Hz",
+                                 "source": f"{run}: OpenSTA; delay x{scaling['delay']:.4f} "
+                                           f"(Stillmaker & Baas 2017, 28 nm {scaling['vdd_v']} V)"}
+        if block["power_measured"]:
+            op = _slug(m["operation"])
+            stim = (f"OpenSTA power, {m['cycles']} cycles of {m['stimulus']['drive']} "
+                    f"seed {m['seed']}")
+            costs[f"{name}.energy_per_{op}"] = {
+                "value": s["energy_per_op_j"], "unit": "J",
+                "source": f"{run}: {stim}; energy x{scaling['energy']:.4f} (Stillmaker & Baas "
+                          f"2017, 28 nm {scaling['vdd_v']} V)"
+                          + (" + SRAM accesses x CACTI 7 energy per bit" if block["memories"]
+                             else "")}
+            costs[f"{name}.energy_per_{op}_180nm"] = {
+                "value": m["energy_per_op_j"], "unit": "J", "source": f"{run}: {stim}, logic only"}
+        for mem in block["memories"]:
+            costs[f"{name}.{_slug(mem['name'])}.sram_energy_per_bit"] = {
+                "value": mem["sram_28nm"]["read_energy_per_bit_j"], "unit": "J/bit",
+                "source": f"{_CACTI}; {mem['sram_28nm']['rule']}"}
+    for name, value, unit, source in CITED_COSTS:
+        costs[name] = {"value": value, "unit": unit, "source": source}
+    return {"schema": SCHEMA, "node": f"{scaling['node_nm']} nm, {scaling['vdd_v']} V",
+            "costs": costs}
+
+
+def write_cost_table(path: Path, table: dict) -> None:
+    load_table_data(table, str(path))  # never write a table the loader would refuse
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(table, indent=2, sort_keys=True))
+
+
+def default_cost_table_path() -> Path:
+    return build_root() / "synth" / "costs.json"
+
+
+def load_table_data(data, origin: str) -> CostTable:
+    """Validate a cost table already parsed from JSON; `origin` names it in errors."""
+    if not isinstance(data, dict):
+        raise CostTableError(f"{origin} must hold a JSON object, not {type(data).__name__}")
+    if data.get("schema") != SCHEMA:
+        raise CostTableError(f"{origin}: schema {data.get('schema')!r} is not supported: "
+                             f"accepted {SCHEMA!r}")
+    costs = data.get("costs")
+    if not isinstance(costs, dict) or not costs:
+        raise CostTableError(f"{origin}: costs must be a non-empty object of "
+                             "{name: {value, unit, source}}")
+    out = {}
+    for name, entry in costs.items():
+        where = f"{origin}: costs.{name}"
+        if not isinstance(entry, dict) or set(entry) != {"value", "unit", "source"}:
+            keys = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+            raise CostTableError(f"{where} has {keys}: accepted exactly value, unit, source")
+        value = entry["value"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value < 0:
+            raise CostTableError(f"{where}.value = {value!r} is out of range: accepted finite "
+                                 "numbers >= 0")
+        if entry["unit"] not in UNITS:
+            raise CostTableError(f"{where}.unit = {entry['unit']!r} is not known: accepted "
+                                 f"{', '.join(UNITS)}")
+        if not isinstance(entry["source"], str) or not entry["source"].strip():
+            raise CostTableError(f"{where}.source is empty: accepted a synthesis run or a "
+                                 "citation")
+        out[name] = Cost(float(value), entry["unit"], entry["source"])
+    return CostTable(str(data.get("node", "")), out)
+
+
+def load_cost_table(path: Path | str | None = None) -> CostTable:
+    """Read and validate the cost table (default: build/synth/costs.json)."""
+    path = Path(path) if path is not None else default_cost_table_path()
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CostTableError(f"cannot read cost table {path}: {exc.strerror}; run "
+                             "`edgexpert synth --all` to write it") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CostTableError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") \
+            from None
+    return load_table_data(data, str(path))

@@ -1,0 +1,185 @@
+"""Per-block cost report: the measured 180 nm figures and their 28 nm scaling, side by side.
+
+`block_report` runs (or reads from the cache) one block's synthesis, timing and power and adds
+the 28 nm figures; `write_reports` writes build/synth/report.json, report.md and the cost table
+(`costs.py`) for a set of blocks. Every number is either measured (a Yosys / OpenSTA run, named
+by its cache key) or derived from a measured number by a cited factor (scaling.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..config import Config
+from ..tools import build_root
+from .costs import build_cost_table, write_cost_table
+from .flow import SynthResult, synthesize
+from .scaling import CACTI_28NM, SOURCE_NODE, STILLMAKER_BAAS, scale_to_28nm, sram_cost
+
+__all__ = ["run_block", "summarize", "block_report", "write_reports", "markdown_report",
+           "format_si", "report_paths"]
+
+
+def run_block(block, config: Config) -> SynthResult:
+    """Synthesis, timing and (with a stimulus) power of a registered block at `config`."""
+    stimulus = block.stimulus(config) if block.stimulus else None
+    return synthesize(block.build(config.hardware), block.name, config.synth, stimulus)
+
+
+def block_report(block, config: Config) -> dict:
+    """One block's costs at `config`: measured at 180 nm and scaled to 28 nm."""
+    return summarize(block, config, run_block(block, config))
+
+
+def summarize(block, config: Config, result: SynthResult) -> dict:
+    """The report entry of a synthesis result: measured figures and their 28 nm scaling."""
+    scaling = scale_to_28nm(config.synth.target_vdd_v)
+    power = result.power
+    measured = {
+        "node": result.node, "cells": result.cells, "flip_flops": result.flip_flops,
+        "area_um2": result.area_um2, "critical_path_ns": result.critical_path_ns,
+        "fmax_hz": result.fmax_hz, "startpoint": result.startpoint, "endpoint": result.endpoint,
+    }
+    accesses = {a["name"]: a for a in (power or {}).get("memory_accesses", [])}
+    memories, sram_area, sram_energy = [], 0.0, 0.0
+    for m in result.memories:
+        sram = sram_cost(m["width"] * m["depth"])
+        entry = {**{k: m[k] for k in ("name", "width", "depth", "read_ports", "write_ports",
+                                      "sync_read_ports")},
+                 "bits": m["width"] * m["depth"], "sram_28nm": sram.to_json()}
+        sram_area += sram.area_m2
+        if m["name"] in accesses:
+            acc = accesses[m["name"]]
+            entry["accesses"] = acc
+            sram_energy += (acc["read_bits"] + acc["write_bits"]) * sram.read_energy_per_bit_j
+        memories.append(entry)
+    scaled = {
+        "node_nm": scaling.node_nm, "vdd_v": scaling.vdd_v,
+        "logic_area_mm2": result.area_um2 * scaling.area * 1e-6,
+        "sram_area_mm2": sram_area * 1e6,
+        "area_mm2": result.area_um2 * scaling.area * 1e-6 + sram_area * 1e6,
+        "fmax_hz": result.fmax_hz / scaling.delay,
+    }
+    if power is not None:
+        ops = power["operations"]
+        measured.update({k: power[k] for k in (
+            "clock_hz", "internal_w", "switching_w", "dynamic_w", "leakage_w", "total_w",
+            "energy_per_op_j", "operation", "operations", "operations_per_cycle", "cycles",
+            "seed", "activity", "stimulus")})
+        logic = power["energy_per_op_j"] * scaling.energy
+        scaled.update({"operation": power["operation"], "logic_energy_per_op_j": logic,
+                       "sram_energy_per_op_j": sram_energy / ops,
+                       "energy_per_op_j": logic + sram_energy / ops})
+    return {"block": block.name, "description": block.description,
+            "parameters": block.parameters(config.hardware), "key": result.key,
+            "cached": result.cached, "work_dir": result.work_dir,
+            "measured_180nm": measured, "scaled_28nm": scaled, "memories": memories,
+            "power_measured": power is not None}
+
+
+def report_paths() -> dict[str, Path]:
+    root = build_root() / "synth"
+    return {"json": root / "report.json", "markdown": root / "report.md",
+            "costs": root / "costs.json"}
+
+
+def write_reports(blocks, config: Config) -> dict:
+    """Reports and cost table for `blocks` at `config`; returns the JSON report."""
+    scaling = scale_to_28nm(config.synth.target_vdd_v)
+    report = {
+        "source_node": SOURCE_NODE,
+        "synth_config": {k: getattr(config.synth, k) for k in config.synth.__dataclass_fields__},
+        "scaling": scaling.to_json(), "sram_model": CACTI_28NM,
+        "blocks": {block.name: block_report(block, config) for block in blocks},
+    }
+    paths = report_paths()
+    paths["json"].parent.mkdir(parents=True, exist_ok=True)
+    stored = json.loads(json.dumps(report))
+    for entry in stored["blocks"].values():
+        del entry["cached"], entry["work_dir"]
+    paths["json"].write_text(json.dumps(stored, indent=2, sort_keys=True))
+    paths["markdown"].write_text(markdown_report(report))
+    write_cost_table(paths["costs"], build_cost_table(report))
+    return report
+
+
+def format_si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e-15, "f"), (1e-12, "p"), (1e-9, "n"), (1e-6, "u"), (1e-3, "m")):
+        if abs(value) < scale * 1000:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def markdown_report(report: dict) -> str:
+    """The human-readable report: one table, then what each column is and where it comes from."""
+    scaling = report["scaling"]
+    rows = ["| block | parameters | cells | area 180 nm (um2) | area 28 nm (mm2) | "
+            "fmax 180 nm (MHz) | fmax 28 nm (MHz) | dynamic / leakage 180 nm | "
+            "energy/op 180 nm | energy/op 28 nm |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    notes = []
+    for name, b in report["blocks"].items():
+        m, s = b["measured_180nm"], b["scaled_28nm"]
+        params = ", ".join(f"{k}={v}" for k, v in b["parameters"].items())
+        if b["power_measured"]:
+            power = (f"{format_si(m['dynamic_w'], 'W')} / {format_si(m['leakage_w'], 'W')} at "
+                     f"{m['clock_hz'] / 1e6:.0f} MHz")
+            e180 = f"{format_si(m['energy_per_op_j'], 'J')}/{m['operation']}"
+            e28 = f"{format_si(s['energy_per_op_j'], 'J')}/{s['operation']}"
+        else:
+            power = e180 = e28 = "no stimulus"
+        rows.append(f"| {name} | {params} | {m['cells']:,} | {m['area_um2']:,.0f} | "
+                    f"{s['area_mm2']:.4g} | {m['fmax_hz'] / 1e6:.1f} | {s['fmax_hz'] / 1e6:.0f} | "
+                    f"{power} | {e180} | {e28} |")
+        notes.append(f"- **{name}** (key `{b['key']}`): critical path "
+                     f"{m['critical_path_ns']:.3f} ns from {m['startpoint']} to {m['endpoint']}; "
+                     f"{m['flip_flops']} flip-flops.")
+        if b["power_measured"]:
+            a = m["activity"]
+            notes.append(
+                f"  Power: {m['cycles']} cycles of `{m['stimulus']['drive']}` "
+                f"({m['stimulus']['params']}), seed {m['seed']}, {m['operations']:,} "
+                f"{m['operation']}s ({m['operations_per_cycle']:.3g} per cycle); activity of "
+                f"{a['nets_evaluated']:,} of {a['nets']:,} nets evaluated from the simulation "
+                f"({a['state_from_trace']} of {a['state_elements']} flip-flops and "
+                f"{a['input_bits_from_trace']} of {a['input_bits']} input bits by name, "
+                f"{a['state_from_netlist']} flip-flops from the netlist), "
+                f"{a['nets_default_activity']} nets at the default activity.")
+        for mem in b["memories"]:
+            sram = mem["sram_28nm"]
+            line = (f"  Memory `{mem['name']}`: {mem['depth']} x {mem['width']} bits, "
+                    f"{mem['read_ports']} read / {mem['write_ports']} write ports, cut out of the "
+                    f"netlist; 28 nm SRAM {sram['area_m2'] * 1e12:,.0f} um2, "
+                    f"{format_si(sram['read_energy_per_bit_j'], 'J')}/bit ({sram['rule']})")
+            if "accesses" in mem:
+                acc = mem["accesses"]
+                line += (f"; {acc['read_bits']:,} bits read, {acc['write_bits']:,} written in the "
+                         "stimulus")
+            notes.append(line + ".")
+        if b["power_measured"] and b["memories"]:
+            logic, sram = s["logic_energy_per_op_j"], s["sram_energy_per_op_j"]
+            notes.append(f"  28 nm energy/op = logic {format_si(logic, 'J')} + SRAM "
+                         f"{format_si(sram, 'J')}; the 180 nm figure is logic only.")
+    return "\n".join([
+        "# Synthesis report",
+        "",
+        "Generated by `edgexpert synth --all`. Columns marked 180 nm are **measured**: Yosys on "
+        f"{report['source_node']['cells']} cells at {report['source_node']['vdd_v']} V, OpenSTA "
+        "timing and power. Columns marked 28 nm are **scaled** from them "
+        f"to 28 nm at {scaling['vdd_v']} V: area x{scaling['area']:.4f}, delay "
+        f"x{scaling['delay']:.4f}, energy x{scaling['energy']:.4f} (Stillmaker & Baas 2017, "
+        f"interpolated geometrically between the 32 nm and 20 nm rows, weight "
+        f"{scaling['weight_20nm']:.3f} on 20 nm); memories add the 28 nm SRAM model (CACTI 7).",
+        "",
+        *rows,
+        "",
+        "Power is OpenSTA's, from the switching activity of every net under the block's stimulus "
+        "(docs/synthesis.md); energy/op = (dynamic + leakage) x clock period x cycles / "
+        "operations. The 28 nm area includes SRAM; the 180 nm area is logic only.",
+        "",
+        *notes,
+        "",
+        f"Sources: {STILLMAKER_BAAS}. {CACTI_28NM}.",
+        "",
+    ])
