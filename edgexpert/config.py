@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 __all__ = [
-    "ConfigError", "MacLaneConfig", "HardwareConfig", "ModelConfig", "SynthConfig", "Config",
+    "ConfigError", "MacLaneConfig", "EmaConfig", "HardwareConfig", "ModelConfig", "SynthConfig", "Config",
     "load_config", "default_config", "apply_overrides",
 ]
 
@@ -36,6 +36,12 @@ def _float(lo: float, hi: float, default: float, doc: str):
     return field(default=default, metadata={"range": (lo, hi), "doc": doc})
 
 
+def _choices(values: tuple[int, ...], default: int, doc: str):
+    """An integer field that accepts only the listed values (e.g. bus widths)."""
+    assert default in values
+    return field(default=default, metadata={"choices": tuple(values), "doc": doc})
+
+
 @dataclass(frozen=True)
 class MacLaneConfig:
     """The stream-fed A8W4 dot-product lane (seed of the MAC cluster)."""
@@ -43,8 +49,21 @@ class MacLaneConfig:
 
 
 @dataclass(frozen=True)
+class EmaConfig:
+    """The external-memory access controller (hw/ema.py, docs/blocks/ema.md)."""
+    axi_data_width: int = _choices((64, 128, 256), 256, "AXI4 read data bus width, bits")
+    axi_addr_width: int = _int(16, 64, 32, "AXI4 address width, bits (must cover the weights)")
+    outstanding_reads: int = _int(1, 64, 16, "AXI read bursts in flight at once; hides latency")
+    buffer_bytes: int = _choices(tuple(2**n for n in range(10, 21)), 65536,
+                                 "on-chip weight buffer size, bytes (a power of two)")
+    buffer_banks: int = _choices((1, 2, 4, 8), 4, "weight buffer banks, lines interleaved")
+    slots: int = _int(1, 128, 32, "distinct (layer, expert, matrix) resident in one step")
+
+
+@dataclass(frozen=True)
 class HardwareConfig:
     mac_lane: MacLaneConfig = field(default_factory=MacLaneConfig)
+    ema: EmaConfig = field(default_factory=EmaConfig)
 
 
 @dataclass(frozen=True)
@@ -85,6 +104,13 @@ class Config:
 
 
 def _check_scalar(key: str, value, typ, meta: dict):
+    if "choices" in meta:
+        accepted = ", ".join(str(c) for c in meta["choices"])
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} = {value!r} is not an integer: accepted {accepted}")
+        if value not in meta["choices"]:
+            raise ConfigError(f"{key} = {value!r} is not accepted: accepted {accepted}")
+        return value
     lo, hi = meta["range"]
     kind = {int: "integers", float: "values"}[typ]
     # bool is a subclass of int in Python: a YAML `true` must not pass as a number
