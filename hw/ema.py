@@ -293,6 +293,7 @@ class EmaController(wiring.Component):
         d_matrix = Signal()
         d_scales = Signal()
         d_fail = Signal()           # this descriptor is bad: consume its masks, fetch nothing
+        d_skip = Signal()           # fetch nothing: it is bad, or an earlier error stopped us
         d_hit = Signal()            # its slot already existed in this step
         d_slot = Signal(slot_bits)
         d_index = Signal(range(lay.n_layers * lay.experts_per_layer))
@@ -391,8 +392,8 @@ class EmaController(wiring.Component):
                             dsc = cmd.arg.descriptor
                             m.d.sync += [d_tag.eq(dsc.tag), d_layer.eq(dsc.layer),
                                          d_expert.eq(dsc.expert), d_matrix.eq(dsc.matrix),
-                                         d_scales.eq(dsc.scales), d_fail.eq(0), k.eq(0),
-                                         open_valid.eq(0)]
+                                         d_scales.eq(dsc.scales), d_fail.eq(0), d_skip.eq(0),
+                                         k.eq(0), open_valid.eq(0)]
                             m.next = "Lookup"
                         with m.Case(EmaOp.NEW_STEP):
                             m.d.sync += [next_slot.eq(0), slot_scales.eq(0)]
@@ -400,14 +401,17 @@ class EmaController(wiring.Component):
                             fail(EmaError.BAD_COMMAND)
             with m.State("Lookup"):
                 m.d.sync += d_index.eq(d_layer * lay.experts_per_layer + d_expert)
-                with m.If(~in_range):
+                with m.If(err):
+                    # stopped: this descriptor completes as ABORTED without touching the tables
+                    m.d.sync += d_skip.eq(1)
+                with m.Elif(~in_range):
                     fail(EmaError.BAD_DESCRIPTOR)
-                    m.d.sync += d_fail.eq(1)
+                    m.d.sync += [d_fail.eq(1), d_skip.eq(1)]
                 with m.Elif(hits.any()):
                     m.d.sync += [d_hit.eq(1), d_slot.eq(hit_index)]
                 with m.Elif(next_slot == self.slots):
                     fail(EmaError.SLOTS_FULL)
-                    m.d.sync += d_fail.eq(1)
+                    m.d.sync += [d_fail.eq(1), d_skip.eq(1)]
                 with m.Else():
                     m.d.sync += [d_hit.eq(0), d_slot.eq(next_slot), next_slot.eq(next_slot + 1),
                                  slot_scales.bit_select(next_slot, 1).eq(0)]
@@ -429,7 +433,7 @@ class EmaController(wiring.Component):
                 ]
                 m.next = "Scales"
             with m.State("Scales"):
-                want = d_scales & ~d_fail & ~slot_scales.bit_select(d_slot, 1)
+                want = d_scales & ~d_skip & ~slot_scales.bit_select(d_slot, 1)
                 with m.If(~want):
                     m.next = "Mask"
                 with m.Elif(e_free):
@@ -441,15 +445,16 @@ class EmaController(wiring.Component):
                 with m.If(self.cmd.valid):
                     with m.If(cmd.op != EmaOp.MASK):
                         # the descriptor is cut short: it fails, the engine stops
-                        fail(EmaError.BAD_COMMAND)
-                        m.d.sync += d_fail.eq(1)
+                        with m.If(~err):
+                            fail(EmaError.BAD_COMMAND)
+                            m.d.sync += d_fail.eq(1)
                         m.next = "Marker"
                     with m.Else():
                         m.d.sync += mask_word.eq(mask_in)
-                        with m.If(mask_bad & ~d_fail):
+                        with m.If(mask_bad & ~d_skip):
                             fail(EmaError.BAD_DESCRIPTOR)
-                            m.d.sync += d_fail.eq(1)
-                        with m.If(d_fail | mask_bad):
+                            m.d.sync += [d_fail.eq(1), d_skip.eq(1)]
+                        with m.If(d_skip | mask_bad):
                             with m.If(last_word):
                                 m.next = "Marker"
                             with m.Else():
