@@ -19,8 +19,8 @@ from pathlib import Path
 import yaml
 
 __all__ = [
-    "ConfigError", "MacLaneConfig", "EmaConfig", "HardwareConfig", "ModelConfig", "SynthConfig", "Config",
-    "load_config", "default_config", "apply_overrides",
+    "ConfigError", "MacLaneConfig", "EmaConfig", "HardwareConfig", "ModelConfig", "SynthConfig",
+    "Config", "load_config", "default_config", "apply_overrides",
 ]
 
 

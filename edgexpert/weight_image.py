@@ -1,7 +1,7 @@
 """Expert weights as bytes in external memory, exactly as `WeightLayout` places them.
 
-`memory_image` packs int4 matrices and 16-bit scale words into one byte image (docs/weight-layout.md):
-per matrix block the scale block, then one column per input channel; GATE_UP column j holds
+`memory_image` packs int4 matrices and 16-bit scale words into one byte image
+(docs/weight-layout.md): per matrix block the scale block, then one column per input channel; GATE_UP column j holds
 gate[0..F-1, j] then up[0..F-1, j], DOWN column j holds down[0..D-1, j]; int4 element 2i in the low
 nibble of byte i. Padding bytes get a junk pattern, so a reader that returns padding where a
 column was expected is caught. `column_values` / `scale_values` give what a column or scale block

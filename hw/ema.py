@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -287,44 +287,49 @@ class EmaController(wiring.Component):
 
         # ================= stage 1: command decoder, slot table, residency, runs =============
         cmd = self.cmd.payload
-        d_tag = Signal(TAG_BITS)
-        d_layer = Signal(LAYER_BITS)
-        d_expert = Signal(EXPERT_BITS)
-        d_matrix = Signal()
-        d_scales = Signal()
-        d_fail = Signal()           # this descriptor is bad: consume its masks, fetch nothing
-        d_skip = Signal()           # fetch nothing: it is bad, or an earlier error stopped us
-        d_hit = Signal()            # its slot already existed in this step
-        d_slot = Signal(slot_bits)
-        d_index = Signal(range(lay.n_layers * lay.experts_per_layer))
-        d_block = Signal(aw)        # address of the matrix block (its scale block)
-        d_columns = Signal(aw)      # address of column 0
-        k = Signal(word_bits)       # mask word being processed
-        mask_word = Signal(MASK_BITS)
-        w = Signal(MASK_BITS)       # selected, not yet resident channels of word k still to emit
-        word_start = Signal()       # first cycle on word k: an open run may continue into bit 0
+        d_tag = Signal(TAG_BITS, reset_less=True)
+        d_layer = Signal(LAYER_BITS, reset_less=True)
+        d_expert = Signal(EXPERT_BITS, reset_less=True)
+        d_matrix = Signal(reset_less=True)
+        d_scales = Signal(reset_less=True)
+        # descriptor registers: loaded before use, so none needs a reset (which, on a few
+        # thousand flip-flops, costs an AND gate each and a reset net the flow cannot buffer)
+        d_fail = Signal(reset_less=True)    # this descriptor is bad: consume masks, fetch nothing
+        d_skip = Signal(reset_less=True)    # fetch nothing: bad, or an earlier error stopped us
+        d_hit = Signal(reset_less=True)     # its slot already existed in this step
+        d_slot = Signal(slot_bits, reset_less=True)
+        d_index = Signal(range(lay.n_layers * lay.experts_per_layer), reset_less=True)
+        d_block = Signal(aw, reset_less=True)      # address of the matrix block (its scale block)
+        d_columns = Signal(aw, reset_less=True)    # address of column 0
+        k = Signal(word_bits, reset_less=True)     # mask word being processed
+        mask_word = Signal(MASK_BITS, reset_less=True)
+        w = Signal(MASK_BITS, reset_less=True)     # selected, not resident channels left in word k
+        word_start = Signal(reset_less=True)       # first cycle on word k: an open run may go on
         open_valid = Signal()       # a run that reached the top of the previous word
-        open_first = Signal(ch_bits)
-        open_count = Signal(ch_bits)
+        open_first = Signal(ch_bits, reset_less=True)
+        open_count = Signal(ch_bits, reset_less=True)
 
         # slot table: one tag per slot, valid up to next_slot; scale residency per slot
-        slot_layer = [Signal(LAYER_BITS, name=f"slot{i}_layer") for i in range(self.slots)]
-        slot_expert = [Signal(EXPERT_BITS, name=f"slot{i}_expert") for i in range(self.slots)]
-        slot_matrix = [Signal(name=f"slot{i}_matrix") for i in range(self.slots)]
-        slot_scales = Signal(self.slots)
+        # (entries at and above next_slot are never looked at: no reset needed)
+        slot_layer = [Signal(LAYER_BITS, name=f"slot{i}_layer", reset_less=True)
+                      for i in range(self.slots)]
+        slot_expert = [Signal(EXPERT_BITS, name=f"slot{i}_expert", reset_less=True)
+                       for i in range(self.slots)]
+        slot_matrix = [Signal(name=f"slot{i}_matrix", reset_less=True) for i in range(self.slots)]
+        slot_scales = Signal(self.slots, reset_less=True)
         next_slot = Signal(range(self.slots + 1))
 
         # the item handed to stage 2 (emit): a run of columns, a scale block, or a marker
         ITEM_RUN, ITEM_SCALE, ITEM_MARKER = 0, 1, 2
         e_valid = Signal()
-        e_kind = Signal(2)
-        e_first = Signal(ch_bits)
-        e_count = Signal(ch_bits)
-        e_slot = Signal(slot_bits)
-        e_matrix = Signal()
-        e_base = Signal(aw)
-        e_tag = Signal(TAG_BITS)
-        e_fail = Signal()
+        e_kind = Signal(2, reset_less=True)
+        e_first = Signal(ch_bits, reset_less=True)
+        e_count = Signal(ch_bits, reset_less=True)
+        e_slot = Signal(slot_bits, reset_less=True)
+        e_matrix = Signal(reset_less=True)
+        e_base = Signal(aw, reset_less=True)
+        e_tag = Signal(TAG_BITS, reset_less=True)
+        e_fail = Signal(reset_less=True)
         e_take = Signal()           # stage 2 finishes its item this cycle
         e_free = ~e_valid | e_take
         f_emit = Signal()           # stage 1 hands an item to stage 2 this cycle
@@ -578,9 +583,9 @@ class EmaController(wiring.Component):
 
         # ================= location writer: one entry per cycle ================================
         l_rem = Signal(ch_bits)
-        l_entry = Signal(self.loc_addr_bits)
-        l_line = Signal(line_bits)
-        l_stride = Signal(loc_layout.members["stride"])
+        l_entry = Signal(self.loc_addr_bits, reset_less=True)
+        l_line = Signal(line_bits, reset_less=True)
+        l_stride = Signal(loc_layout.members["stride"], reset_less=True)
         loc_out = data.View(loc_layout, locq.r_data)
         writing = l_rem != 0
         m.d.comb += [self.loc_wr.addr.eq(l_entry), self.loc_wr.data.eq(l_line),
@@ -612,7 +617,7 @@ class EmaController(wiring.Component):
         infl_in = Signal(inflight_layout)
         m.d.comb += inflight.w_data.eq(infl_in)
         h_valid = Signal()
-        h = Signal(work_layout)
+        h = Signal(work_layout, reset_less=True)
         outstanding = Signal(range(self._outstanding + 1))
         peak = Signal(range(self._outstanding + 1))
         size_shift = (B - 1).bit_length()
@@ -624,7 +629,11 @@ class EmaController(wiring.Component):
         ar_load = Signal()
         h_done = Signal()
         r_last_beat = Signal()      # a burst's last beat is taken this cycle
-        m.d.comb += [axi.arid.eq(0), axi.arsize.eq(size_shift), axi.arburst.eq(AXI_BURST_INCR),
+        # the AR payload needs no reset: it means nothing while arvalid is low
+        ar_addr = Signal(aw, reset_less=True)
+        ar_len = Signal(8, reset_less=True)
+        m.d.comb += [axi.araddr.eq(ar_addr), axi.arlen.eq(ar_len),
+                     axi.arid.eq(0), axi.arsize.eq(size_shift), axi.arburst.eq(AXI_BURST_INCR),
                      infl_in.line.eq(h.line), infl_in.tag.eq(h.tag), infl_in.slot.eq(h.slot),
                      infl_in.status.eq(h.status), infl_in.marker.eq(h.marker)]
         with m.If(h_valid):
@@ -635,7 +644,7 @@ class EmaController(wiring.Component):
                 m.d.comb += h_done.eq(1)          # drain: never issue after a bus error
             with m.Elif(ar_free & inflight.w_rdy & (outstanding != self._outstanding)):
                 m.d.comb += [ar_load.eq(1), inflight.w_en.eq(1)]
-                m.d.sync += [axi.araddr.eq(h.addr), axi.arlen.eq(piece - 1),
+                m.d.sync += [ar_addr.eq(h.addr), ar_len.eq(piece - 1),
                              h.addr.eq(h.addr + (piece << size_shift)),
                              h.line.eq(h.line + piece), h.beats.eq(h.beats - piece)]
                 m.d.comb += h_done.eq(h.beats == piece)
@@ -658,12 +667,14 @@ class EmaController(wiring.Component):
         # ================= stage 4: R data into the buffer, completions =======================
         head = data.View(inflight_layout, inflight.r_data)
         r_first = Signal(init=1)    # the next beat starts a burst
-        r_line = Signal(line_bits)
+        r_line = Signal(line_bits, reset_less=True)
         r_desc_err = Signal()       # a bus error hit the descriptor whose beats are arriving
         beat = Signal()
         beat_bad = axi.rresp[1]     # SLVERR (2) or DECERR (3)
         line = Mux(r_first, head.line, r_line)
         comp_free = ~self.done.valid | self.done.ready
+        completion = Signal(ema_completion_layout, reset_less=True)
+        m.d.comb += self.done.payload.eq(completion)
         with m.If(self.done.ready):
             m.d.sync += self.done.valid.eq(0)
         with m.If(inflight.r_rdy & head.marker):
@@ -671,9 +682,9 @@ class EmaController(wiring.Component):
                 m.d.comb += inflight.r_en.eq(1)
                 m.d.sync += [
                     self.done.valid.eq(1),
-                    self.done.payload.tag.eq(head.tag),
-                    self.done.payload.slot.eq(head.slot),
-                    self.done.payload.status.eq(
+                    completion.tag.eq(head.tag),
+                    completion.slot.eq(head.slot),
+                    completion.status.eq(
                         Mux(head.status != EmaStatus.OK, head.status,
                             Mux(r_desc_err, EmaStatus.FAILED,
                                 Mux(r_err, EmaStatus.ABORTED, EmaStatus.OK)))),
@@ -711,21 +722,26 @@ class EmaController(wiring.Component):
             "SKIPPED_CHANNELS": skipped_add,
         }
         for name, counter in counters.items():
-            m.d.sync += counter.eq(counter + increments[name])
+            # registered increments: the counters lag one cycle, and their 48-bit adders stay off
+            # the paths that decide a beat or a completion
+            step = Signal(len(Value.cast(increments[name])), name=f"inc_{name.lower()}")
+            m.d.sync += [step.eq(increments[name]), counter.eq(counter + step)]
 
         status = Signal(ema_status_layout)
         m.d.comb += [status.busy.eq(busy), status.error.eq(err), status.code.eq(err_code),
                      status.tag.eq(err_tag)]
+        csr_data = Signal(CSR_DATA_BITS, reset_less=True)
+        m.d.comb += self.csr.data.eq(csr_data)
         with m.Switch(self.csr.addr):
             with m.Case(EmaCsr.STATUS):
-                m.d.sync += self.csr.data.eq(status.as_value())
+                m.d.sync += csr_data.eq(status.as_value())
             for name, counter in counters.items():
                 with m.Case(EmaCsr[name]):
-                    m.d.sync += self.csr.data.eq(counter)
+                    m.d.sync += csr_data.eq(counter)
             with m.Case(EmaCsr.PEAK_OUTSTANDING):
-                m.d.sync += self.csr.data.eq(peak)
+                m.d.sync += csr_data.eq(peak)
             with m.Default():
-                m.d.sync += self.csr.data.eq(0)
+                m.d.sync += csr_data.eq(0)
         return m
 
 

@@ -89,7 +89,8 @@ async def random_masks(dut, pauses: str):
     """Random descriptors (dense, runs, sparse, empty, repeated matrices) over three steps; with
     random pauses on all four channels and a random memory latency."""
     name = f"random_masks/{pauses}"
-    latency = 30 if pauses == "none" else random.Random(f"{cocotb.RANDOM_SEED}-{name}").randint(1, 120)
+    latency = 30 if pauses == "none" else \
+        random.Random(f"{cocotb.RANDOM_SEED}-{name}").randint(1, 120)
     tb = EmaTB(dut, name, latency=latency, pauses=pauses)
     await tb.start()
     steps = [tb.random_step(tb.rng.randint(5, 9), tag0=40 * i) for i in range(3)]
