@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -612,8 +612,10 @@ class EmaController(wiring.Component):
             "marker": 1, "line": line_bits, "tag": TAG_BITS, "slot": slot_bits,
             "status": EmaStatus,
         })
-        inflight = m.submodules.inflight = SyncFIFO(width=inflight_layout.size,
-                                                    depth=self._outstanding + 2)
+        # buffered (registered output): the head entry decides every beat's buffer line, and an
+        # unregistered read through the queue was the controller's critical path
+        inflight = m.submodules.inflight = SyncFIFOBuffered(width=inflight_layout.size,
+                                                            depth=self._outstanding + 3)
         infl_in = Signal(inflight_layout)
         m.d.comb += inflight.w_data.eq(infl_in)
         h_valid = Signal()
