@@ -287,13 +287,14 @@ class EmaController(wiring.Component):
 
         # ================= stage 1: command decoder, slot table, residency, runs =============
         cmd = self.cmd.payload
+        # Datapath registers (descriptor, runs, queue payloads) are loaded before they are used,
+        # so none has a reset: on a few thousand flip-flops a reset costs a gate each and a net
+        # with thousands of loads.
         d_tag = Signal(TAG_BITS, reset_less=True)
         d_layer = Signal(LAYER_BITS, reset_less=True)
         d_expert = Signal(EXPERT_BITS, reset_less=True)
         d_matrix = Signal(reset_less=True)
         d_scales = Signal(reset_less=True)
-        # descriptor registers: loaded before use, so none needs a reset (which, on a few
-        # thousand flip-flops, costs an AND gate each and a reset net the flow cannot buffer)
         d_fail = Signal(reset_less=True)    # this descriptor is bad: consume masks, fetch nothing
         d_skip = Signal(reset_less=True)    # fetch nothing: bad, or an earlier error stopped us
         d_hit = Signal(reset_less=True)     # its slot already existed in this step
