@@ -45,7 +45,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..weight_layout import ALIGN, Matrix, WeightLayout
 from .axi import AXI_BURST_INCR, axi4_read_signature, axi4_signature
-from .layouts import (CSR_ADDR_BITS, CSR_DATA_BITS, EXPERT_BITS, LAYER_BITS, MASK_BITS, SLOT_BITS,
+from .layouts import (CSR_ADDR_BITS, CSR_DATA_BITS, EXPERT_BITS, LAYER_BITS, MASK_BITS,
                       TAG_BITS, EmaCsr, EmaError, EmaOp, EmaStatus, ema_command_layout,
                       ema_completion_layout, ema_status_layout)
 
