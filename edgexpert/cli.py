@@ -47,7 +47,7 @@ def cmd_rtl(args) -> int:
     from .hw.emit import emit_rtl
     config = _load(args)
     block = get_block(args.block)
-    files = emit_rtl(block.build(config.hardware), block.name, Path(args.out))
+    files = emit_rtl(block.build(config), block.name, Path(args.out))
     for kind, path in [("rtlil", files.rtlil), ("verilog", files.verilog),
                        ("simulation verilog", files.sim_verilog)]:
         print(f"{kind:<19} {path}")
@@ -67,7 +67,7 @@ def cmd_synth(args) -> int:
     from .synth.report import format_si
     config = _load(args)
     if args.all == (args.block is not None):
-        raise ConfigError(f"synth needs a BLOCK or --all, not {'both' if args.all else 'neither'}"
+        raise InputError(f"synth needs a BLOCK or --all, not {'both' if args.all else 'neither'}"
                           f": accepted blocks {', '.join(sorted(BLOCKS))}")
     if args.all:
         return _synth_all(config, args.json)
@@ -130,7 +130,7 @@ def cmd_demo(args) -> int:
     log = (lambda *a: None) if args.json else print
     log(f"edgexpert demo: {block.description}, pairs_per_beat={pairs}, seed {DEMO_SEED}")
 
-    files = emit_rtl(block.build(config.hardware), block.name, out / "rtl")
+    files = emit_rtl(block.build(config), block.name, out / "rtl")
     log(f"  rtl        {files.rtlil.parent}/ ({files.rtlil.name}, {files.verilog.name}, "
         f"{files.sim_verilog.name})")
     summary = {"block": block.name, "pairs_per_beat": pairs, "seed": DEMO_SEED,
@@ -228,6 +228,54 @@ def cmd_decode(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    """The EMA bus-utilization benchmark on Verilator (minutes, not a test)."""
+    from .cocotb_tests.ema import (GOLDEN_TRACE, UTILIZATION_CASES, UTILIZATION_LATENCIES,
+                                   run_utilization)
+    from .hw.blocks import ema_parameters
+    from .mask_trace import read_mask_trace, synthetic_standin_trace, write_mask_trace
+    from .tools import build_root
+    from .weight_layout import WeightLayout
+
+    config = _load(args)
+    layout = WeightLayout.for_model(config.model)
+    hw = ema_parameters(config)
+    log = (lambda *a: None) if args.json else print
+    trace_file = Path(args.trace) if args.trace else GOLDEN_TRACE
+    if trace_file is None:
+        trace_file = build_root() / "bench" / "ema" / "standin_trace.json"
+        trace_file.parent.mkdir(parents=True, exist_ok=True)
+        write_mask_trace(trace_file, synthetic_standin_trace(layout, seed=DEMO_SEED))
+    trace = read_mask_trace(trace_file, layout)
+    log(f"edgexpert bench ema: {hw['data_width']}-bit AXI, {hw['outstanding']} outstanding, "
+        f"masks from {trace_file} (source: {trace.source}), verilator, seed {DEMO_SEED}")
+    result = run_utilization(layout, hw, trace_file, seed=DEMO_SEED)
+    runs = result.report["runs"]
+    utilization = {case: {str(lat): runs[f"{case}/{lat}"]["utilization"]
+                          for lat in UTILIZATION_LATENCIES} for case in UTILIZATION_CASES}
+    sources = {case: runs[f"{case}/{UTILIZATION_LATENCIES[0]}"]["mask_source"]
+               for case in UTILIZATION_CASES}
+    summary = {"block": "ema", "simulator": "verilator", "seed": DEMO_SEED, "hardware": hw,
+               "model": {k: getattr(layout, k) for k in ("n_layers", "n_experts", "d_model",
+                                                          "expert_ffn", "n_shared_experts")},
+               "peak_beats_per_cycle": 1.0, "utilization": utilization, "mask_source": sources,
+               "trace_file": str(trace_file), "runs": runs}
+    out = build_root() / "bench" / "ema" / "summary.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2, sort_keys=True))
+    if args.json:
+        print(json.dumps(summary, indent=2, sort_keys=True))
+        return 0
+    print("utilization = R beats / busy cycles (AXI peak 1.0)")
+    print(f"{'case':<10} {'masks':<20}" + "".join(f"  latency {lat:<4}"
+                                                  for lat in UTILIZATION_LATENCIES))
+    for case in UTILIZATION_CASES:
+        print(f"{case:<10} {sources[case]:<20}"
+              + "".join(f"  {utilization[case][str(lat)]:<12.4f}" for lat in UTILIZATION_LATENCIES))
+    print(f"summary {out}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     from .hw.blocks import BLOCKS
 
@@ -278,6 +326,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--traces", metavar="FILE",
                    help="write the speculative runs' traces (.npz, docs/traces.md)")
     p.set_defaults(func=cmd_decode)
+
+    p = sub.add_parser("bench", parents=[common],
+                       help="benchmark a block on Verilator (ema: AXI bus utilization)")
+    p.add_argument("block", metavar="BLOCK", choices=["ema"], help="one of: ema")
+    p.add_argument("--trace", metavar="FILE",
+                   help="mask trace (JSON, docs/blocks/ema.md) for the trace case; default: the "
+                        "golden trace when one is configured, else a synthetic stand-in")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary (utilization by case and latency) as JSON")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("demo", parents=[common],
                        help="the lane through every flow: RTL, cocotb on Icarus and Verilator, "

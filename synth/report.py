@@ -24,7 +24,7 @@ __all__ = ["run_block", "summarize", "block_report", "write_reports", "markdown_
 def run_block(block, config: Config) -> SynthResult:
     """Synthesis, timing and (with a stimulus) power of a registered block at `config`."""
     stimulus = block.stimulus(config) if block.stimulus else None
-    return synthesize(block.build(config.hardware), block.name, config.synth, stimulus)
+    return synthesize(block.build(config), block.name, config.synth, stimulus)
 
 
 def block_report(block, config: Config) -> dict:
@@ -72,7 +72,7 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
                        "sram_energy_per_op_j": sram_energy / ops,
                        "energy_per_op_j": logic + sram_energy / ops})
     return {"block": block.name, "description": block.description,
-            "parameters": block.parameters(config.hardware), "key": result.key,
+            "parameters": block.parameters(config), "key": result.key,
             "cached": result.cached, "work_dir": result.work_dir,
             "measured_180nm": measured, "scaled_28nm": scaled, "memories": memories,
             "power_measured": power is not None}

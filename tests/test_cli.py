@@ -51,7 +51,14 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["rtl", "mac_lane", "--out", "x", "--set", "hardware.mac_lane.pairs_per_beat=0"],
      "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
-    (["synth", "nope"], "edgexpert: error: block 'nope' is not known: accepted mac_lane"),
+    (["synth", "nope"],
+     "edgexpert: error: block 'nope' is not known: accepted ema, ema_system, mac_lane"),
+    (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_data_width=100"],
+     "edgexpert: error: hardware.ema.axi_data_width = 100 is not accepted: accepted 64, 128, 256"),
+    (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_addr_width=16"],
+     "edgexpert: error: hardware.ema: addr_width 16 does not reach the end of the weights"),
+    (["bench", "ema", "--trace", "/nonexistent.json"],
+     "edgexpert: error: cannot read mask trace /nonexistent.json"),
     (["synth", "mac_lane", "--config", "/nonexistent.yaml"], "edgexpert: error: cannot read config"),
     (["synth"], "edgexpert: error: synth needs a BLOCK or --all, not neither: accepted blocks "
                 "mac_lane"),
@@ -99,3 +106,23 @@ def test_synth_all_writes_report_and_cost_table(tmp_path):
     # a second run reads every block from the cache
     assert "(1 from the cache)" in run("synth", "--all", *SMALL, env=env).stdout
     assert json.loads(run("synth", "--all", "--json", *SMALL, env=env).stdout) == report
+
+
+def test_rtl_ema_writes_the_controller_and_the_system(tmp_path):
+    small = ["--set", "hardware.ema.buffer_bytes=4096", "--set", "hardware.ema.slots=4"]
+    run("rtl", "ema", "--out", str(tmp_path / "c"), *small)
+    run("rtl", "ema_system", "--out", str(tmp_path / "s"), *small)
+    controller = (tmp_path / "c" / "ema_sim.v").read_text()
+    system = (tmp_path / "s" / "ema_system_sim.v").read_text()
+    # the controller reaches its memories through ports; the system holds them and offers the
+    # AXI4 write channels (tied off) that an AXI4 slave model expects
+    assert "buf_wr__en" in controller and "m_axi__awvalid" not in controller
+    assert "m_axi__awvalid" in system and "buf_rd__3__addr" in system
+
+
+def test_synth_ema_reports_area_and_fmax(tmp_path):
+    proc = run("synth", "ema", "--json", "--set", "hardware.ema.outstanding_reads=4",
+               "--set", "hardware.ema.slots=4", env={"EDGEXPERT_BUILD_DIR": str(tmp_path)})
+    data = json.loads(proc.stdout)
+    assert data["top"] == "ema" and data["cells"] > 1000 and data["flip_flops"] > 100
+    assert data["fmax_hz"] == round(1e9 / data["critical_path_ns"])

@@ -15,6 +15,8 @@ def test_defaults_load_and_validate():
     assert config.synth.activity_operands == "uniform"
     assert load_config(overrides=["synth.activity_operands=gaussian"]).synth.activity_operands \
         == "gaussian"
+    assert config.hardware.ema.axi_data_width == 256
+    assert config.hardware.ema.outstanding_reads == 16
 
 
 def test_file_overrides_only_its_keys(tmp_path):
@@ -63,6 +65,20 @@ def test_overrides_apply_after_file(tmp_path):
     ("model.top_k=33", "model.top_k = 33 is out of range: accepted 1..n_experts (n_experts = 32)"),
     ("model.n_heads=5", "model.n_heads = 5 does not divide model.d_model = 192"),
     ("hardware=3", "hardware must be a mapping, not int"),
+    ("hardware.ema.axi_data_width=100",
+     "hardware.ema.axi_data_width = 100 is not accepted: accepted 64, 128, 256"),
+    ("hardware.ema.axi_data_width=true",
+     "hardware.ema.axi_data_width = True is not an integer: accepted 64, 128, 256"),
+    ("hardware.ema.axi_data_width=128.0",
+     "hardware.ema.axi_data_width = 128.0 is not an integer: accepted 64, 128, 256"),
+    ("hardware.ema.buffer_bytes=3000",
+     "hardware.ema.buffer_bytes = 3000 is not accepted: accepted 1024, 2048, 4096, 8192, 16384, "
+     "32768, 65536, 131072, 262144, 524288, 1048576"),
+    ("hardware.ema.buffer_banks=3", "hardware.ema.buffer_banks = 3 is not accepted: accepted 1, 2, 4, 8"),
+    ("hardware.ema.outstanding_reads=0",
+     "hardware.ema.outstanding_reads = 0 is out of range: accepted integers 1..64"),
+    ("hardware.ema.axi_addr_width=65",
+     "hardware.ema.axi_addr_width = 65 is out of range: accepted integers 16..64"),
     ("nonsense", "override 'nonsense' is malformed: accepted KEY=VALUE"),
 ])
 def test_bad_values_name_key_value_and_range(override, message):
@@ -70,6 +86,12 @@ def test_bad_values_name_key_value_and_range(override, message):
         load_config(overrides=[override])
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_choices_accept_each_listed_value():
+    for width in (64, 128, 256):
+        config = load_config(overrides=[f"hardware.ema.axi_data_width={width}"])
+        assert config.hardware.ema.axi_data_width == width
 
 
 def test_malformed_files(tmp_path):

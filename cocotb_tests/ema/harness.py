@@ -1,0 +1,261 @@
+"""The EMA test bench's pieces: DUT set-up, command and completion streams, the AXI memory and
+monitor, register and memory read-back, and the checks after a step.
+
+Used by bench.py (the tests) and utilization.py (the benchmark); both run inside the simulator.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import cocotb
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiBus
+
+from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
+from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
+from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.ema import SCALE, Completion, Descriptor, EmaReference, StepResult, encode_step
+from edgexpert.hw.ema import EmaGeometry
+from edgexpert.hw.layouts import (MASK_BITS, SLOT_BITS, TAG_BITS, EmaCsr, EmaError, EmaStatus,
+                                  ema_status_layout)
+from edgexpert.sim.runner import bench_params
+from edgexpert.weight_image import (column_values, memory_image, random_weights, scale_values,
+                                    unpack_int4)
+from edgexpert.weight_layout import Matrix, WeightLayout
+
+__all__ = ["PERIOD_NS", "EmaTB", "decode_status", "pause_generator"]
+
+PERIOD_NS = 10
+
+
+def pause_generator(rng: random.Random, probability: float):
+    """True (pause) on each cycle with `probability`, seeded."""
+    while True:
+        yield rng.random() < probability
+
+
+def decode_status(value: int) -> dict:
+    s = ema_status_layout.from_bits(value & ((1 << ema_status_layout.size) - 1))
+    return {"busy": int(s.busy), "error": int(s.error), "code": EmaError(s.code),
+            "tag": int(s.tag)}
+
+
+class EmaTB:
+    """One test's bench. Create it, then `await tb.start()`; `pauses` is "none" or "random"
+    (command valid, completion ready, AR ready and R valid, each paused at random)."""
+
+    def __init__(self, dut, name: str, *, latency: int, pauses: str = "none"):
+        p = bench_params()
+        self.dut = dut
+        self.name = name
+        self.layout = WeightLayout(**p["layout"])
+        self.g = EmaGeometry(self.layout, p["data_width"], p["buffer_bytes"], p["slots"])
+        self.banks = p["buffer_banks"]
+        self.outstanding = p["outstanding"]
+        self.pauses = pauses
+        self.rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
+        self.weights = random_weights(self.layout, seed=cocotb.RANDOM_SEED)
+        self.image = memory_image(self.layout, self.weights, junk_seed=cocotb.RANDOM_SEED + 1)
+        self.ref = EmaReference(self.g)
+        self.ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
+                                 size=2**len(dut.m_axi__araddr), latency=latency,
+                                 period_ns=PERIOD_NS)
+        # cocotbext-axi logs every reset of every channel at INFO
+        logging.getLogger("cocotb.ema_system.m_axi_").setLevel(logging.WARNING)
+        self.ram.write(self.layout.base_address, bytes(self.image))
+        if pauses == "random":
+            self.ram.ar_pause(pause_generator(self.rng, 0.3))
+            self.ram.r_pause(pause_generator(self.rng, 0.3))
+        dut._log.info("%s: seed %d, latency %d, pauses %s, %d-bit bus, %d outstanding",
+                      name, cocotb.RANDOM_SEED, latency, pauses, self.g.data_width,
+                      self.outstanding)
+        dut.csr__addr.value = 0
+        dut.loc_rd__addr.value = 0
+        dut.res_rd__addr.value = 0
+        for b in range(self.banks):
+            getattr(dut, f"buf_rd__{b}__addr").value = 0
+        self.monitor = None
+        self.source = None
+        self.sink = None
+
+    async def start(self):
+        await start_clock_and_reset(self.dut, period_ns=PERIOD_NS)
+        self._attach()
+
+    def _attach(self):
+        mode = "random" if self.pauses == "random" else "none"
+        if self.monitor is None:
+            self.monitor = AxiReadMonitor(self.dut, "m_axi", beat_bytes=self.g.beat_bytes,
+                                          max_outstanding=self.outstanding)
+        self.source = StreamSource(self.dut, "cmd", Pauses(mode, self.rng), self.rng)
+        self.sink = StreamSink(self.dut, "done", Pauses(mode, self.rng))
+
+    async def reset(self, cycles: int = 3):
+        """Pulse the DUT's reset (the memory model resets with it); fresh stream drivers."""
+        self.sink.stop()
+        self.source.idle()
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, cycles)
+        self.dut.rst.value = 0
+        self._attach()
+
+    # --- streams ---------------------------------------------------------------------------
+    async def send(self, words: list[int]):
+        for word in words:
+            await self.source.send(word)
+
+    def completions(self) -> list[Completion]:
+        out = []
+        for item in self.sink.items:
+            tag = item & (2**TAG_BITS - 1)
+            slot = (item >> TAG_BITS) & (2**SLOT_BITS - 1)
+            out.append(Completion(tag, slot, EmaStatus(item >> (TAG_BITS + SLOT_BITS))))
+        return out
+
+    async def run_commands(self, words: list[int], n_completions: int,
+                           max_cycles: int) -> list[Completion]:
+        """Send `words` and wait for `n_completions` (failing on a hang); returns them."""
+        self.sink.items.clear()
+        sender = cocotb.start_soon(self.send(words))
+        await self.sink.wait_for(n_completions, max_cycles)
+        await sender
+        await ClockCycles(self.dut.clk, 5)
+        got = self.completions()
+        assert len(got) == n_completions, f"{len(got)} completions for {n_completions} descriptors"
+        return got
+
+    def bound(self, result: StepResult, extra: int = 0) -> int:
+        """A cycle bound for a step: beats, latency and pauses, times a generous margin."""
+        beats = sum(r.beats for r in result.reads) + extra
+        return 8 * (beats + 40 * (len(result.reads) + len(result.completions))) + \
+            4 * self.ram.read_if.latency + 2000
+
+    # --- read-back -------------------------------------------------------------------------
+    async def _read(self, addr_port, data_port, addr: int) -> int:
+        addr_port.value = addr
+        await RisingEdge(self.dut.clk)
+        await RisingEdge(self.dut.clk)
+        return data_port.value.to_unsigned()
+
+    async def csr(self, reg: EmaCsr) -> int:
+        return await self._read(self.dut.csr__addr, self.dut.csr__data, reg.value)
+
+    async def counters(self) -> dict[str, int]:
+        return {reg.name: await self.csr(reg) for reg in EmaCsr}
+
+    async def read_buffer(self) -> dict[int, bytes]:
+        """Every line of the weight buffer (all banks read in parallel)."""
+        B = self.g.beat_bytes
+        ports = [(getattr(self.dut, f"buf_rd__{b}__addr"), getattr(self.dut, f"buf_rd__{b}__data"))
+                 for b in range(self.banks)]
+        out = {}
+        for row in range(self.g.lines // self.banks):
+            for addr, _ in ports:
+                addr.value = row
+            await RisingEdge(self.dut.clk)
+            await RisingEdge(self.dut.clk)
+            for b, (_, data) in enumerate(ports):
+                out[row * self.banks + b] = data.value.to_unsigned().to_bytes(B, "little")
+        return out
+
+    async def read_location(self, slot: int, entry: int) -> int:
+        return await self._read(self.dut.loc_rd__addr, self.dut.loc_rd__data,
+                                slot * self.g.chan_stride + entry)
+
+    async def read_residency(self, slot: int, word: int) -> int:
+        return await self._read(self.dut.res_rd__addr, self.dut.res_rd__data,
+                                slot * self.g.res_words_per_slot + word)
+
+    # --- checks ----------------------------------------------------------------------------
+    async def run_step(self, descriptors: list[Descriptor]) -> StepResult:
+        """Run one step and check its completions; returns the reference's result."""
+        result = self.ref.step(descriptors)
+        got = await self.run_commands(encode_step(self.layout, descriptors),
+                                      len(result.completions), self.bound(result))
+        assert got == result.completions, f"completions {got} != expected {result.completions}"
+        return result
+
+    async def check_buffer(self, expected: dict[int, bytes]) -> int:
+        """Every line of the buffer equals `expected` (line -> bytes); returns lines checked."""
+        lines = await self.read_buffer()
+        for line in range(self.g.lines):
+            assert lines[line] == expected[line], (
+                f"buffer line {line}: {lines[line].hex()} != expected {expected[line].hex()}")
+        return len(lines)
+
+    async def check_step_contents(self, result: StepResult) -> int:
+        """Each fetched column and scale block, found through the location table, unpacks to
+        the weights it must hold; the residency words name exactly the fetched channels.
+        Returns the bytes checked against the weights."""
+        g, B = self.g, self.g.beat_bytes
+        lines = await self.read_buffer()
+        checked = 0
+        for (slot, channel), line in sorted(result.locations.items(), key=str):
+            layer, expert, matrix = result.slots[slot]
+            entry = g.scale_entry if channel == SCALE else channel
+            got_line = await self.read_location(slot, entry)
+            assert got_line == line, (f"location of slot {slot} {channel}: line {got_line}, "
+                                      f"expected {line}")
+            if channel == SCALE:
+                size = self.layout.scale_bytes(matrix)
+                want = scale_values(self.weights, layer, expert, matrix)
+            else:
+                size = self.layout.column_bytes(matrix)
+                want = column_values(self.layout, self.weights, layer, expert, matrix, channel)
+            raw = b"".join(lines[got_line + i] for i in range(-(-size // B)))[:size]
+            if channel == SCALE:
+                got = [int.from_bytes(raw[2 * i:2 * i + 2], "little") for i in range(len(want))]
+                assert got == [int(v) for v in want], f"scales of {result.slots[slot]}"
+            else:
+                got = unpack_int4(raw, len(want))
+                assert (got == want).all(), (f"column {channel} of {result.slots[slot]} at line "
+                                             f"{got_line}: {got.tolist()} != {want.tolist()}")
+            checked += size
+        for slot, channels in result.resident.items():
+            for word in range(g.res_words_per_slot):
+                want = sum(1 << (c - MASK_BITS * word) for c in channels
+                           if MASK_BITS * word <= c < MASK_BITS * (word + 1))
+                got = await self.read_residency(slot, word)
+                assert got == want, f"residency word {word} of slot {slot}: {got:#x} != {want:#x}"
+        return checked
+
+    def expected_lines(self, before: dict[int, bytes], result: StepResult) -> dict[int, bytes]:
+        """The buffer after `result`'s step, from its content before."""
+        out = dict(before)
+        out.update(self.ref.buffer_lines(result, self.image, self.layout.base_address))
+        return out
+
+    def random_step(self, count: int, tag0: int = 0) -> list[Descriptor]:
+        """Random descriptors (dense, runs, sparse, empty; repeats for de-duplication) that fit
+        the buffer and the slot table."""
+        rng, lay = self.rng, self.layout
+        out: list[Descriptor] = []
+        while len(out) < count:
+            if out and rng.random() < 0.25:
+                prev = rng.choice(out)
+                key = (prev.layer, prev.expert, prev.matrix)
+            else:
+                key = (rng.randrange(lay.n_layers), rng.randrange(lay.experts_per_layer),
+                       rng.choice(list(Matrix)))
+            n = lay.in_channels(key[2])
+            kind = rng.choice(["dense", "runs", "sparse", "sparse", "empty"])
+            if kind == "dense":
+                channels = range(n)
+            elif kind == "empty":
+                channels = []
+            elif kind == "sparse":
+                density = rng.choice([0.1, 0.3, 0.5, 0.8])
+                channels = [c for c in range(n) if rng.random() < density]
+            else:
+                start = rng.randrange(n)
+                channels = range(start, min(n, start + rng.randint(1, 48)))
+            candidate = out + [Descriptor((tag0 + len(out)) % 256, *key, channels,
+                                          scales=rng.random() < 0.5)]
+            try:
+                self.ref.step(candidate)
+            except ValueError:      # over the buffer or the slot table: draw again
+                continue
+            out = candidate
+        return out
