@@ -228,8 +228,63 @@ def cmd_decode(args) -> int:
     return 0
 
 
+def cmd_analyze(args) -> int:
+    from .golden.analysis import coactivation, compare_paths, routing_skew
+    from .golden.checkpoint import load_checkpoint
+    from .golden.corpus import load_corpus
+    from .golden.decode import decode_speculative
+    from .golden.int_model import quantize_model
+    from .golden.prompts import load_prompts
+    from .golden.tokenizer import EOT
+    from .golden.train import eval_windows, token_streams
+
+    config = _load(args)
+    ckpt = load_checkpoint(args.checkpoint)
+    corpus = load_corpus()
+    _, heldout = token_streams(corpus, ckpt.tokenizer)
+    seq = ckpt.meta["eval"]["seq_len"]
+    report = {
+        "checkpoint": str(ckpt.path),
+        "heldout_loss": ckpt.meta["heldout_loss"], "bigram_heldout_loss": ckpt.meta["bigram_heldout_loss"],
+        "int_vs_float": compare_paths(ckpt.model, eval_windows(heldout, seq, args.windows)),
+        "routing_skew_hot25": routing_skew(ckpt.model, eval_windows(heldout, seq, ckpt.meta["eval"]["windows"])),
+    }
+    engine = quantize_model(ckpt.model)
+    eot = ckpt.tokenizer.token_to_id(EOT)
+    runs = [decode_speculative(engine, p, config.decode, eot, keep_traces=True)
+            for p in load_prompts(corpus, ckpt.tokenizer)]
+    report["coactivation"] = coactivation(runs)
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return 0
+    q = report["int_vs_float"]
+    print(f"held-out loss {report['heldout_loss']} nats/token (bigram {report['bigram_heldout_loss']})")
+    print(f"integer path vs float on {q['tokens']} held-out tokens: perplexity {q['ppl_int']} vs "
+          f"{q['ppl_float']} (ratio {q['ppl_ratio']}), top-1 agreement {q['top1_agreement']}, "
+          f"mean KL {q['mean_kl']}")
+    print("routing skew (share on the hottest 25% of experts) per layer: "
+          + ", ".join(f"{v:.3f}" for v in report["routing_skew_hot25"]))
+    c = report["coactivation"]
+    print(f"same-depth draft candidates sharing >= {c['min_shared']} experts: "
+          f"{c['candidate_fraction']:.3f} of candidates, {c['pair_fraction']:.3f} of pairs "
+          f"({c['groups']} depth groups x layers)")
+    return 0
+
+
 def cmd_bench(args) -> int:
-    """The EMA bus-utilization benchmark on Verilator (minutes, not a test)."""
+    """Benchmarks (minutes, not tests): the EMA controller's bus utilization on Verilator, or the
+    golden model's expert dispatch."""
+    if args.block == "dispatch":
+        from .golden.dispatch_bench import measure_dispatch
+        result = measure_dispatch(_load(args))
+        if args.json:
+            print(json.dumps(result, indent=2, sort_keys=True))
+        else:
+            r = result["tokens_per_second"]
+            print(f"training tokens/s ({result['threads']} threads, {result['tokens_per_step']} "
+                  f"tokens/step, {result['steps']} steps each, alternating): grouped dispatch "
+                  f"{r['grouped']}, per-expert loop {r['loop']}: {result['speedup']}x")
+        return 0
     from .cocotb_tests.ema import (GOLDEN_TRACE, UTILIZATION_CASES, UTILIZATION_LATENCIES,
                                    run_utilization)
     from .hw.blocks import ema_parameters
@@ -327,9 +382,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="write the speculative runs' traces (.npz, docs/traces.md)")
     p.set_defaults(func=cmd_decode)
 
+    p = sub.add_parser("analyze", parents=[common],
+                       help="integer vs float quality, routing skew, same-depth co-activation")
+    p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+    p.add_argument("--windows", type=int, default=16, metavar="N",
+                   help="held-out windows for the integer-vs-float comparison (default 16)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_analyze)
+
     p = sub.add_parser("bench", parents=[common],
-                       help="benchmark a block on Verilator (ema: AXI bus utilization)")
-    p.add_argument("block", metavar="BLOCK", choices=["ema"], help="one of: ema")
+                       help="benchmarks: the EMA's bus utilization, the golden model's dispatch")
+    p.add_argument("block", metavar="WHAT", choices=["ema", "dispatch"],
+                   help="ema: AXI bus utilization; dispatch: the golden model's expert dispatch")
     p.add_argument("--trace", metavar="FILE",
                    help="mask trace (JSON, docs/blocks/ema.md) for the trace case; default: the "
                         "golden trace when one is configured, else a synthetic stand-in")

@@ -127,6 +127,7 @@ class MoE(nn.Module):
         d, f, e = cfg.d_model, cfg.expert_ffn, cfg.n_experts
         self.top_k = cfg.top_k
         self.norm_topk_prob = cfg.norm_topk_prob
+        self.dispatch = "grouped"   # or "loop": the per-expert reference (bench dispatch)
         self.router = nn.Linear(d, e, bias=False)
         self.w_gate = nn.Parameter(torch.empty(e, f, d))
         self.w_up = nn.Parameter(torch.empty(e, f, d))
@@ -164,6 +165,18 @@ class MoE(nn.Module):
         contrib = out.reshape(-1, d).index_select(0, row) * weights.reshape(-1)[order, None]
         return x.new_zeros(x.shape).index_add(0, token_of, contrib)
 
+    def _dispatch_loop(self, x, idx, weights):
+        """The plain per-expert loop (each expert gathers its tokens and runs alone): the
+        reference the grouped dispatch is checked against and the baseline of
+        `edgexpert bench dispatch`."""
+        y = torch.zeros_like(x)
+        for e in range(self.w_gate.shape[0]):
+            rows, slots = torch.nonzero(idx == e, as_tuple=True)
+            if len(rows):
+                out = self.expert_ffn(x[rows], self.w_gate[e], self.w_up[e], self.w_down[e])
+                y = y.index_add(0, rows, out * weights[rows, slots, None])
+        return y
+
     def shared(self, x):
         if not self.s_gate.shape[0]:
             return torch.zeros_like(x)
@@ -173,7 +186,8 @@ class MoE(nn.Module):
         """x [N, D] -> (y [N, D], router logits [N, E], chosen experts [N, k])."""
         logits = self.router(x)
         idx = route(logits, self.top_k)
-        y = self._dispatch_grouped(x, idx, routing_weights(logits, idx, self.norm_topk_prob))
+        dispatch = self._dispatch_grouped if self.dispatch == "grouped" else self._dispatch_loop
+        y = dispatch(x, idx, routing_weights(logits, idx, self.norm_topk_prob))
         return y + self.shared(x), logits, idx
 
 

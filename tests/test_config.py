@@ -68,9 +68,9 @@ def test_overrides_apply_after_file(tmp_path):
     ("hardware.ema.axi_data_width=100",
      "hardware.ema.axi_data_width = 100 is not accepted: accepted 64, 128, 256"),
     ("hardware.ema.axi_data_width=true",
-     "hardware.ema.axi_data_width = True is not an integer: accepted 64, 128, 256"),
+     "hardware.ema.axi_data_width = True is not accepted: accepted 64, 128, 256"),
     ("hardware.ema.axi_data_width=128.0",
-     "hardware.ema.axi_data_width = 128.0 is not an integer: accepted 64, 128, 256"),
+     "hardware.ema.axi_data_width = 128.0 is not accepted: accepted 64, 128, 256"),
     ("hardware.ema.buffer_bytes=3000",
      "hardware.ema.buffer_bytes = 3000 is not accepted: accepted 1024, 2048, 4096, 8192, 16384, "
      "32768, 65536, 131072, 262144, 524288, 1048576"),

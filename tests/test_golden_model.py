@@ -64,3 +64,17 @@ def test_overflowing_residual_is_reported(model):
         big.tok_emb.weight.mul_(1e6)
     with pytest.raises(OverflowError, match="residual stream left int32"):
         IntModel(big).step(torch.tensor([1, 2]), torch.arange(2), KVCache(), _causal(2))
+
+
+def test_grouped_dispatch_equals_the_per_expert_loop(model):
+    moe = model.layers[0].moe
+    x = torch.randn(40, model.cfg.d_model, requires_grad=True)
+    logits = moe.router(x)
+    idx = torch.sort(-logits, dim=-1, stable=True).indices[:, :2]
+    weights = torch.softmax(torch.gather(logits, -1, idx), -1)
+    grouped = moe._dispatch_grouped(x, idx, weights)
+    loop = moe._dispatch_loop(x, idx, weights)
+    assert torch.allclose(grouped, loop, atol=1e-6)
+    g1 = torch.autograd.grad(grouped.sum(), moe.w_gate, retain_graph=True)[0]
+    g2 = torch.autograd.grad(loop.sum(), moe.w_gate)[0]
+    assert torch.allclose(g1, g2, atol=1e-6)

@@ -1,0 +1,56 @@
+"""The bundled prompts resolve on this machine's corpus; a broken prompt file names the problem.
+Greedy speculative decoding reproduces autoregressive decoding on every bundled prompt, on the
+float and on the integer path."""
+
+import json
+
+import pytest
+
+from edgexpert.config import load_config
+from edgexpert.golden.checkpoint import load_checkpoint
+from edgexpert.golden.corpus import load_corpus
+from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
+from edgexpert.golden.int_model import quantize_model
+from edgexpert.golden.prompts import PROMPT_TOKENS, PromptError, load_prompts, prompts_file
+from edgexpert.golden.tokenizer import EOT
+
+
+@pytest.fixture(scope="module")
+def setting():
+    ckpt = load_checkpoint()
+    corpus = load_corpus()
+    return ckpt, corpus, load_prompts(corpus, ckpt.tokenizer)
+
+
+def test_bundled_prompts(setting):
+    _, _, prompts = setting
+    assert len(prompts) == 8 and all(len(p) == PROMPT_TOKENS for p in prompts)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s[0].update(sha256="0" * 64), "differs from the file the prompts were chosen from"),
+    (lambda s: s[0].update(file="os.py"), "which is not a held-out file"),
+    (lambda s: s[0].update(start=10**7), "are outside"),
+    (lambda s: s[0].pop("length"), "must have exactly the keys"),
+])
+def test_broken_prompt_files(setting, tmp_path, change, message):
+    ckpt, corpus, _ = setting
+    specs = json.loads(prompts_file().read_text())
+    change(specs)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(specs))
+    with pytest.raises(PromptError, match=message):
+        load_prompts(corpus, ckpt.tokenizer, path)
+
+
+@pytest.mark.parametrize("path", ["int", "float"])
+def test_lossless_on_every_bundled_prompt(setting, path):
+    ckpt, _, prompts = setting
+    config = load_config(overrides=["decode.max_new_tokens=32"]).decode
+    engine = quantize_model(ckpt.model) if path == "int" else FloatEngine(ckpt.model)
+    eot = ckpt.tokenizer.token_to_id(EOT)
+    for prompt in prompts:
+        ar = decode_ar(engine, prompt, config, eot)
+        sd = decode_speculative(engine, prompt, config, eot)
+        assert sd.tokens == ar.tokens
+        assert sd.steps < ar.steps  # the draft tree does get accepted
