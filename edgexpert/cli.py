@@ -285,10 +285,10 @@ def cmd_bench(args) -> int:
                   f"tokens/step, {result['steps']} steps each, alternating): grouped dispatch "
                   f"{r['grouped']}, per-expert loop {r['loop']}: {result['speedup']}x")
         return 0
-    from .cocotb_tests.ema import (GOLDEN_TRACE, UTILIZATION_CASES, UTILIZATION_LATENCIES,
+    from .cocotb_tests.ema import (UTILIZATION_CASES, UTILIZATION_LATENCIES, golden_mask_trace,
                                    run_utilization)
     from .hw.blocks import ema_parameters
-    from .mask_trace import read_mask_trace, synthetic_standin_trace, write_mask_trace
+    from .mask_trace import read_mask_trace
     from .tools import build_root
     from .weight_layout import WeightLayout
 
@@ -296,11 +296,11 @@ def cmd_bench(args) -> int:
     layout = WeightLayout.for_model(config.model)
     hw = ema_parameters(config)
     log = (lambda *a: None) if args.json else print
-    trace_file = Path(args.trace) if args.trace else GOLDEN_TRACE
-    if trace_file is None:
-        trace_file = build_root() / "bench" / "ema" / "standin_trace.json"
-        trace_file.parent.mkdir(parents=True, exist_ok=True)
-        write_mask_trace(trace_file, synthetic_standin_trace(layout, seed=DEMO_SEED))
+    if args.trace:
+        trace_file = Path(args.trace).resolve()  # the simulator runs in its own folder
+    else:
+        trace_file = build_root() / "bench" / "ema" / "golden_masks.json"
+        golden_mask_trace(layout, hw, trace_file)
     trace = read_mask_trace(trace_file, layout)
     log(f"edgexpert bench ema: {hw['data_width']}-bit AXI, {hw['outstanding']} outstanding, "
         f"masks from {trace_file} (source: {trace.source}), verilator, seed {DEMO_SEED}")
@@ -396,7 +396,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="ema: AXI bus utilization; dispatch: the golden model's expert dispatch")
     p.add_argument("--trace", metavar="FILE",
                    help="mask trace (JSON, docs/blocks/ema.md) for the trace case; default: the "
-                        "golden trace when one is configured, else a synthetic stand-in")
+                        "golden model's depth-coalesced masks on two bundled prompts")
     p.add_argument("--json", action="store_true",
                    help="print the summary (utilization by case and latency) as JSON")
     p.set_defaults(func=cmd_bench)

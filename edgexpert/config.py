@@ -59,7 +59,7 @@ class EmaConfig:
     """The external-memory access controller (hw/ema.py, docs/blocks/ema.md)."""
     axi_data_width: int = _choice((64, 128, 256), 256, "AXI4 read data bus width, bits")
     axi_addr_width: int = _int(16, 64, 32, "AXI4 address width, bits (must cover the weights)")
-    outstanding_reads: int = _int(1, 64, 16, "AXI read bursts in flight at once; hides latency")
+    outstanding_reads: int = _int(1, 64, 48, "AXI read bursts in flight at once; hides latency")
     buffer_bytes: int = _choice(tuple(2**n for n in range(10, 21)), 262144,
                                  "on-chip weight buffer size, bytes (a power of two)")
     buffer_banks: int = _choice((1, 2, 4, 8), 4, "weight buffer banks, lines interleaved")

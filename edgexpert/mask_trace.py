@@ -1,14 +1,13 @@
 """Channel-mask traces: which input channels of which expert matrices each step fetches.
 
-The golden model writes these (one step = the fetches between two NEW_STEP commands, e.g. one
-MoE layer of one draft/verify step, all its depth groups in order); the EMA bench and benchmark
-replay them. Until golden traces exist, `synthetic_standin_trace` makes a stand-in, labelled
-`"source": "synthetic-standin"` in the file and in every result derived from it.
+The golden model's traces give them (edgexpert.golden.masks: one step = the fetches between two
+NEW_STEP commands, e.g. part of one MoE layer of one verification pass, expert by expert, each
+expert's depth groups in order); the EMA bench and benchmark replay them.
 
 File format (JSON, docs/blocks/ema.md):
 
     {"format": "edgexpert-mask-trace", "version": 1,
-     "source": "golden" | "synthetic-standin" | any other label,
+     "source": where the masks come from (e.g. "golden: ..."),
      "model": {"n_layers": 4, "n_experts": 32, "d_model": 192, "expert_ffn": 96,
                "n_shared_experts": 0},
      "steps": [[{"layer": 0, "expert": 3, "matrix": "GATE_UP", "channels": [0, 1, 2, 17]},
@@ -24,19 +23,17 @@ fetched in the step: the EMA controller fetches only what is not yet resident.
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError
 from .weight_layout import Matrix, WeightLayout
 
-__all__ = ["FORMAT", "VERSION", "STANDIN_SOURCE", "MaskTraceError", "MaskEntry", "MaskTrace",
-           "read_mask_trace", "write_mask_trace", "synthetic_standin_trace"]
+__all__ = ["FORMAT", "VERSION", "MaskTraceError", "MaskEntry", "MaskTrace", "read_mask_trace",
+           "write_mask_trace"]
 
 FORMAT = "edgexpert-mask-trace"
 VERSION = 1
-STANDIN_SOURCE = "synthetic-standin"
 _MODEL_KEYS = ("n_layers", "n_experts", "d_model", "expert_ffn", "n_shared_experts")
 
 
@@ -149,47 +146,3 @@ def write_mask_trace(path: str | Path, trace: MaskTrace) -> None:
                         "channels": list(e.channels)} for e in step] for step in trace.steps]}
     _parse(data, str(path))  # never write what the reader would reject
     Path(path).write_text(json.dumps(data, separators=(",", ":")) + "\n")
-
-
-def _clustered(rng: random.Random, n: int, ratio: float, mean_run: float) -> tuple[int, ...]:
-    """About `ratio` of n channels, in runs of neighbours (geometric lengths, mean `mean_run`)."""
-    mean_gap = mean_run * (1 - ratio) / ratio
-    out, ch = [], int(rng.random() * mean_gap)
-    while ch < n:
-        run = 1 + int(rng.expovariate(1 / max(mean_run - 1, 1e-9))) if mean_run > 1 else 1
-        out.extend(range(ch, min(n, ch + run)))
-        ch += run + 1 + int(rng.expovariate(1 / max(mean_gap - 1, 1e-9)))
-    return tuple(out)
-
-
-def synthetic_standin_trace(layout: WeightLayout, *, steps: int = 4, depth_groups: int = 3,
-                            experts_per_group: int = 4, ratio: float = 0.5,
-                            mean_run: float = 8.0, seed: int = 1) -> MaskTrace:
-    """NOT GOLDEN DATA: a stand-in until the golden model writes traces.
-
-    Each step is one layer (chosen at random); each of its `depth_groups` picks
-    `experts_per_group` experts, the later groups preferring experts the earlier ones used (the
-    co-activation depth coalescing exploits), and for each expert a GATE_UP and a DOWN mask
-    that selects about `ratio` of the input channels in runs of neighbours (mean length
-    `mean_run`). Overlapping masks across groups exercise the de-duplication.
-    """
-    rng = random.Random(seed)
-    out = []
-    for _ in range(steps):
-        layer = rng.randrange(layout.n_layers)
-        used: list[int] = []
-        entries = []
-        for _ in range(depth_groups):
-            pool = list(range(layout.experts_per_layer))
-            count = min(experts_per_group, len(pool))
-            reuse = [e for e in used if rng.random() < 0.6][:count]
-            fresh = rng.sample([e for e in pool if e not in reuse], count - len(reuse))
-            for expert in reuse + fresh:
-                if expert not in used:
-                    used.append(expert)
-                for matrix in Matrix:
-                    channels = _clustered(rng, layout.in_channels(matrix), ratio, mean_run)
-                    entries.append(MaskEntry(layer, expert, matrix, channels))
-        out.append(tuple(entries))
-    model = {key: getattr(layout, key) for key in _MODEL_KEYS}
-    return MaskTrace(STANDIN_SOURCE, model, tuple(out))

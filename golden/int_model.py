@@ -234,11 +234,14 @@ class IntModel:
             g = self.routing_weights_q16(z, idx)
             out = torch.zeros_like(r)
             expert_out = torch.zeros(idx.shape + (cfg.d_model,), dtype=I64)
+            hidden = torch.zeros(idx.shape + (cfg.expert_ffn,), dtype=I64)
+            hidden_m, hidden_e = torch.zeros(idx.shape, dtype=I64), torch.zeros(idx.shape, dtype=I64)
             for e in torch.unique(idx[idx >= 0]).tolist():
                 rows, slots = torch.nonzero(idx == e, as_tuple=True)
-                y, _, _ = self.expert(x8[rows], sx[rows], _rows(w["gate"], e), _rows(w["up"], e),
-                                      _rows(w["down"], e))
+                y, h8, sh = self.expert(x8[rows], sx[rows], _rows(w["gate"], e), _rows(w["up"], e),
+                                        _rows(w["down"], e))
                 expert_out[rows, slots] = y
+                hidden[rows, slots], hidden_m[rows, slots], hidden_e[rows, slots] = h8, sh.m, sh.e
                 out.index_add_(0, rows, rshift(y * g[rows, slots, None], 16))
             for s_e in range(w["s_gate"].q.shape[0]):
                 out = out + self.expert(x8, sx, _rows(w["s_gate"], s_e), _rows(w["s_up"], s_e),
@@ -247,6 +250,7 @@ class IntModel:
             self._check_residual(r, f"layer {n} experts")
             traces.append(LayerTrace(moe_in, logits, idx, g.to(torch.float64) / 65536,
                                      {"x8": x8, "x_scale": sx, "router_q16": z, "weights_q16": g,
+                                      "hidden_q": hidden, "hidden_scale": Dyadic(hidden_m, hidden_e),
                                       "expert_out_q16": expert_out, "moe_out_q16": out}))
         cache.positions = torch.cat([cache.positions, positions])
         f8, sf = self.rmsnorm_q8(r, self.norm_f)

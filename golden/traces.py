@@ -10,6 +10,8 @@ One file is a NumPy .npz archive (docs/traces.md is the reference):
   root and for autoregressive steps), `row_token`;
   `x_q` [R, D] int8: the MoE input; `x_m` [R] int32 and `x_e` [R] int16: its scale m * 2**-e;
   `experts` [R, K] int16 (-1: none) and `weights_q16` [R, K] int32: routing;
+  `hidden_q` [R, K, F] int8, `hidden_m` [R, K] int32, `hidden_e` [R, K] int16: each chosen
+  expert's hidden vector silu(gate) * up as int8 with its scale (the DOWN matrix's input);
   `expert_out_q16` [R, K, D] int32: each chosen expert's output (Q.16, before weighting);
   `moe_out_q16` [R, D] int32: the weighted sum over experts (the MoE output added to the residual).
 - Loads, one per (pass, layer, group, expert) that an external-memory fetch serves, length G:
@@ -49,6 +51,8 @@ ROW_ARRAYS = {
     "row_kind": ("int8", ("R",)), "row_layer": ("int16", ("R",)), "row_depth": ("int16", ("R",)),
     "row_token": ("int32", ("R",)), "x_q": ("int8", ("R", "D")), "x_m": ("int32", ("R",)),
     "x_e": ("int16", ("R",)), "experts": ("int16", ("R", "K")), "weights_q16": ("int32", ("R", "K")),
+    "hidden_q": ("int8", ("R", "K", "F")), "hidden_m": ("int32", ("R", "K")),
+    "hidden_e": ("int16", ("R", "K")),
     "expert_out_q16": ("int32", ("R", "K", "D")), "moe_out_q16": ("int32", ("R", "D")),
 }
 LOAD_ARRAYS = {
@@ -117,6 +121,9 @@ def build_trace(runs: list, model: ModelConfig, decode: DecodeConfig, source: di
                 rows["x_e"].append(d["x_scale"].e.numpy())
                 rows["experts"].append(experts)
                 rows["weights_q16"].append(np.pad(d["weights_q16"].numpy(), ((0, 0), (0, pad))))
+                rows["hidden_q"].append(np.pad(d["hidden_q"].numpy(), ((0, 0), (0, pad), (0, 0))))
+                rows["hidden_m"].append(np.pad(d["hidden_scale"].m.numpy(), ((0, 0), (0, pad))))
+                rows["hidden_e"].append(np.pad(d["hidden_scale"].e.numpy(), ((0, 0), (0, pad))))
                 rows["expert_out_q16"].append(np.pad(d["expert_out_q16"].numpy(),
                                                      ((0, 0), (0, pad), (0, 0))))
                 rows["moe_out_q16"].append(d["moe_out_q16"].numpy())
@@ -152,7 +159,7 @@ def write_trace(trace: Trace, path: Path) -> Path:
 
 def _sizes(header: dict) -> dict[str, int]:
     m = header["model"]
-    return {"D": m["d_model"], "K": m["top_k"], "D8": -(-m["d_model"] // 8),
+    return {"D": m["d_model"], "K": m["top_k"], "F": m["expert_ffn"], "D8": -(-m["d_model"] // 8),
             "F8": -(-m["expert_ffn"] // 8)}
 
 
@@ -199,7 +206,7 @@ def read_trace(path: Path) -> Trace:
     checks = [
         ("row_layer", 0, model.n_layers - 1), ("load_layer", 0, model.n_layers - 1),
         ("experts", -1, model.n_experts - 1), ("load_expert", 0, model.n_experts - 1),
-        ("row_kind", 1, 3), ("x_q", -127, 127), ("row_token", 0, model.vocab_size - 1),
+        ("row_kind", 1, 3), ("x_q", -127, 127), ("hidden_q", -127, 127), ("row_token", 0, model.vocab_size - 1),
         ("weights_q16", 0, 65536),
         ("load_bytes", 0, WeightLayout(**header["layout"]).expert_fetch_bytes),
     ]

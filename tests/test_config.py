@@ -16,7 +16,7 @@ def test_defaults_load_and_validate():
     assert load_config(overrides=["synth.activity_operands=gaussian"]).synth.activity_operands \
         == "gaussian"
     assert config.hardware.ema.axi_data_width == 256
-    assert config.hardware.ema.outstanding_reads == 16
+    assert config.hardware.ema.outstanding_reads == 48
 
 
 def test_file_overrides_only_its_keys(tmp_path):

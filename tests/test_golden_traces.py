@@ -47,6 +47,9 @@ def test_rows_are_the_integer_path_values(trace_file):
     rows = (trace["row_prompt"] == 0) & (trace["row_pass"] == len(runs[0].traces) - 1) & (trace["row_layer"] == 1)
     assert np.array_equal(trace["x_q"][rows], first.layers[1].int_data["x8"].numpy())
     assert np.array_equal(trace["moe_out_q16"][rows], first.layers[1].int_data["moe_out_q16"].numpy())
+    hidden = trace["hidden_q"][rows]
+    used = trace["experts"][rows] >= 0
+    assert np.all(hidden[~used] == 0) and np.abs(hidden[used]).max(-1).min() == 127
     # the MoE output is the weighted sum of the expert outputs, with the contract's rounding
     out, w = trace["expert_out_q16"][rows].astype(np.int64), trace["weights_q16"][rows].astype(np.int64)
     summed = ((out * w[..., None] + (1 << 15)) >> 16).sum(1)

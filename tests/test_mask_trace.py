@@ -1,39 +1,26 @@
-"""Mask traces: the file format round-trips, the stand-in is labelled, bad files name the place."""
+"""Mask traces: the file format round-trips, bad files name the place."""
 
 import json
 
 import pytest
 
-from edgexpert.mask_trace import (STANDIN_SOURCE, MaskTraceError, read_mask_trace,
-                                  synthetic_standin_trace, write_mask_trace)
-from edgexpert.weight_layout import Matrix, WeightLayout, channel_runs
+from edgexpert.mask_trace import (MaskEntry, MaskTrace, MaskTraceError, read_mask_trace,
+                                  write_mask_trace)
+from edgexpert.weight_layout import Matrix, WeightLayout
 
 LAYOUT = WeightLayout(n_layers=3, n_experts=8, d_model=64, expert_ffn=48)
 
 
-def test_round_trip_and_label(tmp_path):
-    trace = synthetic_standin_trace(LAYOUT, steps=3, seed=5)
-    assert trace.source == STANDIN_SOURCE == "synthetic-standin"
+def test_round_trip(tmp_path):
+    trace = MaskTrace("golden: test", {"n_layers": 3, "n_experts": 8, "d_model": 64,
+                                       "expert_ffn": 48, "n_shared_experts": 0},
+                      ((MaskEntry(0, 2, Matrix.GATE_UP, (0, 1, 5)), MaskEntry(0, 2, Matrix.DOWN, (47,))),
+                       (MaskEntry(2, 7, Matrix.GATE_UP, tuple(range(64))),)))
     path = tmp_path / "t.json"
     write_mask_trace(path, trace)
     assert read_mask_trace(path, LAYOUT) == trace
-    assert json.loads(path.read_text())["source"] == "synthetic-standin"
+    assert json.loads(path.read_text())["source"] == "golden: test"
     assert trace.layout() == LAYOUT
-
-
-def test_standin_is_clustered_at_the_asked_ratio_and_repeats_experts():
-    trace = synthetic_standin_trace(LAYOUT, steps=30, ratio=0.5, mean_run=8.0, seed=2)
-    entries = [e for step in trace.steps for e in step]
-    kept = sum(len(e.channels) for e in entries) / sum(LAYOUT.in_channels(e.matrix)
-                                                       for e in entries)
-    runs = sum(len(channel_runs(e.channels)) for e in entries)
-    assert 0.4 < kept < 0.6
-    assert sum(len(e.channels) for e in entries) / runs > 4      # runs of neighbours
-    # later depth groups reuse experts of earlier ones: what de-duplication feeds on
-    assert any(len({(e.expert, e.matrix) for e in step}) < len(step) for step in trace.steps)
-    # seeded
-    assert synthetic_standin_trace(LAYOUT, steps=2, seed=9) == \
-        synthetic_standin_trace(LAYOUT, steps=2, seed=9)
 
 
 def _file(tmp_path, **change):

@@ -8,19 +8,15 @@ from pathlib import Path
 
 from edgexpert.hw.ema import EmaSystem
 from edgexpert.sim.runner import SimResult, run_cocotb
+from edgexpert.tools import build_root
 from edgexpert.weight_layout import WeightLayout
 
-__all__ = ["BENCH_MODULE", "UTILIZATION_MODULE", "GOLDEN_TRACE", "BENCH_LAYOUT", "BENCH_CASES",
+__all__ = ["BENCH_MODULE", "UTILIZATION_MODULE", "BENCH_LAYOUT", "BENCH_CASES",
            "bench_tests", "run_bench", "UTILIZATION_CASES", "UTILIZATION_LATENCIES",
-           "run_utilization"]
+           "run_utilization", "golden_mask_trace"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.ema.bench"
 UTILIZATION_MODULE = "edgexpert.cocotb_tests.ema.utilization"
-
-#: The golden model's mask trace, once it writes one (a file read by
-#: `edgexpert.mask_trace.read_mask_trace`). None: the benchmark and the bench use
-#: `synthetic_standin_trace` and label their results "mask_source": "synthetic-standin".
-GOLDEN_TRACE: Path | None = None
 
 #: Small enough for quick runs, shaped to exercise the contract: F = 40 gives 40-byte GATE_UP
 #: columns in a 64-byte stride (padding inside reads, reads ending mid-stride), a shared expert,
@@ -56,7 +52,9 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
               waves: bool | None = None) -> SimResult:
     """Run every test of the EMA bench for one parameter set; raises SimError on any failure."""
     hw = BENCH_CASES[case]
-    params = {**hw, "layout": asdict(BENCH_LAYOUT)}
+    masks = build_root() / "bench" / "ema" / f"golden_masks-{case}.json"
+    golden_mask_trace(BENCH_LAYOUT, hw, masks, max_steps=3)
+    params = {**hw, "layout": asdict(BENCH_LAYOUT), "trace_file": str(masks)}
     return run_cocotb(_system(BENCH_LAYOUT, hw), toplevel="ema_system", test_module=BENCH_MODULE,
                       case=case, params=params, simulator=simulator, seed=seed, waves=waves)
 
@@ -69,3 +67,63 @@ def run_utilization(layout: WeightLayout, hw: dict, trace_file: Path, seed: int 
     case = "bench-{data_width}b-o{outstanding}".format(**hw)
     return run_cocotb(_system(layout, hw), toplevel="ema_system", test_module=UTILIZATION_MODULE,
                       case=case, params=params, simulator=simulator, seed=seed, waves=False)
+
+
+def golden_mask_trace(layout: WeightLayout, hw: dict, out: Path, ratio: float = 0.5,
+                      prompts: int = 2, new_tokens: int = 16, max_steps: int | None = None) -> str:
+    """Write the golden model's depth-coalesced channel masks (edgexpert.golden.masks) for this
+    layout and hardware to `out`; returns their source label.
+
+    The layout of the bundled checkpoint gets the trained model on the bundled held-out prompts
+    ("golden"). Any other layout gets a golden model of that shape with seeded random weights on
+    seeded random prompts ("golden, random weights"): the same decoding, tracing and selection,
+    but its routing and activations are those of an untrained model."""
+    import torch
+
+    from edgexpert.config import load_config
+    from edgexpert.golden.checkpoint import load_checkpoint
+    from edgexpert.golden.corpus import load_corpus
+    from edgexpert.golden.decode import decode_speculative
+    from edgexpert.golden.int_model import quantize_model
+    from edgexpert.golden.masks import coalesced_masks
+    from edgexpert.golden.model import MoEModel
+    from edgexpert.golden.prompts import load_prompts
+    from edgexpert.golden.traces import build_trace
+    from edgexpert.hw.ema import EmaGeometry
+    from edgexpert.mask_trace import write_mask_trace
+    from edgexpert.ema import Descriptor, EmaReference
+
+    ckpt = load_checkpoint()
+    if WeightLayout.for_model(ckpt.model.cfg) == WeightLayout(**{**asdict(layout), "base_address": 0}):
+        model, label = ckpt.model, "golden"
+        token_lists = load_prompts(load_corpus(), ckpt.tokenizer)[:prompts]
+    else:
+        heads = 2
+        cfg = load_config(overrides=[
+            f"model.d_model={layout.d_model}", f"model.n_layers={layout.n_layers}",
+            f"model.n_heads={heads}", f"model.n_experts={layout.n_experts}",
+            f"model.top_k={min(4, layout.n_experts)}", f"model.expert_ffn={layout.expert_ffn}",
+            f"model.n_shared_experts={layout.n_shared_experts}", "model.vocab_size=256",
+            "model.max_seq_len=128", "train.seq_len=64"]).model
+        torch.manual_seed(20261129)
+        model, label = MoEModel(cfg).eval(), "golden, random weights"
+        gen = torch.Generator().manual_seed(20261129)
+        token_lists = [torch.randint(0, 256, (24,), generator=gen).tolist() for _ in range(prompts)]
+    decode = load_config(overrides=[f"decode.max_new_tokens={new_tokens}"]).decode
+    engine = quantize_model(model)
+    runs = [decode_speculative(engine, p, decode, keep_traces=True) for p in token_lists]
+    trace = build_trace(runs, model.cfg, decode, {"mask_source": label})
+    reference = EmaReference(EmaGeometry(layout, hw["data_width"], hw["buffer_bytes"], hw["slots"]))
+
+    def fits(entries) -> bool:
+        try:
+            reference.step(Descriptor(0, e.layer, e.expert, e.matrix, e.channels, True)
+                           for e in entries)
+        except ValueError:
+            return False
+        return True
+
+    masks = coalesced_masks(trace, ratio, fits, max_steps, label)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_mask_trace(out, masks)
+    return masks.source

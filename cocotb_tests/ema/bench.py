@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
-from pathlib import Path
 
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
@@ -26,8 +24,8 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from edgexpert.cocotb_tests.ema.harness import EmaTB, decode_status
 from edgexpert.ema import Descriptor, encode_descriptor, encode_step, new_step_command, split_bursts
 from edgexpert.hw.layouts import EmaCsr, EmaError, EmaOp, EmaStatus, ema_command_layout
-from edgexpert.mask_trace import read_mask_trace, synthetic_standin_trace, write_mask_trace
-from edgexpert.sim.runner import write_bench_report
+from edgexpert.mask_trace import read_mask_trace
+from edgexpert.sim.runner import bench_params, write_bench_report
 from edgexpert.weight_layout import Matrix
 
 _report: dict = {}
@@ -99,15 +97,10 @@ async def random_masks(dut, pauses: str):
 
 @cocotb.test()
 async def trace_masks(dut):
-    """Steps of a mask trace file (the synthetic stand-in until golden traces exist: labelled so
-    in the report), at a memory latency of 100 cycles."""
+    """Steps of the golden model's depth-coalesced mask trace (params["trace_file"], written by
+    run_bench; its source is in the report), at a memory latency of 100 cycles."""
     tb = EmaTB(dut, "trace_masks", latency=100)
-    trace = synthetic_standin_trace(tb.layout, steps=3, depth_groups=2, experts_per_group=2,
-                                    ratio=0.5, mean_run=4.0, seed=cocotb.RANDOM_SEED)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        write_mask_trace(path, trace)
-        trace = read_mask_trace(path, tb.layout)
+    trace = read_mask_trace(bench_params()["trace_file"], tb.layout)
     steps, tag = [], 0
     for entries in trace.steps:
         step = []

@@ -7,10 +7,10 @@ case are sent back to back, as a host would queue them.
 
 Cases (each at every latency of UTILIZATION_LATENCIES):
 - dense: whole GATE_UP and DOWN matrices with their scale blocks, a few experts per step;
-- trace: the steps of the mask trace file (params["trace_file"]; its "source" says whether the
-  masks are golden or the synthetic stand-in), scale blocks included;
-- random50: the trace's (layer, expert, matrix) entries, each channel kept with probability 1/2
-  independently (short runs: the hard case for a burst engine).
+- trace: the steps of the mask trace file (params["trace_file"]: by default the golden model's
+  depth-coalesced masks; its "source" says), scale blocks included;
+- random50: the trace's steps with one random half of each matrix's channels (each kept with
+  probability 1/2 independently: short runs, the hard case for a burst engine).
 
 Correctness is checked on the way (every completion OK, the AR sequence equal to the reference's),
 so a fast but wrong engine cannot report a number.
@@ -54,9 +54,17 @@ def _workload(tb: EmaTB, case: str) -> tuple[list[list[Descriptor]], str]:
     # the run's seed, not the test's (cocotb derives that from the test name): every latency
     # sees the same masks
     rng = random.Random(f"{os.environ['COCOTB_RANDOM_SEED']}-random50")
-    steps = [[Descriptor(0, e.layer, e.expert, e.matrix,
-                         [c for c in range(lay.in_channels(e.matrix)) if rng.random() < 0.5], True)
-              for e in step] for step in trace.steps]
+    steps = []
+    for step in trace.steps:
+        # one random half per matrix of the step, repeated wherever the trace repeats the
+        # matrix (as its depth groups do), so the step holds no more than the trace's step does
+        masks: dict = {}
+        for e in step:
+            if (e.layer, e.expert, e.matrix) not in masks:
+                masks[e.layer, e.expert, e.matrix] = [
+                    c for c in range(lay.in_channels(e.matrix)) if rng.random() < 0.5]
+        steps.append([Descriptor(0, e.layer, e.expert, e.matrix,
+                                 masks[e.layer, e.expert, e.matrix], True) for e in step])
     return _tagged(steps), "random-50%"
 
 

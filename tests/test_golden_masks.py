@@ -1,0 +1,61 @@
+"""Depth-coalesced channel masks from golden traces: the selection is the stated importance, the
+ratio holds, and steps are packed expert by expert within what fits."""
+
+import numpy as np
+import pytest
+import torch
+
+from edgexpert.config import load_config
+from edgexpert.golden.decode import decode_speculative
+from edgexpert.golden.int_model import IntModel
+from edgexpert.golden.masks import coalesced_masks
+from edgexpert.golden.model import MoEModel
+from edgexpert.golden.traces import KINDS, build_trace
+from edgexpert.weight_layout import Matrix
+
+SMALL = ["model.vocab_size=300", "model.d_model=48", "model.n_layers=2", "model.n_heads=4",
+         "model.n_experts=8", "model.top_k=2", "model.expert_ffn=16", "model.max_seq_len=128",
+         "train.seq_len=64", "decode.max_new_tokens=8", "decode.max_depth=3",
+         "decode.max_candidates=10", "decode.width=3", "decode.branch=3"]
+
+
+@pytest.fixture(scope="module")
+def trace():
+    config = load_config(overrides=SMALL)
+    torch.manual_seed(4)
+    engine = IntModel(MoEModel(config.model).eval())
+    runs = [decode_speculative(engine, [3, 1, 4, 1, 5], config.decode, keep_traces=True)]
+    return build_trace(runs, config.model, config.decode, {})
+
+
+def test_ratio_and_importance(trace):
+    masks = coalesced_masks(trace, 0.25)
+    entries = [e for step in masks.steps for e in step]
+    assert all(len(e.channels) == (12 if e.matrix == Matrix.GATE_UP else 4) for e in entries)
+    # recompute the first entry's importance by hand
+    first = entries[0]
+    verify = np.flatnonzero(trace["row_kind"] == KINDS["verify"])
+    layer_rows = verify[trace["row_layer"][verify] == first.layer]
+    rows = layer_rows[trace["row_pass"][layer_rows] == trace["row_pass"][layer_rows].min()]
+    group = rows[trace["row_depth"][rows] == trace["row_depth"][rows].min()]
+    importance = np.zeros(48)
+    for r in group:
+        for k, e in enumerate(trace["experts"][r]):
+            if e == first.expert:
+                scale = trace["x_m"][r] * 2.0 ** -float(trace["x_e"][r])
+                importance += np.abs(trace["x_q"][r] * scale) * trace["weights_q16"][r, k] / 65536
+    assert first.channels == tuple(sorted(np.argsort(-importance, kind="stable")[:12].tolist()))
+
+
+def test_packing_keeps_experts_whole(trace):
+    masks = coalesced_masks(trace, 0.5, fits=lambda entries: len({e.expert for e in entries}) <= 2)
+    for step in masks.steps:
+        assert len({e.expert for e in step}) <= 2
+    experts_per_step = [{(e.layer, e.expert) for e in step} for step in masks.steps]
+    unpacked = coalesced_masks(trace, 0.5)
+    assert sum(len(s) for s in masks.steps) == sum(len(s) for s in unpacked.steps)
+    assert len(masks.steps) > len(unpacked.steps) and all(experts_per_step)
+    with pytest.raises(ValueError, match="alone does not fit one EMA step"):
+        coalesced_masks(trace, 0.5, fits=lambda entries: len(entries) < 2)
+    with pytest.raises(ValueError, match="ratio = 0 is out of range"):
+        coalesced_masks(trace, 0)
