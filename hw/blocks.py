@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..config import Config, ConfigError
+from ..sim.ema_stimulus import ema_stimulus
 from ..sim.stimulus import Stimulus, mac_lane_stimulus
 from ..weight_layout import WeightLayout
 from .ema import EmaController, EmaSystem
@@ -68,6 +69,7 @@ BLOCKS: dict[str, Block] = {
         "(logic only: buffer, location table and residency memories are outside)",
         lambda c: _ema(c, with_memories=False),
         ema_parameters,
+        ema_stimulus,
     ),
     "ema_system": Block(
         "ema_system",
