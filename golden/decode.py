@@ -112,26 +112,35 @@ def _trim(out: list[int], cfg: DecodeConfig, eot: int | None) -> list[int]:
     return out[:out.index(eot) + 1] if eot is not None and eot in out else out
 
 
-def decode_ar(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None = None,
-              keep_traces: bool = False) -> DecodeResult:
-    """Plain decoding: one target pass per generated token."""
+def _run(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None, step) -> DecodeResult:
+    """The decoding loop both modes share: prefill, then `step(cache, root, result, gen)` ->
+    (accepted draft tokens, next root) until enough tokens or the end-of-text token."""
     gen = torch.Generator().manual_seed(cfg.seed)
     cache, cost = prefill(engine, prompt)
     result = DecodeResult([], 0, passes=[cost])
     root = prompt[-1]
     while not _done(result.tokens, cfg, eot):
+        accepted, root = step(cache, root, result, gen)
+        result.tokens.extend(accepted)
+        result.tokens.append(root)
+        result.accepted.append(len(accepted))
+        result.steps += 1
+    result.tokens = _trim(result.tokens, cfg, eot)
+    return result
+
+
+def decode_ar(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None = None,
+              keep_traces: bool = False) -> DecodeResult:
+    """Plain decoding: one target pass per generated token."""
+    def step(cache, root, result, gen):
         pos = len(cache)
         logits, traces = engine.step(torch.tensor([root]), torch.tensor([pos]), cache,
                                      torch.ones(1, pos + 1, dtype=torch.bool))
         result.passes.append(_cost("ar", 1, traces))
         if keep_traces:
             result.traces.append(PassTrace("ar", result.steps, [root], [0], traces))
-        root = _pick(logits[0], cfg, gen)
-        result.tokens.append(root)
-        result.steps += 1
-        result.accepted.append(0)
-    result.tokens = _trim(result.tokens, cfg, eot)
-    return result
+        return [], _pick(logits[0], cfg, gen)
+    return _run(engine, prompt, cfg, eot, step)
 
 
 @dataclass
@@ -249,14 +258,10 @@ def _accept(logits: torch.Tensor, tree: Tree, cfg: DecodeConfig,
 def decode_speculative(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None = None,
                        keep_traces: bool = False) -> DecodeResult:
     """Speculative decoding with the self-speculative draft tree and tree verification."""
-    gen = torch.Generator().manual_seed(cfg.seed)
-    cache, cost = prefill(engine, prompt)
-    result = DecodeResult([], 0, passes=[cost])
-    root = prompt[-1]
-    while not _done(result.tokens, cfg, eot):
+    def step(cache, root, result, gen):
         prefix = len(cache)
-        trace_sink = result.traces if keep_traces else None
-        tree = build_tree(engine, cache, root, cfg, result.passes, trace_sink, result.steps)
+        tree = build_tree(engine, cache, root, cfg, result.passes,
+                          result.traces if keep_traces else None, result.steps)
         n = len(tree.tokens)
         entry_of = {i: prefix + 1 + i for i in range(n)}
         allowed = _tree_mask(prefix, tree.parents, [-1] + list(range(n)), prefix, entry_of,
@@ -271,13 +276,8 @@ def decode_speculative(engine, prompt: list[int], cfg: DecodeConfig, eot: int | 
         path, bonus = _accept(logits, tree, cfg, gen)
         cache.keep(torch.cat([torch.arange(prefix + 1),
                               torch.tensor([prefix + 1 + i for i in path], dtype=torch.long)]))
-        result.tokens.extend(tree.tokens[i] for i in path)
-        result.tokens.append(bonus)
-        result.accepted.append(len(path))
-        result.steps += 1
-        root = bonus
-    result.tokens = _trim(result.tokens, cfg, eot)
-    return result
+        return [tree.tokens[i] for i in path], bonus
+    return _run(engine, prompt, cfg, eot, step)
 
 
 def summarize(results: list[DecodeResult], layout: WeightLayout) -> dict:
