@@ -115,7 +115,8 @@ def _synth_all(config: Config, as_json: bool) -> int:
 
 
 def cmd_demo(args) -> int:
-    """The vertical path for the lane: RTL -> cocotb on both simulators -> synthesis."""
+    """The vertical path for the lane (RTL -> cocotb on both simulators -> synthesis and power),
+    then the golden model it serves decoding the bundled prompts."""
     from .cocotb_tests.mac_lane import run_bench
     from .hw.blocks import get_block
     from .hw.emit import emit_rtl
@@ -162,6 +163,26 @@ def cmd_demo(args) -> int:
         f"({synth.power['dynamic_w'] * 1e3:.2f} mW at {synth.power['clock_hz'] / 1e6:.0f} MHz); "
         f"scaled to 28 nm: {format_si(costs['scaled_28nm']['energy_per_op_j'], 'J')} per MAC, "
         f"{costs['scaled_28nm']['area_mm2']:.4f} mm2")
+
+    # the golden model whose integer path the lane computes: plain vs speculative decoding
+    from .golden.checkpoint import load_checkpoint
+    from .golden.corpus import load_corpus
+    from .golden.decode import compare_modes
+    from .golden.int_model import quantize_model
+    from .golden.prompts import load_prompts
+    from .golden.tokenizer import EOT
+    from .weight_layout import WeightLayout
+    ckpt = load_checkpoint()
+    prompts = load_prompts(load_corpus(), ckpt.tokenizer)
+    decoded = compare_modes(quantize_model(ckpt.model), prompts, config.decode,
+                            WeightLayout.for_model(ckpt.model.cfg), ckpt.tokenizer.token_to_id(EOT))
+    summary["golden"] = {"prompts": len(prompts), "ar": decoded["ar"],
+                         "naive_sd": decoded["naive_sd"], "lossless": decoded["lossless"]}
+    ar, sd = decoded["ar"], decoded["naive_sd"]
+    log(f"  golden     {len(prompts)} held-out prompts on the A8W4 integer path: speculative "
+        f"decoding {sd['tokens_per_step']:.2f} tokens/step, output equal to greedy: "
+        f"{decoded['lossless']}; expert EMA bytes/token {ar['ema_bytes_per_token']} plain, "
+        f"{sd['ema_bytes_per_token']} speculative")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     log(f"  summary    {out / 'summary.json'}")
     if args.json:
@@ -402,8 +423,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("demo", parents=[common],
-                       help="the lane through every flow: RTL, cocotb on Icarus and Verilator, "
-                            "synthesis")
+                       help="the lane through every flow (RTL, cocotb on Icarus and Verilator, "
+                            "synthesis, power), then the golden model decoding the bundled prompts")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_demo)
     return parser
