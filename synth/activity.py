@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..tools import ToolError
 from .liberty import Function, Library, compile_function
-from .netlist import Netlist, NetlistCell
+from .netlist import Netlist, NetlistCell, data_input_bits
 
 __all__ = ["Trace", "read_vcd", "Evaluation", "evaluate", "activity_tcl"]
 
@@ -176,20 +176,15 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
 
     clock_bits = {b for b in netlist.inputs.get(clock, []) if isinstance(b, int)}
     inputs_total = inputs_traced = 0
-    for port, bits in netlist.inputs.items():
-        if port == clock:
-            continue
-        for i, bit in enumerate(bits):
-            if not isinstance(bit, int):
-                continue
-            inputs_total += 1
-            alias = aliases[port][i] if port in aliases else []
-            value = lookup([(port, i), *([alias] if isinstance(alias, str) else alias),
-                            *netlist.names.get(bit, [])])
-            if value is not None:
-                values[bit] = value
-                known.add(bit)
-                inputs_traced += 1
+    for port, i, bit in data_input_bits(netlist, clock):
+        inputs_total += 1
+        alias = aliases[port][i] if port in aliases else []
+        value = lookup([(port, i), *([alias] if isinstance(alias, str) else alias),
+                        *netlist.names.get(bit, [])])
+        if value is not None:
+            values[bit] = value
+            known.add(bit)
+            inputs_traced += 1
 
     sequential = [c for c in netlist.cells if library.cell(c.type).state is not None]
     combinational = [c for c in netlist.cells if library.cell(c.type).state is None]

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from ..tools import ToolError
 from .memories import net_names
 
-__all__ = ["Bit", "NetlistCell", "Netlist", "read_netlist", "power_netlist_verilog", "PAD_PREFIX"]
+__all__ = ["Bit", "NetlistCell", "Netlist", "read_netlist", "data_input_bits", "power_netlist_verilog",
+           "PAD_PREFIX"]
 
 #: a net bit as Yosys numbers it, or a constant "0" / "1" / "x" / "z"
 Bit = int | str
@@ -44,6 +45,16 @@ class Netlist:
     outputs: dict[str, list[Bit]]
     cells: list[NetlistCell]
     names: dict[int, list[tuple[str, int]]]  # public names of each net bit, (name, bit index)
+
+
+def data_input_bits(netlist: Netlist, clock: str):
+    """(port, index, bit) of every input bit that is a net (not a constant), the clock excluded."""
+    for port, bits in netlist.inputs.items():
+        if port == clock:
+            continue
+        for i, bit in enumerate(bits):
+            if isinstance(bit, int):
+                yield port, i, bit
 
 
 def read_netlist(json_text: str, top: str) -> Netlist:
@@ -100,17 +111,12 @@ def power_netlist_verilog(netlist: Netlist, clock: str, pad_cell: str = "DFFPOSX
 
     body: list[str] = []
     pad = 0
-    for port, bits in netlist.inputs.items():
-        if port == clock:
-            continue
-        for i, bit in enumerate(bits):
-            if not isinstance(bit, int):
-                continue
-            body.append(f"  {pad_cell} {PAD_PREFIX}{pad} (.CLK({net[clock_bit]}), "
-                        f".D({_ident(port)}[{i}]), .Q(edgexpert_padq{pad}));")
-            body.append(f"  {pad_buffer} {PAD_PREFIX}buf{pad} (.A(edgexpert_padq{pad}), "
-                        f".Y({ref(bit)}));")
-            pad += 1
+    for port, i, bit in data_input_bits(netlist, clock):
+        body.append(f"  {pad_cell} {PAD_PREFIX}{pad} (.CLK({net[clock_bit]}), "
+                    f".D({_ident(port)}[{i}]), .Q(edgexpert_padq{pad}));")
+        body.append(f"  {pad_buffer} {PAD_PREFIX}buf{pad} (.A(edgexpert_padq{pad}), "
+                    f".Y({ref(bit)}));")
+        pad += 1
     instances = {}
     for index, cell in enumerate(netlist.cells):
         instances[cell.name] = f"g{index}"

@@ -13,15 +13,13 @@ from edgexpert.golden.int_model import IntModel
 from edgexpert.golden.model import MoEModel
 from edgexpert.weight_layout import WeightLayout
 
-SMALL = ["model.vocab_size=300", "model.d_model=48", "model.n_layers=2", "model.n_heads=4",
-         "model.n_experts=8", "model.top_k=2", "model.expert_ffn=16", "model.max_seq_len=128",
-         "train.seq_len=64", "decode.max_new_tokens=20", "decode.max_depth=4",
-         "decode.max_candidates=16", "decode.width=4", "decode.branch=3"]
+DECODE = ["decode.max_new_tokens=20", "decode.max_depth=4", "decode.max_candidates=16",
+          "decode.width=4", "decode.branch=3"]
 
 
 @pytest.fixture(scope="module")
-def config():
-    return load_config(overrides=SMALL)
+def config(small_model):
+    return load_config(overrides=small_model + DECODE)
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +78,8 @@ def test_stochastic_acceptance_samples_the_target_distribution():
     assert chi2 < 20.5  # p = 0.001 for 5 degrees of freedom
 
 
-def test_sampling_is_seeded(model, config):
-    cfg = load_config(overrides=SMALL + ["decode.temperature=0.8"]).decode
+def test_sampling_is_seeded(model, small_model):
+    cfg = load_config(overrides=small_model + DECODE + ["decode.temperature=0.8"]).decode
     engine = IntModel(model)
     a = decode_speculative(engine, [4, 8], cfg)
     b = decode_speculative(engine, [4, 8], cfg)

@@ -13,15 +13,13 @@ from edgexpert.golden.model import MoEModel
 from edgexpert.golden.traces import KINDS, build_trace
 from edgexpert.weight_layout import Matrix
 
-SMALL = ["model.vocab_size=300", "model.d_model=48", "model.n_layers=2", "model.n_heads=4",
-         "model.n_experts=8", "model.top_k=2", "model.expert_ffn=16", "model.max_seq_len=128",
-         "train.seq_len=64", "decode.max_new_tokens=8", "decode.max_depth=3",
-         "decode.max_candidates=10", "decode.width=3", "decode.branch=3"]
+DECODE = ["decode.max_new_tokens=8", "decode.max_depth=3", "decode.max_candidates=10",
+          "decode.width=3", "decode.branch=3"]
 
 
 @pytest.fixture(scope="module")
-def trace():
-    config = load_config(overrides=SMALL)
+def trace(small_model):
+    config = load_config(overrides=small_model + DECODE)
     torch.manual_seed(4)
     engine = IntModel(MoEModel(config.model).eval())
     runs = [decode_speculative(engine, [3, 1, 4, 1, 5], config.decode, keep_traces=True)]

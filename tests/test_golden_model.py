@@ -9,15 +9,12 @@ from edgexpert.config import load_config
 from edgexpert.golden.int_model import IntModel, quantize_weight
 from edgexpert.golden.model import KVCache, MoEModel
 
-SMALL = ["model.vocab_size=300", "model.d_model=48", "model.n_layers=2", "model.n_heads=4",
-         "model.n_experts=8", "model.top_k=2", "model.expert_ffn=16", "model.max_seq_len=64",
-         "train.seq_len=64"]
 
 
 @pytest.fixture(scope="module")
-def model():
+def model(small_model):
     torch.manual_seed(0)
-    return MoEModel(load_config(overrides=SMALL).model).eval()
+    return MoEModel(load_config(overrides=small_model).model).eval()
 
 
 def _causal(n):

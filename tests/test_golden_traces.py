@@ -13,15 +13,13 @@ from edgexpert.golden.int_model import IntModel
 from edgexpert.golden.model import MoEModel
 from edgexpert.golden.traces import TraceError, build_trace, read_trace, write_trace
 
-SMALL = ["model.vocab_size=300", "model.d_model=48", "model.n_layers=2", "model.n_heads=4",
-         "model.n_experts=8", "model.top_k=2", "model.expert_ffn=16", "model.max_seq_len=128",
-         "train.seq_len=64", "decode.max_new_tokens=6", "decode.max_depth=3",
-         "decode.max_candidates=8", "decode.width=3", "decode.branch=2"]
+DECODE = ["decode.max_new_tokens=6", "decode.max_depth=3", "decode.max_candidates=8",
+          "decode.width=3", "decode.branch=2"]
 
 
 @pytest.fixture(scope="module")
-def trace_file(tmp_path_factory):
-    config = load_config(overrides=SMALL)
+def trace_file(tmp_path_factory, small_model):
+    config = load_config(overrides=small_model + DECODE)
     torch.manual_seed(2)
     model = MoEModel(config.model).eval()
     engine = IntModel(model)
@@ -66,9 +64,9 @@ def test_loads_follow_the_layout(trace_file):
     assert np.all(np.unpackbits(trace["mask_gate_up"], axis=1)[:, :layout.d_model] == 1)
 
 
-def test_float_path_cannot_make_traces(trace_file):
+def test_float_path_cannot_make_traces(trace_file, small_model):
     *_, model = trace_file
-    config = load_config(overrides=SMALL)
+    config = load_config(overrides=small_model + DECODE)
     run = decode_speculative(FloatEngine(model), [1, 2], config.decode, keep_traces=True)
     with pytest.raises(TraceError, match="integer path"):
         build_trace([run], config.model, config.decode, {})
