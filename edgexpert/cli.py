@@ -171,11 +171,10 @@ def cmd_demo(args) -> int:
     from .golden.int_model import quantize_model
     from .golden.prompts import load_prompts
     from .golden.tokenizer import EOT
-    from .weight_layout import WeightLayout
     ckpt = load_checkpoint()
     prompts = load_prompts(load_corpus(), ckpt.tokenizer)
     decoded = compare_modes(quantize_model(ckpt.model), prompts, config.decode,
-                            WeightLayout.for_model(ckpt.model.cfg), ckpt.tokenizer.token_to_id(EOT))
+                            ckpt.tokenizer.token_to_id(EOT))
     summary["golden"] = {"prompts": len(prompts), "ar": decoded["ar"],
                          "naive_sd": decoded["naive_sd"], "lossless": decoded["lossless"]}
     ar, sd = decoded["ar"], decoded["naive_sd"]
@@ -213,7 +212,6 @@ def cmd_decode(args) -> int:
     from .golden.prompts import load_prompts
     from .golden.tokenizer import EOT
     from .golden.traces import build_trace, write_trace
-    from .weight_layout import WeightLayout
 
     config = _load(args)
     ckpt = load_checkpoint(args.checkpoint)
@@ -222,8 +220,8 @@ def cmd_decode(args) -> int:
         raise InputError("--traces needs the integer path (--path int): traces carry its exact "
                          "int8 inputs and outputs")
     engine = quantize_model(ckpt.model) if args.path == "int" else FloatEngine(ckpt.model)
-    result = compare_modes(engine, prompts, config.decode, WeightLayout.for_model(ckpt.model.cfg),
-                           ckpt.tokenizer.token_to_id(EOT), keep_traces=bool(args.traces))
+    result = compare_modes(engine, prompts, config.decode, ckpt.tokenizer.token_to_id(EOT),
+                           keep_traces=bool(args.traces))
     report = {"path": args.path, "prompts": len(prompts), "seed": config.decode.seed,
               "ar": result["ar"], "naive_sd": result["naive_sd"], "lossless": result["lossless"]}
     if args.traces:

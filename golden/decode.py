@@ -31,7 +31,8 @@ import torch
 
 from ..config import DecodeConfig
 from ..weight_layout import WeightLayout
-from .model import KVCache, LayerTrace, MoEModel, route
+from .model import KVCache, LayerTrace, MoEModel
+from .policy import Policy
 
 __all__ = ["FloatEngine", "PassCost", "PassTrace", "DecodeResult", "prefill", "decode_ar", "decode_speculative",
            "Tree", "build_tree", "summarize", "compare_modes"]
@@ -53,10 +54,12 @@ class FloatEngine:
 
 @dataclass
 class PassCost:
-    """Experts fetched by one forward pass: the distinct routed experts per layer."""
+    """One forward pass: the distinct routed experts per layer and the bytes the policy's
+    fetches moved."""
     kind: str                     # "prefill", "ar", "draft", "verify"
     tokens: int
     experts_per_layer: list[int]
+    bytes: int
 
 
 @dataclass
@@ -79,22 +82,36 @@ class DecodeResult:
     traces: list[PassTrace] = field(default_factory=list)
 
 
-def _cost(kind: str, tokens: int, traces: list[LayerTrace]) -> PassCost:
-    return PassCost(kind, tokens, [int(torch.unique(t.experts[t.experts >= 0]).numel())
-                                   for t in traces])
+def _pass(engine, policy: Policy, kind: str, tokens: torch.Tensor, positions, cache, allowed,
+          depths: torch.Tensor):
+    """One forward pass under the policy's routing and channel choice; (logits, traces, cost)."""
+    hook = policy.channels(kind, depths)
+    extra = {"channels": hook} if hook is not None else {}
+    logits, traces = engine.step(tokens, positions, cache, allowed, policy.router(kind, tokens),
+                                 **extra)
+    cost = PassCost(kind, len(tokens), [int(torch.unique(t.experts[t.experts >= 0]).numel())
+                                        for t in traces], policy.pass_bytes(kind, traces, hook))
+    return logits, traces, cost
 
 
-def prefill(engine, prompt: list[int]) -> tuple[KVCache, PassCost]:
+def prefill(engine, prompt: list[int], policy: Policy | None = None) -> tuple[KVCache, PassCost]:
     """Run the prompt except its last token (the first root) in one causal pass."""
     if len(prompt) < 1:
         raise ValueError("a prompt needs at least one token")
+    policy = policy or default_policy(engine)
     cache = KVCache()
     body = torch.tensor(prompt[:-1], dtype=torch.long)
     n = len(body)
     if n == 0:
-        return cache, PassCost("prefill", 0, [0] * engine.cfg.n_layers)
-    _, traces = engine.step(body, torch.arange(n), cache, torch.tril(torch.ones(n, n, dtype=torch.bool)))
-    return cache, _cost("prefill", n, traces)
+        return cache, PassCost("prefill", 0, [0] * engine.cfg.n_layers, 0)
+    _, _, cost = _pass(engine, policy, "prefill", body, torch.arange(n), cache,
+                       torch.tril(torch.ones(n, n, dtype=torch.bool)), torch.zeros(n, dtype=torch.long))
+    return cache, cost
+
+
+def default_policy(engine, cfg: DecodeConfig | None = None) -> Policy:
+    """Naive speculative decoding's policy for the engine's model."""
+    return Policy(WeightLayout.for_model(engine.cfg), cfg or DecodeConfig())
 
 
 def _pick(logits: torch.Tensor, cfg: DecodeConfig, gen: torch.Generator | None) -> int:
@@ -112,11 +129,13 @@ def _trim(out: list[int], cfg: DecodeConfig, eot: int | None) -> list[int]:
     return out[:out.index(eot) + 1] if eot is not None and eot in out else out
 
 
-def _run(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None, step) -> DecodeResult:
+def _run(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None, policy: Policy,
+         step) -> DecodeResult:
     """The decoding loop both modes share: prefill, then `step(cache, root, result, gen)` ->
     (accepted draft tokens, next root) until enough tokens or the end-of-text token."""
     gen = torch.Generator().manual_seed(cfg.seed)
-    cache, cost = prefill(engine, prompt)
+    policy.start(prompt)
+    cache, cost = prefill(engine, prompt, policy)
     result = DecodeResult([], 0, passes=[cost])
     root = prompt[-1]
     while not _done(result.tokens, cfg, eot):
@@ -130,17 +149,20 @@ def _run(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None, step) ->
 
 
 def decode_ar(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None = None,
-              keep_traces: bool = False) -> DecodeResult:
+              keep_traces: bool = False, policy: Policy | None = None) -> DecodeResult:
     """Plain decoding: one target pass per generated token."""
+    policy = policy or default_policy(engine, cfg)
+
     def step(cache, root, result, gen):
         pos = len(cache)
-        logits, traces = engine.step(torch.tensor([root]), torch.tensor([pos]), cache,
-                                     torch.ones(1, pos + 1, dtype=torch.bool))
-        result.passes.append(_cost("ar", 1, traces))
+        logits, traces, cost = _pass(engine, policy, "ar", torch.tensor([root]), torch.tensor([pos]),
+                                     cache, torch.ones(1, pos + 1, dtype=torch.bool),
+                                     torch.zeros(1, dtype=torch.long))
+        result.passes.append(cost)
         if keep_traces:
             result.traces.append(PassTrace("ar", result.steps, [root], [0], traces))
         return [], _pick(logits[0], cfg, gen)
-    return _run(engine, prompt, cfg, eot, step)
+    return _run(engine, prompt, cfg, eot, policy, step)
 
 
 @dataclass
@@ -175,10 +197,11 @@ def _tree_mask(prefix: int, parents: list[int], rows: list[int], root_entry: int
 
 
 def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: list[PassCost],
-               traces_out: list[PassTrace] | None = None, step: int = 0) -> Tree:
-    """Draft a tree after `root` with the self-speculative draft (see the module doc)."""
-    draft_k = cfg.draft_experts
-    draft_router = lambda layer, logits, h: route(logits, draft_k)
+               traces_out: list[PassTrace] | None = None, step: int = 0,
+               policy: Policy | None = None) -> Tree:
+    """Draft a tree after `root` with the self-speculative draft (see the module doc); the
+    policy's "draft" routing and channels apply to every draft pass."""
+    policy = policy or default_policy(engine, cfg)
     fork = cache.fork()
     prefix = len(cache)
     pool = Tree([], [], [], [])
@@ -192,8 +215,9 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
                 entry_of[n] = first + r
         allowed = _tree_mask(prefix, pool.parents, frontier, prefix, entry_of, first + len(frontier))
         positions = torch.full((len(frontier),), prefix + depth - 1, dtype=torch.long)
-        logits, traces = engine.step(torch.tensor(tokens), positions, fork, allowed, draft_router)
-        passes.append(_cost("draft", len(frontier), traces))
+        logits, traces, cost = _pass(engine, policy, "draft", torch.tensor(tokens), positions,
+                                     fork, allowed, torch.full((len(frontier),), depth - 1))
+        passes.append(cost)
         if traces_out is not None:
             traces_out.append(PassTrace("draft", step, tokens, [depth - 1] * len(tokens), traces))
         logp = torch.log_softmax(logits, dim=-1)
@@ -256,20 +280,23 @@ def _accept(logits: torch.Tensor, tree: Tree, cfg: DecodeConfig,
 
 
 def decode_speculative(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None = None,
-                       keep_traces: bool = False) -> DecodeResult:
+                       keep_traces: bool = False, policy: Policy | None = None) -> DecodeResult:
     """Speculative decoding with the self-speculative draft tree and tree verification."""
+    policy = policy or default_policy(engine, cfg)
+
     def step(cache, root, result, gen):
         prefix = len(cache)
         tree = build_tree(engine, cache, root, cfg, result.passes,
-                          result.traces if keep_traces else None, result.steps)
+                          result.traces if keep_traces else None, result.steps, policy)
         n = len(tree.tokens)
         entry_of = {i: prefix + 1 + i for i in range(n)}
         allowed = _tree_mask(prefix, tree.parents, [-1] + list(range(n)), prefix, entry_of,
                              prefix + 1 + n)
         tokens = torch.tensor([root] + tree.tokens)
         positions = prefix + torch.tensor([0] + tree.depths)
-        logits, traces = engine.step(tokens, positions, cache, allowed)
-        result.passes.append(_cost("verify", len(tokens), traces))
+        logits, traces, cost = _pass(engine, policy, "verify", tokens, positions, cache, allowed,
+                                     torch.tensor([0] + tree.depths))
+        result.passes.append(cost)
         if keep_traces:
             result.traces.append(PassTrace("verify", result.steps, tokens.tolist(), [0] + tree.depths,
                                            traces))
@@ -277,43 +304,48 @@ def decode_speculative(engine, prompt: list[int], cfg: DecodeConfig, eot: int | 
         cache.keep(torch.cat([torch.arange(prefix + 1),
                               torch.tensor([prefix + 1 + i for i in path], dtype=torch.long)]))
         return [tree.tokens[i] for i in path], bonus
-    return _run(engine, prompt, cfg, eot, step)
+    return _run(engine, prompt, cfg, eot, policy, step)
 
 
-def summarize(results: list[DecodeResult], layout: WeightLayout) -> dict:
-    """Metrics over prompts, each a ratio of sums (so long prompts weigh by their tokens)."""
+def summarize(results: list[DecodeResult]) -> dict:
+    """Metrics over prompts, each a ratio of sums (so long prompts weigh by their tokens).
+    Prefill bytes are per prompt token (the prompt minus its last token, which is the first
+    root)."""
     tokens = sum(len(r.tokens) for r in results)
     steps = sum(r.steps for r in results)
-    per_expert = layout.expert_fetch_bytes
-    by_kind: dict[str, int] = {}
+    experts: dict[str, int] = {}
+    moved: dict[str, int] = {}
+    prompt_tokens = 0
     for r in results:
         for p in r.passes:
-            by_kind[p.kind] = by_kind.get(p.kind, 0) + sum(p.experts_per_layer)
-    target = [p for r in results for p in r.passes if p.kind in ("ar", "verify")]
-    decode_experts = sum(v for k, v in by_kind.items() if k != "prefill")
+            experts[p.kind] = experts.get(p.kind, 0) + sum(p.experts_per_layer)
+            moved[p.kind] = moved.get(p.kind, 0) + p.bytes
+            if p.kind == "prefill":
+                prompt_tokens += p.tokens
+    target = sum(v for k, v in experts.items() if k in ("ar", "verify"))
     return {
         "tokens": tokens,
         "steps": steps,
         "tokens_per_step": round(tokens / steps, 4),
         "acceptance_length": round(sum(sum(r.accepted) for r in results) / steps, 4),
-        "experts_per_step": round(sum(sum(p.experts_per_layer) for p in target) / steps, 3),
-        "draft_experts_per_step": round(by_kind.get("draft", 0) / steps, 3),
-        "ema_bytes_per_token": round(decode_experts * per_expert / tokens),
-        "ema_bytes_per_token_verify": round(sum(v for k, v in by_kind.items() if k in ("ar", "verify"))
-                                            * per_expert / tokens),
-        "ema_bytes_per_token_draft": round(by_kind.get("draft", 0) * per_expert / tokens),
+        "experts_per_step": round(target / steps, 3),
+        "draft_experts_per_step": round(experts.get("draft", 0) / steps, 3),
+        "ema_bytes_per_token": round(sum(v for k, v in moved.items() if k != "prefill") / tokens),
+        "ema_bytes_per_token_verify": round(sum(v for k, v in moved.items()
+                                                if k in ("ar", "verify")) / tokens),
+        "ema_bytes_per_token_draft": round(moved.get("draft", 0) / tokens),
+        "ema_bytes_per_token_prefill": round(moved.get("prefill", 0) / max(prompt_tokens, 1)),
     }
 
 
-
-def compare_modes(engine, prompts: list[list[int]], cfg: DecodeConfig, layout: WeightLayout,
-                  eot: int | None = None, keep_traces: bool = False) -> dict:
+def compare_modes(engine, prompts: list[list[int]], cfg: DecodeConfig, eot: int | None = None,
+                  keep_traces: bool = False) -> dict:
     """Autoregressive ("ar") and naive speculative ("naive_sd") decoding of every prompt, with
     their metrics, whether speculative decoding gave exactly the autoregressive output, and the
     runs themselves ("runs": {"ar": [...], "naive_sd": [...]}; traces kept on request)."""
     ar = [decode_ar(engine, p, cfg, eot, keep_traces) for p in prompts]
     sd = [decode_speculative(engine, p, cfg, eot, keep_traces) for p in prompts]
     same = [a.tokens == s.tokens for a, s in zip(ar, sd)]
-    return {"ar": summarize(ar, layout), "naive_sd": summarize(sd, layout),
+    return {"ar": summarize(ar), "naive_sd": summarize(sd),
             "lossless": all(same), "lossless_per_prompt": same,
             "runs": {"ar": ar, "naive_sd": sd}}

@@ -179,7 +179,11 @@ class IntModel:
 
     # --- decoding --------------------------------------------------------------------------
     @torch.no_grad()
-    def step(self, tokens, positions, cache: KVCache, allowed, router: Router | None = None):
+    def step(self, tokens, positions, cache: KVCache, allowed, router: Router | None = None,
+             channels=None):
+        if channels is not None:
+            raise ValueError("the integer path computes whole experts: channel policies run on "
+                             "the float path (FloatEngine)")
         cfg = self.cfg
         if self.pos is not None and positions.numel() and int(positions.max()) >= cfg.max_seq_len:
             raise ValueError(f"position {int(positions.max())} is beyond max_seq_len "

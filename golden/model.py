@@ -284,12 +284,14 @@ class MoEModel(nn.Module):
         return F.linear(self.norm_f(x), self.head_weight()), router_logits, chosen
 
     @torch.no_grad()
-    def step(self, tokens, positions, cache: KVCache, allowed, router: Router | None = None):
+    def step(self, tokens, positions, cache: KVCache, allowed, router: Router | None = None,
+             channels=None):
         """Decode `tokens` [T] at `positions` [T] against `cache`, appending their keys and values.
 
         allowed [T, len(cache) + T]: which cached and new entries each token attends to (causal
         for plain decoding, ancestors for a draft tree). `router(layer, logits, moe_input)`
-        replaces top-k routing. Returns (logits [T, V], [LayerTrace per layer]).
+        replaces top-k routing; `channels` (a golden.policy.ChannelHook) masks the input channels
+        each routed expert computes on. Returns (logits [T, V], [LayerTrace per layer]).
         """
         self._check_positions(positions)
         x = self.embed(tokens, positions)
@@ -310,9 +312,13 @@ class MoEModel(nn.Module):
             y = layer.moe.shared(h)
             for e in torch.unique(idx[idx >= 0]).tolist():
                 rows, slots = torch.nonzero(idx == e, as_tuple=True)
-                out_e = MoE.expert_ffn(h[rows], layer.moe.w_gate[e], layer.moe.w_up[e],
-                                       layer.moe.w_down[e])
-                y = y.index_add(0, rows, weights[rows, slots, None] * out_e)
+                xe, g = h[rows], weights[rows, slots]
+                if channels is not None:
+                    xe = xe * channels.gate_up(n, e, rows, xe, g)
+                hidden = F.silu(xe @ layer.moe.w_gate[e].t()) * (xe @ layer.moe.w_up[e].t())
+                if channels is not None:
+                    hidden = hidden * channels.down(n, e, rows, hidden, g)
+                y = y.index_add(0, rows, g[:, None] * (hidden @ layer.moe.w_down[e].t()))
             x = x + y
             traces.append(LayerTrace(h, logits, idx, weights))
         cache.positions = torch.cat([cache.positions, positions])

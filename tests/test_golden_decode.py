@@ -1,7 +1,6 @@
 """Speculative decoding: lossless greedy output on both paths, a well-formed draft tree, exact
 sampling distribution under stochastic acceptance, and the EMA accounting."""
 
-import math
 
 import pytest
 import torch
@@ -90,11 +89,11 @@ def test_ema_accounting(model, config):
     engine = IntModel(model)
     layout = WeightLayout.for_model(model.cfg)
     ar = decode_ar(engine, [7, 7, 7], config.decode)
-    m = summarize([ar], layout)
+    m = summarize([ar])
     # autoregressive: every step fetches top_k experts in every layer
     assert m["experts_per_step"] == model.cfg.top_k * model.cfg.n_layers
     assert m["ema_bytes_per_token"] == m["experts_per_step"] * layout.expert_fetch_bytes
-    sd = summarize([decode_speculative(engine, [7, 7, 7], config.decode)], layout)
+    sd = summarize([decode_speculative(engine, [7, 7, 7], config.decode)])
     assert sd["ema_bytes_per_token"] == sd["ema_bytes_per_token_verify"] + sd["ema_bytes_per_token_draft"]
     assert sd["tokens_per_step"] == pytest.approx(1 + sd["acceptance_length"], abs=0.2)
     assert sd["experts_per_step"] <= model.cfg.n_experts * model.cfg.n_layers
