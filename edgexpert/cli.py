@@ -9,6 +9,7 @@ a tool, simulation or synthesis run fails.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -247,6 +248,50 @@ def cmd_decode(args) -> int:
     return 0
 
 
+COMPARE_COLUMNS = [("tokens_per_step", "tok/step"), ("experts_per_step", "experts/step"),
+                   ("ema_bytes_per_token_prefill", "EMA B/tok prefill"),
+                   ("ema_bytes_per_token_decode", "EMA B/tok decode"),
+                   ("ema_reduction_vs_naive_sd", "vs naive_sd"), ("top1_agreement", "top-1"),
+                   ("mean_kl", "KL"), ("ppl_ratio", "ppl ratio"),
+                   ("greedy_prefix_match", "greedy match")]
+
+
+def cmd_compare(args) -> int:
+    from .golden.checkpoint import load_checkpoint
+    from .golden.corpus import load_corpus
+    from .golden.evaluate import compare
+    from .golden.prompts import load_prompts
+    from .golden.tokenizer import EOT
+    from .golden.train import eval_windows, token_streams
+    from .tools import build_root
+
+    config = _load(args)
+    ckpt = load_checkpoint(args.checkpoint)
+    corpus = load_corpus()
+    prompts = load_prompts(corpus, ckpt.tokenizer)
+    p = config.policies
+    _, heldout = token_streams(corpus, ckpt.tokenizer)
+    windows = [w.tolist() for w in
+               eval_windows(heldout, p.eval_prompt_tokens + p.eval_continuation - 1, p.eval_windows)]
+    result = compare(config, ckpt.model, prompts, windows, ckpt.tokenizer.token_to_id(EOT))
+    out = build_root() / "compare" / "compare.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    report = {"policies": result, "prompts": len(prompts), "windows": len(windows),
+              "decode": dataclasses.asdict(config.decode), "settings": dataclasses.asdict(p)}
+    out.write_text(json.dumps(report, indent=2, sort_keys=True))
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+        return 0
+    print(f"edgexpert compare: {len(prompts)} bundled prompts ({config.decode.max_new_tokens} new "
+          f"tokens, greedy) and {len(windows)} held-out windows ({p.eval_prompt_tokens} + "
+          f"{p.eval_continuation} tokens, teacher-forced) on the float path; seed {config.decode.seed}")
+    print(f"{'policy':<11}" + "".join(f"{title:>18}" for _, title in COMPARE_COLUMNS))
+    for name, metrics in result.items():
+        print(f"{name:<11}" + "".join(f"{metrics[key]:>18}" for key, _ in COMPARE_COLUMNS))
+    print(f"table: {out}")
+    return 0
+
+
 def cmd_analyze(args) -> int:
     from .golden.analysis import coactivation, compare_paths, routing_skew
     from .golden.checkpoint import load_checkpoint
@@ -400,6 +445,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--traces", metavar="FILE",
                    help="write the speculative runs' traces (.npz, docs/traces.md)")
     p.set_defaults(func=cmd_decode)
+
+    p = sub.add_parser("compare", parents=[common],
+                       help="every decoding policy side by side: traffic and quality")
+    p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+    p.add_argument("--json", action="store_true", help="print one JSON object keyed by policy")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("analyze", parents=[common],
                        help="integer vs float quality, routing skew, same-depth co-activation")

@@ -22,7 +22,7 @@ from .errors import InputError
 
 __all__ = [
     "ConfigError", "MacLaneConfig", "EmaConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
-    "SynthConfig",
+    "PolicyConfig", "SynthConfig",
     "Config",
     "load_config", "default_config", "apply_overrides", "build_dataclass",
 ]
@@ -149,6 +149,21 @@ class DecodeConfig:
 
 
 @dataclass(frozen=True)
+class PolicyConfig:
+    """The decoding policies `edgexpert compare` measures (golden/policies.py)."""
+    coalescing_ratio: float = _float(0.01, 1.0, 0.75, "EdgeXpert: share of each matrix's input "
+                                     "channels a depth group fetches")
+    pruning_sparsity: float = _float(0.0, 0.95, 0.0, "EdgeXpert: share of each expert's input "
+                                     "channels the magnitude pruning mask removes")
+    calibration: bool = _bool(True, "EdgeXpert: every candidate computes on all fetched channels")
+    moe_spec_budget: int = _int(1, 1024, 12, "MoE-Spec: experts kept per layer in verification "
+                                "(at least model.top_k)")
+    eval_windows: int = _int(1, 10_000, 8, "held-out windows of the teacher-forced quality check")
+    eval_prompt_tokens: int = _int(2, 100_000, 96, "prompt tokens of each quality window")
+    eval_continuation: int = _int(1, 100_000, 32, "continuation tokens predicted per window")
+
+
+@dataclass(frozen=True)
 class SynthConfig:
     """Constraints of the synthesis and timing runs (180 nm osu018 cells)."""
     clock_period_ns: float = _float(0.5, 1000.0, 10.0, "clock the timing run checks against; "
@@ -171,6 +186,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    policies: PolicyConfig = field(default_factory=PolicyConfig)
     synth: SynthConfig = field(default_factory=SynthConfig)
 
     def __post_init__(self):

@@ -34,8 +34,9 @@ from ..weight_layout import WeightLayout
 from .model import KVCache, LayerTrace, MoEModel
 from .policy import Policy
 
-__all__ = ["FloatEngine", "PassCost", "PassTrace", "DecodeResult", "prefill", "decode_ar", "decode_speculative",
-           "Tree", "build_tree", "summarize", "compare_modes"]
+__all__ = ["FloatEngine", "PassCost", "PassTrace", "DecodeResult", "prefill", "decode_ar",
+           "decode_speculative", "draft_and_verify", "keep_path", "Tree", "build_tree",
+           "summarize", "compare_modes", "default_policy"]
 
 
 class FloatEngine:
@@ -48,8 +49,8 @@ class FloatEngine:
         self.model.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
         self.model.eval()
 
-    def step(self, tokens, positions, cache, allowed, router=None):
-        return self.model.step(tokens, positions, cache, allowed, router)
+    def step(self, tokens, positions, cache, allowed, router=None, channels=None):
+        return self.model.step(tokens, positions, cache, allowed, router, channels)
 
 
 @dataclass
@@ -279,6 +280,34 @@ def _accept(logits: torch.Tensor, tree: Tree, cfg: DecodeConfig,
         node = nxt
 
 
+def draft_and_verify(engine, policy: Policy, cache: KVCache, root: int, cfg: DecodeConfig,
+                     passes: list[PassCost], traces_out: list[PassTrace] | None = None,
+                     step: int = 0) -> tuple[Tree, torch.Tensor]:
+    """One speculative step before acceptance: draft a tree after `root`, then verify the root
+    and every node in one pass. Returns the tree and the verification logits (row 0: the root,
+    row 1 + i: node i); the cache holds the root's and every node's entries after the prefix."""
+    prefix = len(cache)
+    tree = build_tree(engine, cache, root, cfg, passes, traces_out, step, policy)
+    n = len(tree.tokens)
+    entry_of = {i: prefix + 1 + i for i in range(n)}
+    allowed = _tree_mask(prefix, tree.parents, [-1] + list(range(n)), prefix, entry_of,
+                         prefix + 1 + n)
+    tokens = torch.tensor([root] + tree.tokens)
+    positions = prefix + torch.tensor([0] + tree.depths)
+    logits, traces, cost = _pass(engine, policy, "verify", tokens, positions, cache, allowed,
+                                 torch.tensor([0] + tree.depths))
+    passes.append(cost)
+    if traces_out is not None:
+        traces_out.append(PassTrace("verify", step, tokens.tolist(), [0] + tree.depths, traces))
+    return tree, logits
+
+
+def keep_path(cache: KVCache, prefix: int, path: list[int]) -> None:
+    """After acceptance: keep the prefix, the root and the accepted nodes' entries."""
+    cache.keep(torch.cat([torch.arange(prefix + 1),
+                          torch.tensor([prefix + 1 + i for i in path], dtype=torch.long)]))
+
+
 def decode_speculative(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None = None,
                        keep_traces: bool = False, policy: Policy | None = None) -> DecodeResult:
     """Speculative decoding with the self-speculative draft tree and tree verification."""
@@ -286,23 +315,10 @@ def decode_speculative(engine, prompt: list[int], cfg: DecodeConfig, eot: int | 
 
     def step(cache, root, result, gen):
         prefix = len(cache)
-        tree = build_tree(engine, cache, root, cfg, result.passes,
-                          result.traces if keep_traces else None, result.steps, policy)
-        n = len(tree.tokens)
-        entry_of = {i: prefix + 1 + i for i in range(n)}
-        allowed = _tree_mask(prefix, tree.parents, [-1] + list(range(n)), prefix, entry_of,
-                             prefix + 1 + n)
-        tokens = torch.tensor([root] + tree.tokens)
-        positions = prefix + torch.tensor([0] + tree.depths)
-        logits, traces, cost = _pass(engine, policy, "verify", tokens, positions, cache, allowed,
-                                     torch.tensor([0] + tree.depths))
-        result.passes.append(cost)
-        if keep_traces:
-            result.traces.append(PassTrace("verify", result.steps, tokens.tolist(), [0] + tree.depths,
-                                           traces))
+        tree, logits = draft_and_verify(engine, policy, cache, root, cfg, result.passes,
+                                        result.traces if keep_traces else None, result.steps)
         path, bonus = _accept(logits, tree, cfg, gen)
-        cache.keep(torch.cat([torch.arange(prefix + 1),
-                              torch.tensor([prefix + 1 + i for i in path], dtype=torch.long)]))
+        keep_path(cache, prefix, path)
         return [tree.tokens[i] for i in path], bonus
     return _run(engine, prompt, cfg, eot, policy, step)
 
