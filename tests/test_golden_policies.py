@@ -8,7 +8,7 @@ import torch
 from edgexpert.config import load_config
 from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.evaluate import quality, run_policy, teacher_forced
-from edgexpert.golden.model import KVCache, MoEModel
+from edgexpert.golden.model import MoEModel
 from edgexpert.golden.policies import Autoregressive, CoalescingHook, EdgeXpert, MoESpec, pruning_masks
 from edgexpert.golden.policy import PassFetches, Policy
 from edgexpert.weight_layout import Matrix, WeightLayout
