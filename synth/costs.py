@@ -24,6 +24,7 @@ from typing import Mapping
 
 from ..config import ConfigError
 from ..tools import build_root
+from .scaling import CACTI_POINTS
 
 __all__ = ["SCHEMA", "UNITS", "Cost", "CostTable", "CostTableError", "build_cost_table",
            "write_cost_table", "load_cost_table", "load_table_data", "default_cost_table_path",
@@ -40,6 +41,11 @@ _ACCELERGY = ("Accelergy's LPDDR4 DRAM model (Y. N. Wu, J. Emer, V. Sze, ICCAD 2
 _CACTI = ("CACTI 7 (R. Balasubramonian et al., ACM TACO 14(2), 2017) at 28 nm, itrs-lstp, "
           "512-bit port, recorded in shared/TOOLCHAIN.md")
 
+def _size(bits: int) -> str:
+    kib = bits // 8192
+    return f"{kib // 1024}MiB" if kib >= 1024 else f"{kib}KiB"
+
+
 #: costs that come from the literature, not from a synthesis run: (name, value, unit, source)
 CITED_COSTS = (
     ("dram.energy_per_bit.accelergy_lpddr4", 8e-12, "J/bit", _ACCELERGY),
@@ -47,12 +53,10 @@ CITED_COSTS = (
      _HOROWITZ + ": DRAM 1.3 nJ per 64-bit access"),
     ("dram.energy_per_bit.horowitz_high", 2.6e-9 / 64, "J/bit",
      _HOROWITZ + ": DRAM 2.6 nJ per 64-bit access"),
-    ("sram_28nm.read_energy_per_bit.64KiB", 0.063e-12, "J/bit", _CACTI),
-    ("sram_28nm.read_energy_per_bit.512KiB", 0.236e-12, "J/bit", _CACTI),
-    ("sram_28nm.read_energy_per_bit.1MiB", 0.379e-12, "J/bit", _CACTI),
-    ("sram_28nm.area.64KiB", 0.086e-6, "m2", _CACTI),
-    ("sram_28nm.area.512KiB", 0.87e-6, "m2", _CACTI),
-    ("sram_28nm.area.1MiB", 1.81e-6, "m2", _CACTI),
+    # the SRAM model's own CACTI points, so the table and the model cannot disagree
+    *((f"sram_28nm.read_energy_per_bit.{_size(bits)}", energy, "J/bit", _CACTI)
+      for bits, energy, _ in CACTI_POINTS),
+    *((f"sram_28nm.area.{_size(bits)}", area, "m2", _CACTI) for bits, _, area in CACTI_POINTS),
     ("horowitz_45nm.add_8b", 0.03e-12, "J", _HOROWITZ),
     ("horowitz_45nm.mult_8b", 0.2e-12, "J", _HOROWITZ),
     ("horowitz_45nm.add_32b", 0.1e-12, "J", _HOROWITZ),

@@ -91,9 +91,9 @@ def scale_to_28nm(vdd_v: float) -> NodeScaling:
 
 _KIB = 1024 * 8
 #: (capacity bits, read energy J/bit, area m2): CACTI 7 at 28 nm (see CACTI_28NM)
-_CACTI_POINTS = ((64 * _KIB, 0.063e-12, 0.086e-6),
-                 (512 * _KIB, 0.236e-12, 0.87e-6),
-                 (1024 * _KIB, 0.379e-12, 1.81e-6))
+CACTI_POINTS = ((64 * _KIB, 0.063e-12, 0.086e-6),
+                (512 * _KIB, 0.236e-12, 0.87e-6),
+                (1024 * _KIB, 0.379e-12, 1.81e-6))
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def sram_cost(bits: int) -> SramCost:
     """28 nm area and energy per bit read (writes are costed alike) of an SRAM of `bits`."""
     if bits <= 0:
         raise ValueError(f"an SRAM needs at least one bit, not {bits}")
-    low, high = _CACTI_POINTS[0], _CACTI_POINTS[-1]
+    low, high = CACTI_POINTS[0], CACTI_POINTS[-1]
     if bits < low[0]:
         return SramCost(bits, low[2] * bits / low[0], low[1],
                         "below 64 KiB: the 64 KiB density and energy per bit, scaled by bits "
@@ -121,7 +121,7 @@ def sram_cost(bits: int) -> SramCost:
         return SramCost(bits, high[2] * bits / high[0], high[1],
                         "above 1 MiB: the 1 MiB density and energy per bit, scaled by bits")
     (b0, e0, a0), (b1, e1, a1) = next(
-        pair for pair in zip(_CACTI_POINTS, _CACTI_POINTS[1:]) if bits <= pair[1][0])
+        pair for pair in zip(CACTI_POINTS, CACTI_POINTS[1:]) if bits <= pair[1][0])
     t = math.log(bits / b0) / math.log(b1 / b0)
     return SramCost(bits, a0 ** (1 - t) * a1 ** t, e0 ** (1 - t) * e1 ** t,
                     f"log-log interpolation between the {b0 // _KIB} KiB and {b1 // _KIB} KiB "
