@@ -26,6 +26,18 @@ def _load(args) -> Config:
     return load_config(args.config, args.set)
 
 
+def _golden(checkpoint: str | None = None, prompts: str | None = None):
+    """What the decoding commands start from: (checkpoint, corpus, prompts, end-of-text id)."""
+    from .golden.checkpoint import load_checkpoint
+    from .golden.corpus import load_corpus
+    from .golden.prompts import load_prompts
+    from .golden.tokenizer import EOT
+    ckpt = load_checkpoint(checkpoint)
+    corpus = load_corpus()
+    return (ckpt, corpus, load_prompts(corpus, ckpt.tokenizer, prompts),
+            ckpt.tokenizer.token_to_id(EOT))
+
+
 def cmd_doctor(args) -> int:
     from .tools import check_tools
     tools = check_tools()
@@ -166,16 +178,10 @@ def cmd_demo(args) -> int:
         f"{costs['scaled_28nm']['area_mm2']:.4f} mm2")
 
     # the golden model whose integer path the lane computes: plain vs speculative decoding
-    from .golden.checkpoint import load_checkpoint
-    from .golden.corpus import load_corpus
     from .golden.decode import compare_modes
     from .golden.int_model import quantize_model
-    from .golden.prompts import load_prompts
-    from .golden.tokenizer import EOT
-    ckpt = load_checkpoint()
-    prompts = load_prompts(load_corpus(), ckpt.tokenizer)
-    decoded = compare_modes(quantize_model(ckpt.model), prompts, config.decode,
-                            ckpt.tokenizer.token_to_id(EOT))
+    ckpt, _, prompts, eot = _golden()
+    decoded = compare_modes(quantize_model(ckpt.model), prompts, config.decode, eot)
     summary["golden"] = {"prompts": len(prompts), "ar": decoded["ar"],
                          "naive_sd": decoded["naive_sd"], "lossless": decoded["lossless"]}
     ar, sd = decoded["ar"], decoded["naive_sd"]
@@ -206,23 +212,17 @@ def cmd_train(args) -> int:
 
 
 def cmd_decode(args) -> int:
-    from .golden.checkpoint import load_checkpoint
-    from .golden.corpus import load_corpus
     from .golden.decode import FloatEngine, compare_modes
     from .golden.int_model import quantize_model
-    from .golden.prompts import load_prompts
-    from .golden.tokenizer import EOT
     from .golden.traces import build_trace, write_trace
 
     config = _load(args)
-    ckpt = load_checkpoint(args.checkpoint)
-    prompts = load_prompts(load_corpus(), ckpt.tokenizer, args.prompts)
+    ckpt, _, prompts, eot = _golden(args.checkpoint, args.prompts)
     if args.traces and args.path != "int":
         raise InputError("--traces needs the integer path (--path int): traces carry its exact "
                          "int8 inputs and outputs")
     engine = quantize_model(ckpt.model) if args.path == "int" else FloatEngine(ckpt.model)
-    result = compare_modes(engine, prompts, config.decode, ckpt.tokenizer.token_to_id(EOT),
-                           keep_traces=bool(args.traces))
+    result = compare_modes(engine, prompts, config.decode, eot, keep_traces=bool(args.traces))
     report = {"path": args.path, "prompts": len(prompts), "seed": config.decode.seed,
               "ar": result["ar"], "naive_sd": result["naive_sd"], "lossless": result["lossless"]}
     if args.traces:
@@ -257,23 +257,17 @@ COMPARE_COLUMNS = [("tokens_per_step", "tok/step"), ("experts_per_step", "expert
 
 
 def cmd_compare(args) -> int:
-    from .golden.checkpoint import load_checkpoint
-    from .golden.corpus import load_corpus
     from .golden.evaluate import compare
-    from .golden.prompts import load_prompts
-    from .golden.tokenizer import EOT
     from .golden.train import eval_windows, token_streams
     from .tools import build_root
 
     config = _load(args)
-    ckpt = load_checkpoint(args.checkpoint)
-    corpus = load_corpus()
-    prompts = load_prompts(corpus, ckpt.tokenizer)
+    ckpt, corpus, prompts, eot = _golden(args.checkpoint)
     p = config.policies
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     windows = [w.tolist() for w in
                eval_windows(heldout, p.eval_prompt_tokens + p.eval_continuation - 1, p.eval_windows)]
-    result = compare(config, ckpt.model, prompts, windows, ckpt.tokenizer.token_to_id(EOT))
+    result = compare(config, ckpt.model, prompts, windows, eot)
     out = build_root() / "compare" / "compare.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {"policies": result, "prompts": len(prompts), "windows": len(windows),
@@ -294,29 +288,22 @@ def cmd_compare(args) -> int:
 
 def cmd_analyze(args) -> int:
     from .golden.analysis import coactivation, compare_paths, routing_skew
-    from .golden.checkpoint import load_checkpoint
-    from .golden.corpus import load_corpus
     from .golden.decode import decode_speculative
     from .golden.int_model import quantize_model
-    from .golden.prompts import load_prompts
-    from .golden.tokenizer import EOT
     from .golden.train import eval_windows, token_streams
 
     config = _load(args)
-    ckpt = load_checkpoint(args.checkpoint)
-    corpus = load_corpus()
+    ckpt, corpus, prompts, eot = _golden(args.checkpoint)
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     seq = ckpt.meta["eval"]["seq_len"]
+    engine = quantize_model(ckpt.model)
     report = {
         "checkpoint": str(ckpt.path),
         "heldout_loss": ckpt.meta["heldout_loss"], "bigram_heldout_loss": ckpt.meta["bigram_heldout_loss"],
-        "int_vs_float": compare_paths(ckpt.model, eval_windows(heldout, seq, args.windows)),
+        "int_vs_float": compare_paths(ckpt.model, engine, eval_windows(heldout, seq, args.windows)),
         "routing_skew_hot25": routing_skew(ckpt.model, eval_windows(heldout, seq, ckpt.meta["eval"]["windows"])),
     }
-    engine = quantize_model(ckpt.model)
-    eot = ckpt.tokenizer.token_to_id(EOT)
-    runs = [decode_speculative(engine, p, config.decode, eot, keep_traces=True)
-            for p in load_prompts(corpus, ckpt.tokenizer)]
+    runs = [decode_speculative(engine, p, config.decode, eot, keep_traces=True) for p in prompts]
     report["coactivation"] = coactivation(runs)
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))

@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .decode import DecodeResult
+from .decode import DecodeResult, FloatEngine
 from .int_model import IntModel
 from .model import KVCache, MoEModel
 
@@ -27,11 +27,10 @@ __all__ = ["compare_paths", "routing_skew", "coactivation"]
 
 
 @torch.no_grad()
-def compare_paths(model: MoEModel, windows: torch.Tensor) -> dict:
-    """Float (float64) against integer path on windows [N, S + 1] (next-token targets)."""
-    int_model = IntModel(model)
-    fmodel = MoEModel(model.cfg).double()
-    fmodel.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+def compare_paths(model: MoEModel, int_model: IntModel, windows: torch.Tensor) -> dict:
+    """Float (float64) against the integer path `int_model` (the model's quantization) on
+    windows [N, S + 1] (next-token targets)."""
+    fmodel = FloatEngine(model).model
     nll_f = nll_i = kl = agree = count = 0.0
     for w in windows:
         tokens, targets = w[:-1], w[1:]
