@@ -256,33 +256,91 @@ COMPARE_COLUMNS = [("tokens_per_step", "tok/step"), ("experts_per_step", "expert
                    ("greedy_prefix_match", "greedy match")]
 
 
-def cmd_compare(args) -> int:
-    from .golden.evaluate import compare
+def _policy_inputs(args, config):
+    """What `compare` and `ablate` measure on: (model, prompts, held-out windows, end-of-text id)."""
     from .golden.train import eval_windows, token_streams
-    from .tools import build_root
-
-    config = _load(args)
     ckpt, corpus, prompts, eot = _golden(args.checkpoint)
     p = config.policies
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     windows = [w.tolist() for w in
                eval_windows(heldout, p.eval_prompt_tokens + p.eval_continuation - 1, p.eval_windows)]
-    result = compare(config, ckpt.model, prompts, windows, eot)
+    return ckpt.model, prompts, windows, eot
+
+
+def _print_policy_table(results: dict, first: str) -> None:
+    width = max(len(first), *(len(name) for name in results)) + 2
+    print(f"{first:<{width}}" + "".join(f"{title:>18}" for _, title in COMPARE_COLUMNS))
+    for name, metrics in results.items():
+        print(f"{name:<{width}}" + "".join(f"{metrics[key]:>18}" for key, _ in COMPARE_COLUMNS))
+
+
+def _policy_header(command: str, config, prompts, windows) -> str:
+    p = config.policies
+    return (f"edgexpert {command}: {len(prompts)} bundled prompts ({config.decode.max_new_tokens} "
+            f"new tokens, greedy) and {len(windows)} held-out windows ({p.eval_prompt_tokens} + "
+            f"{p.eval_continuation} tokens, teacher-forced) on the float path; seed "
+            f"{config.decode.seed}")
+
+
+def cmd_compare(args) -> int:
+    from .golden.evaluate import compare
+    from .plot import tradeoff_plot
+    from .tools import build_root
+
+    config = _load(args)
+    model, prompts, windows, eot = _policy_inputs(args, config)
+    result = compare(config, model, prompts, windows, eot)
     out = build_root() / "compare" / "compare.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {"policies": result, "prompts": len(prompts), "windows": len(windows),
-              "decode": dataclasses.asdict(config.decode), "settings": dataclasses.asdict(p)}
+              "decode": dataclasses.asdict(config.decode),
+              "settings": dataclasses.asdict(config.policies)}
     out.write_text(json.dumps(report, indent=2, sort_keys=True))
+    header = _policy_header("compare", config, prompts, windows)
+    plot = tradeoff_plot(result, out.with_suffix(".png"), header)
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
         return 0
-    print(f"edgexpert compare: {len(prompts)} bundled prompts ({config.decode.max_new_tokens} new "
-          f"tokens, greedy) and {len(windows)} held-out windows ({p.eval_prompt_tokens} + "
-          f"{p.eval_continuation} tokens, teacher-forced) on the float path; seed {config.decode.seed}")
-    print(f"{'policy':<11}" + "".join(f"{title:>18}" for _, title in COMPARE_COLUMNS))
-    for name, metrics in result.items():
-        print(f"{name:<11}" + "".join(f"{metrics[key]:>18}" for key, _ in COMPARE_COLUMNS))
-    print(f"table: {out}")
+    print(header)
+    _print_policy_table(result, "policy")
+    print(f"table: {out}\nplot:  {plot}")
+    return 0
+
+
+def cmd_ablate(args) -> int:
+    from .golden.ablate import STUDIES, run_study
+    from .plot import tradeoff_plot
+    from .tools import build_root
+
+    config = _load(args)
+    studies = list(STUDIES) if args.all else args.study
+    if not studies:
+        raise InputError(f"name a study or pass --all: accepted {', '.join(STUDIES)}")
+    for study in studies:
+        if study not in STUDIES:
+            raise InputError(f"unknown study {study!r}: accepted {', '.join(STUDIES)}")
+    model, prompts, windows, eot = _policy_inputs(args, config)
+    header = _policy_header("ablate", config, prompts, windows)
+    everything = {}
+    for study in studies:
+        progress = (lambda label: None) if args.json else \
+            (lambda label: print(f"  {study}: {label}", file=sys.stderr, flush=True))
+        result = run_study(study, config, model, prompts, windows, eot, progress)
+        everything[study] = result
+        out = build_root() / "ablate" / f"{study}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"study": study, "question": STUDIES[study], "settings": result,
+                                   "prompts": len(prompts), "windows": len(windows),
+                                   "decode": dataclasses.asdict(config.decode),
+                                   "policies": dataclasses.asdict(config.policies)},
+                                  indent=2, sort_keys=True))
+        plot = tradeoff_plot(result, out.with_suffix(".png"), f"{study}: {STUDIES[study]}")
+        if not args.json:
+            print(f"{header}\n{study}: {STUDIES[study]}")
+            _print_policy_table(result, "setting")
+            print(f"table: {out}\nplot:  {plot}\n")
+    if args.json:
+        print(json.dumps(everything, indent=2, sort_keys=True))
     return 0
 
 
@@ -438,6 +496,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
     p.add_argument("--json", action="store_true", help="print one JSON object keyed by policy")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("ablate", parents=[common],
+                       help="settings studies of the policies (calibration, ratio, budgets, ...)")
+    p.add_argument("study", nargs="*", help="studies to run (docs/policies.md lists them; an "
+                   "unknown name prints the accepted ones)")
+    p.add_argument("--all", action="store_true", help="run every study")
+    p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+    p.add_argument("--json", action="store_true", help="print one JSON object keyed by study")
+    p.set_defaults(func=cmd_ablate)
 
     p = sub.add_parser("analyze", parents=[common],
                        help="integer vs float quality, routing skew, same-depth co-activation")

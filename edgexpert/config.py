@@ -158,6 +158,18 @@ class PolicyConfig:
     calibration: bool = _bool(True, "EdgeXpert: every candidate computes on all fetched channels")
     moe_spec_budget: int = _int(1, 1024, 12, "MoE-Spec: experts kept per layer in verification "
                                 "(at least model.top_k)")
+    onchip_expert_kib: int = _int(1, 1 << 20, 512, "on-chip buffer for whole experts kept "
+                                  "between passes (SpecMoE, Specter, combined), split evenly over "
+                                  "the layers; EdgeXpert's shared SRAM is 512 KB")
+    s2moe_threshold: float = _float(0.0, 1e6, 0.25, "S2-MoE: score a node needs to join the tree "
+                                    "(expected accepted tokens per new expert, in units of an "
+                                    "autoregressive step's tokens per expert)")
+    s2moe_cap: int = _int(1, 1024, 8, "S2-MoE: experts preferred by reuse-aware gating (model.top_k "
+                          "..model.n_experts; the paper uses 1.5-2.5x top-k)")
+    specter_chain: int = _int(1, 32, 6, "Specter: draft tokens per step (a chain)")
+    specter_draft_bits: int = _int(2, 4, 2, "Specter: bits of the draft's quantized experts")
+    combined_threshold: float = _float(0.0, 1e6, 0.25, "combined: adaptive-expansion threshold, "
+                                       "new experts priced only when not on chip")
     eval_windows: int = _int(1, 10_000, 8, "held-out windows of the teacher-forced quality check")
     eval_prompt_tokens: int = _int(2, 100_000, 96, "prompt tokens of each quality window")
     eval_continuation: int = _int(1, 100_000, 32, "continuation tokens predicted per window")

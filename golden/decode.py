@@ -31,7 +31,7 @@ import torch
 
 from ..config import DecodeConfig
 from ..weight_layout import WeightLayout
-from .model import KVCache, LayerTrace, MoEModel
+from .model import KVCache, LayerTrace, MoEModel, route
 from .policy import Policy
 
 __all__ = ["FloatEngine", "PassCost", "PassTrace", "DecodeResult", "prefill", "decode_ar",
@@ -203,11 +203,14 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
     """Draft a tree after `root` with the self-speculative draft (see the module doc); the
     policy's "draft" routing and channels apply to every draft pass."""
     policy = policy or default_policy(engine, cfg)
+    drafter = policy.draft_engine(engine)
     fork = cache.fork()
     prefix = len(cache)
     pool = Tree([], [], [], [])
     entry_of: dict[int, int] = {}             # tree node -> its entry in the draft cache
-    frontier, front_scores = [-1], [0.0]      # -1: the root
+    routed: dict[int, torch.Tensor] = {}      # drafted node -> its draft routing [layers, top_k]
+    expansion = policy.expansion(cfg, engine.cfg.top_k)
+    frontier = [-1]                           # -1: the root
     for depth in range(1, cfg.max_depth + 1):
         tokens = [root if n < 0 else pool.tokens[n] for n in frontier]
         first = len(fork)   # the root's entry is `prefix`, written by the first pass
@@ -216,18 +219,25 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
                 entry_of[n] = first + r
         allowed = _tree_mask(prefix, pool.parents, frontier, prefix, entry_of, first + len(frontier))
         positions = torch.full((len(frontier),), prefix + depth - 1, dtype=torch.long)
-        logits, traces, cost = _pass(engine, policy, "draft", torch.tensor(tokens), positions,
+        logits, traces, cost = _pass(drafter, policy, "draft", torch.tensor(tokens), positions,
                                      fork, allowed, torch.full((len(frontier),), depth - 1))
         passes.append(cost)
         if traces_out is not None:
             traces_out.append(PassTrace("draft", step, tokens, [depth - 1] * len(tokens), traces))
+        # the target's top-k by the draft's router logits: what verifying the node will likely
+        # fetch (policies that size the tree by its expert cost read it)
+        for r, n in enumerate(frontier):
+            routed[n] = torch.stack([route(t.router_logits[r], engine.cfg.top_k) for t in traces])
+        grow = set(expansion.admit(pool, routed, frontier))
         logp = torch.log_softmax(logits, dim=-1)
         top = torch.sort(-logp, dim=-1, stable=True)
         children = []
         for r, n in enumerate(frontier):
+            if n not in grow:
+                continue
             for c in range(cfg.branch):
                 tok = int(top.indices[r, c])
-                children.append((front_scores[r] + float(logp[r, tok]), n, tok))
+                children.append(((pool.scores[n] if n >= 0 else 0.0) + float(logp[r, tok]), n, tok))
         # most probable first; ties by parent, then token, so the tree is deterministic
         children.sort(key=lambda item: (-item[0], item[1], item[2]))
         new = []
@@ -238,9 +248,10 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
             pool.scores.append(score)
             new.append(len(pool.tokens) - 1)
         frontier = new[:cfg.width]
-        front_scores = [pool.scores[n] for n in frontier]
-    # the best max_candidates nodes; sorted by (depth, rank) so parents precede children
-    best = sorted(range(len(pool.tokens)), key=lambda n: (-pool.scores[n], n))[:cfg.max_candidates]
+        if not frontier:
+            break
+    best = expansion.select(pool, routed)
+    # sorted by (depth, rank) so parents precede children
     best.sort(key=lambda n: (pool.depths[n], n))
     remap = {old: new for new, old in enumerate(best)}
     return Tree([pool.tokens[n] for n in best],

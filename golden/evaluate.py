@@ -20,17 +20,18 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..config import DecodeConfig
+from ..config import ConfigError
 from .decode import (DecodeResult, FloatEngine, PassCost, _pass, decode_ar, decode_speculative,
                      draft_and_verify, keep_path, prefill, summarize)
 from .model import KVCache
 from .policy import Policy
 
-__all__ = ["teacher_forced", "exact_logits", "quality", "run_policy", "build_policies", "compare"]
+__all__ = ["teacher_forced", "exact_logits", "quality", "run_policy", "measure", "against_naive",
+           "build_policies", "on_chip_slots", "compare"]
 
 
-def teacher_forced(engine, policy: Policy, tokens: list[int], prompt_len: int,
-                   cfg: DecodeConfig) -> tuple[torch.Tensor, list[PassCost], list[int]]:
+def teacher_forced(engine, policy: Policy, tokens: list[int],
+                   prompt_len: int) -> tuple[torch.Tensor, list[PassCost], list[int]]:
     """The policy's prediction logits [len(tokens) - prompt_len, V] for every continuation
     token, the passes it ran, and the draft tokens accepted per step (against the true text)."""
     policy.start(tokens[:prompt_len])
@@ -50,7 +51,8 @@ def teacher_forced(engine, policy: Policy, tokens: list[int], prompt_len: int,
             root, j = tokens[j], j + 1
             accepted.append(0)
             continue
-        tree, logits = draft_and_verify(engine, policy, cache, root, cfg, passes, step=len(accepted))
+        tree, logits = draft_and_verify(engine, policy, cache, root, policy.decode, passes,
+                                        step=len(accepted))
         children: dict[int, dict[int, int]] = {}
         for i, parent in enumerate(tree.parents):
             children.setdefault(parent, {}).setdefault(tree.tokens[i], i)
@@ -78,13 +80,13 @@ def exact_logits(engine: FloatEngine, tokens: list[int]) -> torch.Tensor:
     return logits
 
 
-def quality(engine: FloatEngine, policy: Policy, windows: list[list[int]], prompt_len: int,
-            cfg: DecodeConfig) -> dict:
+def quality(engine: FloatEngine, policy: Policy, windows: list[list[int]],
+            prompt_len: int) -> dict:
     """Teacher-forced quality of `policy` on held-out windows against the exact float model."""
     nll_exact = nll_policy = kl = agree = count = 0.0
     for tokens in windows:
         exact = exact_logits(engine, tokens)[prompt_len - 1:]
-        mine, _, _ = teacher_forced(engine, policy, tokens, prompt_len, cfg)
+        mine, _, _ = teacher_forced(engine, policy, tokens, prompt_len)
         target = torch.tensor(tokens[prompt_len:])
         lp_exact, lp_mine = F.log_softmax(exact, -1), F.log_softmax(mine, -1)
         nll_exact += float(-lp_exact.gather(-1, target[:, None]).sum())
@@ -93,16 +95,17 @@ def quality(engine: FloatEngine, policy: Policy, windows: list[list[int]], promp
         agree += float((exact.argmax(-1) == mine.argmax(-1)).sum())
         count += len(target)
     return {"predictions": int(count), "top1_agreement": round(agree / count, 4),
-            "mean_kl": round(kl / count, 5),
+            "mean_kl": round(max(kl / count, 0.0), 5),   # >= 0; rounding can dip below
             "ppl_ratio": round(math.exp((nll_policy - nll_exact) / count), 4)}
 
 
 def run_policy(engine: FloatEngine, policy: Policy, prompts: list[list[int]],
-               reference: list[DecodeResult], cfg: DecodeConfig, eot: int | None) -> dict:
+               reference: list[DecodeResult], eot: int | None) -> dict:
     """Greedy decoding of the prompts under the policy: traffic metrics, and how much of the
     exact model's greedy output (`reference`) it reproduces."""
     decode = decode_speculative if policy.speculative else decode_ar
-    runs = [decode(engine, p, cfg, eot, policy=policy) for p in prompts]
+    # the policy's own tree shape (Specter drafts a chain), the run's length and sampling
+    runs = [decode(engine, p, policy.decode, eot, policy=policy) for p in prompts]
     metrics = summarize(runs)
     same = [r.tokens == ref.tokens for r, ref in zip(runs, reference)]
     prefix = []
@@ -115,17 +118,51 @@ def run_policy(engine: FloatEngine, policy: Policy, prompts: list[list[int]],
     return metrics
 
 
+def on_chip_slots(kib: int, layout) -> int:
+    """Whole experts per layer that `kib` KiB of on-chip buffer hold (split over the layers)."""
+    slots = kib * 1024 // (layout.n_layers * layout.expert_fetch_bytes)
+    if slots < 1:
+        raise ConfigError(f"policies.onchip_expert_kib = {kib} holds no expert: accepted >= "
+                          f"{math.ceil(layout.n_layers * layout.expert_fetch_bytes / 1024)}")
+    return min(slots, layout.n_experts)
+
+
 def build_policies(config, model, layout) -> list[Policy]:
-    """Every policy `edgexpert compare` runs, from the configuration."""
-    from ..config import ConfigError
-    from .policies import Autoregressive, EdgeXpert, MoESpec
-    p, d = config.policies, config.decode
-    try:
-        spec = MoESpec(layout, d, model.cfg.top_k, p.moe_spec_budget)
-    except ValueError as exc:
-        raise ConfigError(f"policies.moe_spec_budget: {exc}") from None
+    """Every policy `edgexpert compare` runs, from the configuration (a value the policy
+    rejects is reported as the configuration key's error)."""
+    from .policies import Autoregressive, Combined, EdgeXpert, MoESpec, S2MoE, SpecMoE, Specter
+    p, d, k = config.policies, config.decode, model.cfg.top_k
+    slots = on_chip_slots(p.onchip_expert_kib, layout)
+    checked = {}
+    for key, make in [("moe_spec_budget", lambda: MoESpec(layout, d, k, p.moe_spec_budget)),
+                      ("s2moe_cap", lambda: S2MoE(layout, d, k, p.s2moe_threshold, p.s2moe_cap))]:
+        try:
+            checked[key] = make()
+        except ValueError as exc:
+            raise ConfigError(f"policies.{key}: {exc}") from None
     return [Autoregressive(layout, d), Policy(layout, d),
-            EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration), spec]
+            EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration),
+            checked["moe_spec_budget"], checked["s2moe_cap"], SpecMoE(layout, d, model, slots),
+            Specter(layout, d, model, slots, p.specter_chain, p.specter_draft_bits),
+            Combined(layout, d, model, slots, p.combined_threshold)]
+
+
+def measure(engine: FloatEngine, policy: Policy, prompts: list[list[int]],
+            reference: list[DecodeResult], windows: list[list[int]], prompt_len: int,
+            eot: int | None) -> dict:
+    """One policy's traffic (greedy decoding of the prompts) and quality (teacher-forced on the
+    windows) in one dict."""
+    traffic = run_policy(engine, policy, prompts, reference, eot)
+    return {**traffic, **quality(engine, policy, windows, prompt_len),
+            "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"]}
+
+
+def against_naive(results: dict, naive: int) -> dict:
+    """Adds each result's EMA reduction against naive speculative decoding's `naive` bytes per
+    decoded token."""
+    for metrics in results.values():
+        metrics["ema_reduction_vs_naive_sd"] = round(1 - metrics["ema_bytes_per_token_decode"] / naive, 4)
+    return results
 
 
 def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
@@ -136,13 +173,7 @@ def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     reference = [decode_ar(engine, p, config.decode, eot) for p in prompts]
-    out = {}
-    for policy in build_policies(config, model, layout):
-        traffic = run_policy(engine, policy, prompts, reference, config.decode, eot)
-        q = quality(engine, policy, windows, config.policies.eval_prompt_tokens, config.decode)
-        out[policy.name] = {**traffic, **q,
-                            "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"]}
-    naive = out["naive_sd"]["ema_bytes_per_token_decode"]
-    for metrics in out.values():
-        metrics["ema_reduction_vs_naive_sd"] = round(1 - metrics["ema_bytes_per_token_decode"] / naive, 4)
-    return out
+    out = {policy.name: measure(engine, policy, prompts, reference, windows,
+                                config.policies.eval_prompt_tokens, eot)
+           for policy in build_policies(config, model, layout)}
+    return against_naive(out, out["naive_sd"]["ema_bytes_per_token_decode"])

@@ -4,18 +4,29 @@
 - `Policy` (golden/policy.py): naive speculative decoding.
 - `EdgeXpert`: depth-aware channel coalescing in every draft and verification pass.
 - `MoESpec`: verification-time expert budgeting with substitution.
+- `S2MoE`: routing-aware adaptive expansion of the tree, reuse-aware gating in verification.
+- `SpecMoE`: a draft on resident experts only (affinity substitution), HotTemporal refresh.
+- `Specter`: a quantized-expert draft chain whose routing prefetches experts into LRU slots.
+- `Combined`: ours, the lossless ideas of the others together (resident draft, cost-aware tree).
 """
 
 from __future__ import annotations
+
+import dataclasses
+import math
+from abc import ABC, abstractmethod
 
 import torch
 
 from ..config import DecodeConfig
 from ..weight_layout import Matrix, WeightLayout
-from .model import MoEModel, Router, route
-from .policy import ChannelHook, Policy
+from .model import LayerTrace, MoEModel, Router, route
+from .policy import ChannelHook, Expansion, ExpertSlots, Policy, hottest, used_experts
 
-__all__ = ["Autoregressive", "EdgeXpert", "MoESpec", "pruning_masks", "CoalescingHook"]
+__all__ = ["Autoregressive", "EdgeXpert", "MoESpec", "S2MoE", "SpecMoE", "Specter", "Combined",
+           "ResidentAR",
+           "pruning_masks", "CoalescingHook", "affinity_order", "quantized_experts",
+           "AdaptiveExpansion", "reuse_aware_router"]
 
 
 class Autoregressive(Policy):
@@ -131,3 +142,294 @@ class MoESpec(Policy):
             outside[keep] = False
             return route(logits.masked_fill(outside, float("-inf")), k)
         return within_budget
+
+
+def reuse_aware_router(top_k: int, cap: int) -> Router:
+    """S2-MoE's reuse-aware gating for one verification pass: token weights w_b = max(0, max_e
+    l_b,e - mean_e l_b,e) (normalized) score the experts g_e = sum_b w_b l_b,e; the `cap` best
+    form the preferred set E*, whose logits get the bias lambda = mean_b (l_b,(1) - l_b,(k+1)),
+    and each token takes its top-k of the biased logits. Only the choice is biased: the model
+    computes the combine weights from the unbiased logits."""
+    def gate(layer, logits, h):
+        ordered = torch.sort(logits, dim=-1, descending=True).values
+        w = torch.clamp(ordered[:, 0] - logits.mean(-1), min=0)
+        w = w / w.sum() if float(w.sum()) > 0 else torch.full_like(w, 1 / len(w))
+        score = (w[:, None] * logits).sum(0)
+        preferred = torch.sort(-score, stable=True).indices[:cap]
+        gap = (ordered[:, 0] - ordered[:, min(top_k, logits.shape[-1] - 1)]).mean()
+        bias = torch.zeros(logits.shape[-1], dtype=logits.dtype)
+        bias[preferred] = gap
+        return route(logits + bias, top_k)
+    return gate
+
+
+class AdaptiveExpansion(Expansion):
+    """S2-MoE's routing-aware adaptive expansion of one draft tree. Nodes are weighed best path
+    first. A node is considered only when its parent is in the tree and its draft probability
+    (its confidence) exceeds 0.1 (the branching rule). It joins the tree when, at depth 1, its
+    confidence is at least 0.5, or when its score a * T_AR / (n_new * t_expert) reaches
+    `threshold`: a = the product of the confidences along its path (its chance of acceptance),
+    n_new = the (layer, expert) pairs its verification would add to those already selected,
+    T_AR / t_expert = `ar_cost` (the experts an autoregressive step fetches), so that a node
+    joins when it is expected to bring more tokens per fetched expert than plain decoding.
+    Only nodes in the tree grow: drafting stops when no drafted node joins. n_new comes from
+    the draft router's top-k for the node; the deepest proposals, on which no draft pass ran,
+    are priced with their parent's. Pairs for which `free(layer, expert)` holds (already on
+    chip) cost nothing."""
+
+    def __init__(self, cfg: DecodeConfig, ar_cost: int, threshold: float,
+                 free=lambda layer, expert: False):
+        super().__init__(cfg)
+        self.ar_cost, self.threshold, self.free = ar_cost, threshold, free
+        self.selected: set[tuple[int, int]] | None = None
+        self.inside: list[int] = []
+        self.decided: set[int] = set()
+
+    def _pairs(self, pool, routed, n) -> set[tuple[int, int]]:
+        while n not in routed:
+            n = pool.parents[n]
+        experts = routed[n]
+        return {(layer, int(e)) for layer in range(experts.shape[0]) for e in experts[layer]
+                if not self.free(layer, int(e))}
+
+    def _weigh(self, pool, routed, nodes) -> None:
+        for n in sorted(nodes, key=lambda n: (-pool.scores[n], n)):
+            self.decided.add(n)
+            parent = pool.parents[n]
+            confidence = math.exp(pool.scores[n] - (pool.scores[parent] if parent >= 0 else 0.0))
+            if len(self.inside) == self.cfg.max_candidates or confidence <= 0.1 or \
+                    not (parent < 0 or parent in self.inside):
+                continue
+            new = self._pairs(pool, routed, n) - self.selected
+            gain = math.exp(pool.scores[n]) * self.ar_cost
+            if (pool.depths[n] == 1 and confidence >= 0.5) or gain >= self.threshold * max(len(new), 1e-9):
+                self.inside.append(n)
+                self.selected |= new
+
+    def admit(self, pool, routed, drafted):
+        if self.selected is None:                 # the root's pass: the root is always verified
+            self.selected = self._pairs(pool, routed, -1)
+            return drafted
+        self._weigh(pool, routed, drafted)
+        return [n for n in drafted if n in self.inside]
+
+    def select(self, pool, routed):
+        self._weigh(pool, routed, [n for n in range(len(pool.tokens)) if n not in self.decided])
+        return list(self.inside)
+
+
+class S2MoE(Policy):
+    """S2-MoE: the self-speculative draft (top-`draft_experts`, the target's KV cache: context
+    alignment, as every self-speculative policy here); the verified tree chosen by routing-aware
+    adaptive expansion; reuse-aware gating in verification (cap experts preferred)."""
+    name = "s2moe"
+
+    def __init__(self, layout: WeightLayout, decode: DecodeConfig, top_k: int, threshold: float,
+                 cap: int):
+        super().__init__(layout, decode)
+        if not top_k <= cap <= layout.n_experts:
+            raise ValueError(f"cap = {cap} is out of range: accepted {top_k}..{layout.n_experts}")
+        self.top_k, self.threshold, self.cap = top_k, threshold, cap
+
+    def router(self, kind, tokens):
+        if kind == "verify":
+            return reuse_aware_router(self.top_k, self.cap)
+        return super().router(kind, tokens)
+
+    def expansion(self, cfg, top_k):
+        return AdaptiveExpansion(cfg, self.layout.n_layers * top_k, self.threshold)
+
+
+def affinity_order(model: MoEModel) -> list[torch.Tensor]:
+    """SpecMoE's offline affinity table, per layer [E, E]: row e lists the experts by the L2
+    distance of their weights (gate, up and down together) to e's, e itself first."""
+    out = []
+    for block in model.layers:
+        moe = block.moe
+        flat = torch.cat([moe.w_gate.flatten(1), moe.w_up.flatten(1),
+                          moe.w_down.transpose(1, 2).flatten(1)], dim=1).detach().double()
+        out.append(torch.sort(torch.cdist(flat, flat), dim=1, stable=True).indices)
+    return out
+
+
+class _Resident(Policy, ABC):
+    """Policies that keep `slots` whole experts per layer on chip between passes; after the
+    prefill the prompt's hottest experts are the ones kept (they were just loaded)."""
+
+    def __init__(self, layout: WeightLayout, decode: DecodeConfig, slots: int):
+        super().__init__(layout, decode)
+        if not 1 <= slots <= layout.n_experts:
+            raise ValueError(f"slots = {slots} is out of range: accepted 1..{layout.n_experts}")
+        self.slots = ExpertSlots(layout.n_layers, slots)
+
+    def start(self, prompt):
+        self.slots = ExpertSlots(self.layout.n_layers, self.slots.capacity)
+
+    def keep_hottest(self, traces: list[LayerTrace]) -> None:
+        for layer, trace in enumerate(traces):
+            self.slots.replace(layer, hottest(trace, self.slots.capacity))
+
+    def pass_bytes(self, kind, traces, hook):
+        if kind != "prefill":
+            return self.decode_bytes(kind, traces)
+        moved = super().pass_bytes(kind, traces, hook)
+        self.keep_hottest(traces)
+        return moved
+
+    @abstractmethod
+    def decode_bytes(self, kind: str, traces: list[LayerTrace]) -> int:
+        """Bytes of an "ar", "draft" or "verify" pass, given and updating what is on chip."""
+
+    def missing_bytes(self, traces: list[LayerTrace]) -> int:
+        """Whole-expert fetches of the experts the pass used that were not on chip."""
+        missing = sum(1 for layer, t in enumerate(traces) for e in used_experts(t)
+                      if (layer, e) not in self.slots)
+        return missing * self.layout.expert_fetch_bytes
+
+
+class ResidentAR(_Resident):
+    """A reference, not a published policy: plain decoding with the same on-chip slots, least
+    recently used evicted. It shows how much of a resident policy's saving is the buffer alone."""
+    name = "ar_resident"
+    speculative = False
+
+    def decode_bytes(self, kind, traces):
+        return sum(not self.slots.touch(layer, e) for layer, t in enumerate(traces)
+                   for e in used_experts(t)) * self.layout.expert_fetch_bytes
+
+
+class SpecMoE(_Resident):
+    """SpecMoE: the draft runs the target's non-expert layers and its gate, on the experts
+    resident on chip only: a token's top-k expert that is not resident is replaced by the
+    nearest resident one in the affinity table, so drafting moves no bytes. Verification uses
+    the target's routing; each missing expert is fetched once. HotTemporal: the experts the
+    verification used most become the next draft's resident set (they are on chip already)."""
+    name = "specmoe"
+
+    def __init__(self, layout: WeightLayout, decode: DecodeConfig, model: MoEModel, slots: int):
+        super().__init__(layout, decode, slots)
+        self.top_k = model.cfg.top_k
+        self.affinity = affinity_order(model)
+
+    def resident_router(self) -> Router:
+        def draft(layer, logits, h):
+            resident = set(self.slots.layers[layer])
+            if not resident:      # nothing kept yet (a one-token prompt): load what it wants
+                return route(logits, self.top_k)
+            out = torch.full((logits.shape[0], self.top_k), -1, dtype=torch.long)
+            for t, wanted in enumerate(route(logits, self.top_k).tolist()):
+                chosen: list[int] = []
+                for e in wanted:
+                    # the nearest resident expert not chosen yet (e itself when resident)
+                    stand_in = next((int(c) for c in self.affinity[layer][e]
+                                     if int(c) in resident and int(c) not in chosen), None)
+                    if stand_in is not None:
+                        chosen.append(stand_in)
+                out[t, :len(chosen)] = torch.tensor(chosen, dtype=torch.long)
+            return out
+        return draft
+
+    def router(self, kind, tokens):
+        if kind == "draft":
+            return self.resident_router()
+        return super().router(kind, tokens)
+
+    def decode_bytes(self, kind, traces):
+        moved = self.missing_bytes(traces)     # 0 for drafts: resident experts only
+        if kind == "verify":
+            self.keep_hottest(traces)
+        return moved
+
+
+def quantized_experts(model: MoEModel, bits: int) -> MoEModel:
+    """A copy of `model` with its routed experts' weights quantized to `bits` bits, symmetric,
+    per output channel: round-to-nearest on the absolute maximum, or for 2 bits the ternary
+    rule of Ternary Weight Networks (Li et al., 2016: threshold 0.7 mean |w|, scale the mean
+    |w| above it), since a 2-bit absmax grid zeroes most weights."""
+    copy = MoEModel(model.cfg).to(next(model.parameters()).dtype)
+    copy.load_state_dict(model.state_dict())
+    copy.eval()
+    with torch.no_grad():
+        for block in copy.layers:
+            for w in (block.moe.w_gate, block.moe.w_up, block.moe.w_down):
+                if bits == 2:
+                    delta = 0.7 * w.abs().mean(-1, keepdim=True)
+                    big = w.abs() > delta
+                    scale = (w.abs() * big).sum(-1, keepdim=True) / big.sum(-1, keepdim=True).clamp(min=1)
+                    w.copy_(torch.sign(w) * big * scale)
+                else:
+                    qmax = 2 ** (bits - 1) - 1
+                    scale = w.abs().amax(-1, keepdim=True).clamp(min=1e-12) / qmax
+                    w.copy_(torch.round(w / scale).clamp(-qmax, qmax) * scale)
+    return copy
+
+
+class Specter(_Resident):
+    """Specter: the draft is the target with its routed experts quantized to `draft_bits` (a
+    chain of `chain` tokens, the target's top-k routing); a draft pass fetches its experts'
+    quantized copies. The draft's per-layer histogram of chosen experts names the experts to
+    load into the LRU slots before verification (as many as there are slots); verification uses the resident
+    experts first and demand-loads the rest into the slots (least recently used evicted)."""
+    name = "specter"
+
+    def __init__(self, layout: WeightLayout, decode: DecodeConfig, model: MoEModel, slots: int,
+                 chain: int, draft_bits: int):
+        super().__init__(layout, dataclasses.replace(decode, max_depth=chain, max_candidates=chain,
+                                                     branch=1, width=1), slots)
+        if not 2 <= draft_bits <= 4:
+            raise ValueError(f"draft_bits = {draft_bits} is out of range: accepted 2..4")
+        self.model, self.draft_bits = model, draft_bits
+        self.drafter = None
+        self.histogram = torch.zeros(layout.n_layers, layout.n_experts, dtype=torch.long)
+
+    def start(self, prompt):
+        super().start(prompt)
+        self.histogram.zero_()
+
+    def draft_engine(self, engine):
+        if self.drafter is None:
+            from .decode import FloatEngine
+            self.drafter = FloatEngine(quantized_experts(self.model, self.draft_bits))
+        return self.drafter
+
+    def router(self, kind, tokens):
+        return None        # the draft routes as the target does
+
+    def decode_bytes(self, kind, traces):
+        if kind == "draft":
+            for layer, t in enumerate(traces):
+                self.histogram[layer] += torch.bincount(t.experts[t.experts >= 0],
+                                                        minlength=self.layout.n_experts)
+            # the quantized copies stream in like the int4 experts, at draft_bits / 4 the size
+            whole = sum(len(used_experts(t)) for t in traces) * self.layout.expert_fetch_bytes
+            return math.ceil(whole * self.draft_bits / 4)
+        moved = 0
+        for layer, t in enumerate(traces):
+            if kind == "verify":
+                counts = self.histogram[layer]
+                ahead = [e for e in torch.sort(-counts, stable=True).indices[:self.slots.capacity].tolist()
+                         if counts[e] > 0]
+                moved += sum(not self.slots.touch(layer, e) for e in ahead)
+            used = used_experts(t)
+            # resident experts run first, then the demand loads
+            for e in sorted(used, key=lambda e: (layer, e) not in self.slots):
+                moved += not self.slots.touch(layer, e)
+        self.histogram.zero_()
+        return moved * self.layout.expert_fetch_bytes
+
+
+class Combined(SpecMoE):
+    """Ours: SpecMoE's resident draft (no draft traffic; the draft routes into the resident
+    experts by affinity) with S2-MoE's adaptive expansion priced by what is *not* on chip
+    (resident experts cost nothing to verify), HotTemporal refresh, the target's routing in
+    verification. Every part is lossless: the output is exactly the target's greedy output."""
+    name = "combined"
+
+    def __init__(self, layout: WeightLayout, decode: DecodeConfig, model: MoEModel, slots: int,
+                 threshold: float):
+        super().__init__(layout, decode, model, slots)
+        self.threshold = threshold
+
+    def expansion(self, cfg, top_k):
+        return AdaptiveExpansion(cfg, self.layout.n_layers * top_k, self.threshold,
+                                 free=lambda layer, e: (layer, e) in self.slots)

@@ -4,12 +4,17 @@ A policy is asked, for every forward pass (kind "prefill", "ar", "draft" or "ver
 - `router(kind, tokens)`: the experts each token uses (None: the model's own top-k);
 - `channels(kind, depths)`: which input channels of each used expert are fetched and computed
   on (None: all of them), as a `ChannelHook` that also counts the bytes it fetched;
-- `pass_bytes(...)`: the external-memory bytes the pass moved.
+- `pass_bytes(...)`: the external-memory bytes the pass moved (policies that keep experts on
+  chip between passes update what they keep here);
+and, for speculative decoding, `draft_engine(engine)`: the model the draft runs (Specter's has
+quantized experts), and `expansion(...)`: which drafted nodes grow and are verified. `decode` is the
+policy's own DecodeConfig (Specter drafts a chain).
 
 The base class is naive speculative decoding: the draft is the model with top-`draft_experts`
-routing, verification uses the model's own routing, and every pass fetches the whole of every
-expert its tokens use, once per pass, with nothing kept on chip between passes. Other policies
-(golden/policies.py) override what they change.
+routing, verification uses the model's own routing, the tree is the `max_candidates` nodes of
+highest draft probability (`Expansion`), and every pass fetches the whole of every expert its tokens use, once
+per pass, with nothing kept on chip between passes. Other policies (golden/policies.py) override
+what they change.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from ..config import DecodeConfig
 from ..weight_layout import Matrix, WeightLayout, channel_runs
 from .model import LayerTrace, Router, route
 
-__all__ = ["KINDS", "ChannelHook", "Policy", "PassFetches"]
+__all__ = ["KINDS", "ChannelHook", "Policy", "PassFetches", "ExpertSlots", "Expansion",
+           "used_experts", "hottest"]
 
 KINDS = ("prefill", "ar", "draft", "verify")
 
@@ -47,6 +53,72 @@ class PassFetches:
         stride, used = self.layout.column_stride(matrix), self.layout.column_bytes(matrix)
         self.bytes += sum((count - 1) * stride + used for _, count in channel_runs(new))
         have.update(new)
+
+
+class ExpertSlots:
+    """Whole experts kept on chip between passes: per layer at most `capacity` experts, in
+    least-recently-used order (the last entry was used last)."""
+
+    def __init__(self, n_layers: int, capacity: int):
+        self.capacity = capacity
+        self.layers: list[list[int]] = [[] for _ in range(n_layers)]
+
+    def __contains__(self, key: tuple[int, int]) -> bool:
+        layer, expert = key
+        return expert in self.layers[layer]
+
+    def touch(self, layer: int, expert: int) -> bool:
+        """Use `expert`: True if it was on chip; otherwise it is loaded, evicting the least
+        recently used expert when the layer is full."""
+        slots = self.layers[layer]
+        hit = expert in slots
+        if hit:
+            slots.remove(expert)
+        elif len(slots) >= self.capacity:
+            slots.pop(0)
+        slots.append(expert)
+        return hit
+
+    def replace(self, layer: int, experts: list[int]) -> None:
+        """Keep exactly `experts` (at most `capacity`; the first is treated as used last)."""
+        if len(experts) > self.capacity:
+            raise ValueError(f"{len(experts)} experts do not fit {self.capacity} slots")
+        self.layers[layer] = list(reversed(experts))
+
+
+def used_experts(trace: LayerTrace) -> list[int]:
+    """The distinct experts a layer's tokens used, ascending."""
+    return torch.unique(trace.experts[trace.experts >= 0]).tolist()
+
+
+def hottest(trace: LayerTrace, count: int) -> list[int]:
+    """The `count` experts a layer's tokens used most (ties: larger summed routing weight, then
+    lower index), hottest first."""
+    idx, w = trace.experts.reshape(-1), trace.weights.reshape(-1)
+    valid = idx >= 0
+    uses = torch.bincount(idx[valid], minlength=trace.router_logits.shape[-1]).to(torch.float64)
+    weight = torch.zeros_like(uses).index_add(0, idx[valid], w[valid].to(torch.float64))
+    # uses dominate: a weight sum is below the number of uses, so it only breaks ties
+    order = torch.sort(-(uses * (weight.sum() + 1) + weight), stable=True).indices
+    return [e for e in order[:count].tolist() if uses[e] > 0]
+
+
+class Expansion:
+    """How one draft tree grows: after each draft pass, `admit` names the nodes just drafted
+    (the root is -1) whose children are proposed; at the end `select` names the nodes to verify.
+    `routed[n]` [layers, top_k] holds the draft router's top-k for every node a draft pass ran
+    on. Base (EAGLE-2): every node grows, the `max_candidates` most probable are verified (a
+    path's probability never rises, so they include their ancestors)."""
+
+    def __init__(self, cfg: DecodeConfig):
+        self.cfg = cfg
+
+    def admit(self, pool, routed: dict[int, torch.Tensor], drafted: list[int]) -> list[int]:
+        return drafted
+
+    def select(self, pool, routed: dict[int, torch.Tensor]) -> list[int]:
+        return sorted(range(len(pool.tokens)),
+                      key=lambda n: (-pool.scores[n], n))[:self.cfg.max_candidates]
 
 
 class ChannelHook(ABC):
@@ -93,8 +165,13 @@ class Policy:
     def channels(self, kind: str, depths: torch.Tensor) -> ChannelHook | None:
         return None
 
+    def draft_engine(self, engine):
+        return engine
+
+    def expansion(self, cfg: DecodeConfig, top_k: int) -> "Expansion":
+        return Expansion(cfg)
+
     def pass_bytes(self, kind: str, traces: list[LayerTrace], hook: ChannelHook | None) -> int:
         if hook is not None:
             return hook.bytes
-        experts = sum(int(torch.unique(t.experts[t.experts >= 0]).numel()) for t in traces)
-        return experts * self.layout.expert_fetch_bytes
+        return sum(len(used_experts(t)) for t in traces) * self.layout.expert_fetch_bytes

@@ -102,23 +102,22 @@ def test_teacher_forced_quality(setting):
     config, model, engine, layout = setting
     window = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3]
     for policy in (Autoregressive(layout, config.decode), Policy(layout, config.decode)):
-        q = quality(engine, policy, [window], 6, config.decode)
+        q = quality(engine, policy, [window], 6)
         assert q["predictions"] == 10
         assert q["top1_agreement"] == 1.0 and q["ppl_ratio"] == pytest.approx(1.0, abs=1e-9)
         assert q["mean_kl"] == pytest.approx(0.0, abs=1e-9)
-    logits, passes, accepted = teacher_forced(engine, Policy(layout, config.decode), window, 6,
-                                              config.decode)
+    logits, passes, accepted = teacher_forced(engine, Policy(layout, config.decode), window, 6)
     assert logits.shape[0] == 10 and sum(accepted) + len(accepted) == 10
     # a policy that drops most channels changes the predictions
     lossy = EdgeXpert(layout, config.decode, model, ratio=0.1)
-    assert quality(engine, lossy, [window], 6, config.decode)["mean_kl"] > 1e-3
+    assert quality(engine, lossy, [window], 6)["mean_kl"] > 1e-3
 
 
 def test_run_policy_reports_greedy_match(setting):
     config, _, engine, layout = setting
     prompts = [[4, 5, 6], [7, 8]]
     reference = [decode_ar(engine, p, config.decode) for p in prompts]
-    m = run_policy(engine, Policy(layout, config.decode), prompts, reference, config.decode, None)
+    m = run_policy(engine, Policy(layout, config.decode), prompts, reference, None)
     assert m["greedy_sequence_match"] == 1.0 and m["greedy_prefix_match"] == 1.0
     assert m["ema_bytes_per_token_prefill"] > 0
 
@@ -138,7 +137,8 @@ def test_compare_reports_every_policy_with_the_promised_keys(setting, small_mode
                                                            "policies.eval_prompt_tokens=6"])
     window = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
     result = compare(config, model, [[4, 5, 6]], [window], None)
-    assert list(result) == ["ar", "naive_sd", "edgexpert", "moe_spec"]
+    assert list(result) == ["ar", "naive_sd", "edgexpert", "moe_spec", "s2moe", "specmoe",
+                            "specter", "combined"]
     for metrics in result.values():
         assert {"ema_bytes_per_token_decode", "ema_bytes_per_token_prefill", "tokens_per_step",
                 "top1_agreement", "ppl_ratio", "ema_reduction_vs_naive_sd"} <= set(metrics)

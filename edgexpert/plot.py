@@ -1,0 +1,31 @@
+"""Trade-off plots of the policy studies: EMA bytes per decoded token against quality."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["tradeoff_plot"]
+
+
+def tradeoff_plot(results: dict[str, dict], path: Path, title: str) -> Path:
+    """One labelled point per policy or setting: EMA bytes per decoded token (x) against top-1
+    agreement with the exact model (y). Written as PNG without a timestamp or version, so the
+    same results give the same file."""
+    import matplotlib
+    matplotlib.use("Agg")      # no display on CI machines
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=120)
+    for label, m in results.items():
+        x, y = m["ema_bytes_per_token_decode"] / 1000, m["top1_agreement"]
+        ax.scatter([x], [y], s=28)
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    ax.set_xlabel("EMA bytes per decoded token (kB)")
+    ax.set_ylabel("top-1 agreement with the exact model")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return path
