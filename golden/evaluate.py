@@ -115,29 +115,39 @@ def run_policy(engine: FloatEngine, policy: Policy, prompts: list[list[int]],
     return metrics
 
 
-def build_policies(config, model, layout) -> list[Policy]:
-    """Every policy `edgexpert compare` runs, from the configuration."""
+def build_policies(config, model, layout, encoder=None) -> list[Policy]:
+    """Every policy `edgexpert compare` runs, from the configuration; EdgeXpert's prefill uses
+    the shared-set routing when a prefill `encoder` (golden/prefill.py) is given."""
     from ..config import ConfigError
     from .policies import Autoregressive, EdgeXpert, MoESpec
+    from .prefill import PrefillRouting
     p, d = config.policies, config.decode
     try:
         spec = MoESpec(layout, d, model.cfg.top_k, p.moe_spec_budget)
     except ValueError as exc:
         raise ConfigError(f"policies.moe_spec_budget: {exc}") from None
-    return [Autoregressive(layout, d), Policy(layout, d),
-            EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration), spec]
+    routing = None if encoder is None else PrefillRouting(
+        encoder, p.prefill_tau_major, p.prefill_tau_minor, p.prefill_budget_minor,
+        p.prefill_budget_trivial, p.prefill_classes, p.prefill_seed)
+    policies = [Autoregressive(layout, d), Policy(layout, d),
+                EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration,
+                          prefill=routing), spec]
+    for policy in policies:
+        policy.prefill_chunk = p.prefill_chunk
+    return policies
 
 
 def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
-            eot: int | None) -> dict:
+            eot: int | None, encoder=None) -> dict:
     """Every policy on the same prompts (traffic, greedy match) and held-out windows (quality),
-    keyed by policy name; EMA reduction against naive speculative decoding."""
+    keyed by policy name; EMA reduction against naive speculative decoding. `encoder`: EdgeXpert's
+    prefill encoder (None: its prefill routes natively)."""
     from ..weight_layout import WeightLayout
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     reference = [decode_ar(engine, p, config.decode, eot) for p in prompts]
     out = {}
-    for policy in build_policies(config, model, layout):
+    for policy in build_policies(config, model, layout, encoder):
         traffic = run_policy(engine, policy, prompts, reference, config.decode, eot)
         q = quality(engine, policy, windows, config.policies.eval_prompt_tokens, config.decode)
         out[policy.name] = {**traffic, **q,

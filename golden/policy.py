@@ -6,6 +6,11 @@ A policy is asked, for every forward pass (kind "prefill", "ar", "draft" or "ver
   on (None: all of them), as a `ChannelHook` that also counts the bytes it fetched;
 - `pass_bytes(...)`: the external-memory bytes the pass moved.
 
+Prefill is costed for an accelerator whose on-chip buffers hold the activations of
+`prefill_chunk` consecutive prompt tokens and which streams each expert's weights once per chunk
+(docs/policies.md): a 96-token prompt touches nearly every expert, so charging one fetch per
+expert per pass would leave no routing policy anything to save.
+
 The base class is naive speculative decoding: the draft is the model with top-`draft_experts`
 routing, verification uses the model's own routing, and every pass fetches the whole of every
 expert its tokens use, once per pass, with nothing kept on chip between passes. Other policies
@@ -22,9 +27,17 @@ from ..config import DecodeConfig
 from ..weight_layout import Matrix, WeightLayout, channel_runs
 from .model import LayerTrace, Router, route
 
-__all__ = ["KINDS", "ChannelHook", "Policy", "PassFetches"]
+__all__ = ["KINDS", "ChannelHook", "Policy", "PassFetches", "chunked_expert_fetches"]
 
 KINDS = ("prefill", "ar", "draft", "verify")
+
+
+def chunked_expert_fetches(experts: torch.Tensor, chunk: int) -> int:
+    """Whole-expert fetches for one layer's routing experts [T, j] (-1: none) when the tokens are
+    processed in runs of `chunk` consecutive tokens and each run fetches its distinct experts."""
+    if chunk < 1:
+        raise ValueError(f"chunk = {chunk} is out of range: accepted integers >= 1")
+    return sum(int(torch.unique(rows[rows >= 0]).numel()) for rows in experts.split(chunk))
 
 
 class PassFetches:
@@ -76,6 +89,9 @@ class Policy:
     """Naive speculative decoding (see the module doc)."""
     name = "naive_sd"
     speculative = True
+    #: prompt tokens whose activations the on-chip buffers hold at once (policies.prefill_chunk;
+    #: `build_policies` sets it from the configuration)
+    prefill_chunk = 16
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig):
         self.layout = layout
@@ -96,5 +112,8 @@ class Policy:
     def pass_bytes(self, kind: str, traces: list[LayerTrace], hook: ChannelHook | None) -> int:
         if hook is not None:
             return hook.bytes
-        experts = sum(int(torch.unique(t.experts[t.experts >= 0]).numel()) for t in traces)
+        if kind == "prefill":
+            experts = sum(chunked_expert_fetches(t.experts, self.prefill_chunk) for t in traces)
+        else:
+            experts = sum(int(torch.unique(t.experts[t.experts >= 0]).numel()) for t in traces)
         return experts * self.layout.expert_fetch_bytes
