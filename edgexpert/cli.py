@@ -21,7 +21,7 @@ __all__ = ["main"]
 
 DEMO_SEED = 20261129
 #: `edgexpert calibrate prefill`'s MSE bound: docs/policies.md says how it was fixed
-MSE_BOUND = 0.05
+MSE_BOUND = 0.012
 
 
 def _load(args) -> Config:
@@ -298,12 +298,12 @@ def cmd_prefill_train(args) -> int:
     from .golden.prefill import EncoderSettings, bundled_encoder_dir, save_encoder, train_encoder
     from .golden.train import token_streams
     from .tools import build_root
+    if args.steps is not None and not 1 <= args.steps <= 1_000_000:
+        raise InputError(f"--steps {args.steps} is out of range: accepted 1..1000000")
     # one thread: bit-identical reruns, and the other core stays free
     torch.set_num_threads(1)
     ckpt, corpus, _, _ = _golden(args.checkpoint)
     train_stream, heldout_stream = token_streams(corpus, ckpt.tokenizer)
-    if args.steps is not None and not 1 <= args.steps <= 1_000_000:
-        raise InputError(f"--steps {args.steps} is out of range: accepted 1..1000000")
     settings = EncoderSettings(steps=args.steps) if args.steps else EncoderSettings()
     encoder, meta = train_encoder(ckpt.model, train_stream, heldout_stream, settings)
     meta["command"] = "edgexpert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -338,11 +338,11 @@ def cmd_calibrate(args) -> int:
     from .golden.prefill_calibration import choose, default_grid, pareto_front, sweep
     from .golden.train import token_streams
     from .tools import build_root
-    torch.set_num_threads(1)
     config = _load(args)
     _check_windows(args.windows)
     if not 0 < args.mse_bound < 1:
         raise InputError(f"--mse-bound {args.mse_bound} is out of range: accepted (0, 1)")
+    torch.set_num_threads(1)
     ckpt, corpus, _, _ = _golden(args.checkpoint)
     encoder, _ = load_encoder(ckpt.model)
     train_stream, _ = token_streams(corpus, ckpt.tokenizer)
@@ -352,7 +352,7 @@ def cmd_calibrate(args) -> int:
     points = sweep(ckpt.model, encoder, windows, chunk, default_grid(ckpt.model.cfg.top_k))
     front = pareto_front(points)
     chosen = choose(points, args.mse_bound)
-    native = next(p for p in points if p["budget_trivial"] == ckpt.model.cfg.top_k)
+    native = next(p for p in points if p["tau_major"] == 0)   # every token major
     report = {"windows": len(windows), "split": "train", "prompt_tokens": windows.shape[1],
               "chunk": chunk, "mse_bound": args.mse_bound, "rule": "fewest bytes_per_token on the "
               "Pareto front of (bytes_per_token, mse) with mse <= mse_bound",
@@ -392,19 +392,28 @@ def cmd_prefill_ablate(args) -> int:
     from .golden.prefill_calibration import ablate
     from .golden.train import token_streams
     from .tools import build_root
-    torch.set_num_threads(1)
     config = _load(args)
     _check_windows(args.windows)
+    if args.front is not None and not 0 < args.front < 1:
+        raise InputError(f"--front {args.front} is out of range: accepted (0, 1)")
+    torch.set_num_threads(1)
     ckpt, corpus, _, _ = _golden(args.checkpoint)
     encoder, _ = load_encoder(ckpt.model)
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     windows = _prompt_windows(heldout, config, args.windows)
     p = config.policies
+    front = []
+    if args.front:
+        calibration = build_root() / "calibrate" / "prefill.json"
+        if not calibration.is_file():
+            raise InputError(f"--front needs {calibration}: run `edgexpert calibrate prefill` first")
+        front = [q for q in json.loads(calibration.read_text())["front"]
+                 if q["mse"] <= args.front]
     print(f"edgexpert prefill ablate: {len(windows)} held-out windows of {len(windows[0])} tokens, "
           f"float path; tau_major {p.prefill_tau_major}, tau_minor {p.prefill_tau_minor}, "
           f"chunk {p.prefill_chunk}; random classes seed {p.prefill_seed}")
     result = ablate(FloatEngine(ckpt.model), ckpt.model, encoder, windows, p, config.decode,
-                    log=(lambda *a: None) if args.json else print)
+                    front, log=(lambda *a: None) if args.json else print)
     report = {"windows": len(windows), "split": "heldout", "settings": dataclasses.asdict(p),
               **result}
     out = build_root() / "prefill" / "ablate.json"
@@ -586,6 +595,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--windows", type=int, default=24, metavar="N",
                    help="held-out prompt windows (default 24)")
     q.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+    q.add_argument("--front", type=float, metavar="MSE",
+                   help="also measure the points of the last calibration's Pareto front with mse "
+                        "<= MSE (how the calibration mse maps to the held-out perplexity ratio)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=cmd_prefill_ablate)
 

@@ -164,13 +164,13 @@ class PolicyConfig:
     # EdgeXpert's prefill (golden/prefill.py); the values are `edgexpert calibrate prefill`'s
     prefill_chunk: int = _int(1, 4096, 16, "prompt tokens whose activations stay on chip while "
                               "each expert is streamed once (the prefill cost model)")
-    prefill_tau_major: float = _float(0.0, 1000.0, 2.0, "EdgeXpert prefill: a token whose "
+    prefill_tau_major: float = _float(0.0, 1000.0, 1.0, "EdgeXpert prefill: a token whose "
                                       "encoder score x prompt length is at least this is major")
-    prefill_tau_minor: float = _float(0.0, 1000.0, 1.0, "EdgeXpert prefill: ... at least this "
+    prefill_tau_minor: float = _float(0.0, 1000.0, 0.75, "EdgeXpert prefill: ... at least this "
                                       "(and below prefill_tau_major) is minor, else trivial")
-    prefill_budget_minor: int = _int(1, 64, 2, "EdgeXpert prefill: experts of a minor token, "
+    prefill_budget_minor: int = _int(1, 64, 4, "EdgeXpert prefill: experts of a minor token, "
                                      "its top-1 included (at most model.top_k)")
-    prefill_budget_trivial: int = _int(1, 64, 1, "EdgeXpert prefill: experts of a trivial token, "
+    prefill_budget_trivial: int = _int(1, 64, 3, "EdgeXpert prefill: experts of a trivial token, "
                                        "its top-1 included (at most prefill_budget_minor)")
     prefill_classes: str = _choice(("encoder", "random"), "encoder", "EdgeXpert prefill: token "
                                    "classes from the encoder's scores, or random with the same "

@@ -16,7 +16,9 @@ bound, taken from the Pareto front of (bytes, mse); the bound is stated in docs/
 with the held-out measurement that fixed it.
 
 Ablation (`ablate`), on held-out windows through the real prefill pass: the k/n budgets at the
-configured thresholds, encoder-scored against random token classes, and the chunk size.
+configured thresholds, encoder-scored against random token classes, and the chunk size; and,
+on request, the calibration's Pareto front (how its mse maps to the held-out perplexity ratio,
+which is what fixes the mse bound).
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from .prefill import PrefillRouting, TokenEncoder, moe_inputs, prefill_quality, 
 __all__ = ["Setting", "TAU_MAJOR", "TAU_MINOR", "default_grid", "sweep", "pareto_front", "choose",
            "ablate", "CHUNKS"]
 
-#: the thresholds the calibration sweeps (on score x prompt length; 1.0 = uniform)
-TAU_MAJOR = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
+#: the thresholds the calibration sweeps (on score x prompt length; 1.0 = uniform); with
+#: tau_major 0 every token is major: the model's own routing, the sweep's reference
+TAU_MAJOR = (0.0, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
 TAU_MINOR = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 #: the chunk sizes the ablation measures the cost model at (96: the whole bundled prompt)
 CHUNKS = (8, 16, 32, 96)
@@ -120,10 +123,10 @@ def choose(points: list[dict], mse_bound: float) -> dict:
 
 
 def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[int]], policies,
-           decode: DecodeConfig, log=print) -> dict:
+           decode: DecodeConfig, front: list[dict] = (), log=print) -> dict:
     """On held-out windows, through the prefill pass: (1) every k/n budget at the configured
     thresholds, encoder-scored and random classes; (2) the configured point at every chunk of
-    CHUNKS, native top-K alongside."""
+    CHUNKS, native top-K alongside; (3) each calibration point of `front`, encoder classes."""
     from .policies import EdgeXpert
     layout = WeightLayout.for_model(model.cfg)
     base = PrefillRouting(encoder, policies.prefill_tau_major, policies.prefill_tau_minor,
@@ -154,4 +157,15 @@ def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[in
         chunks.append(row)
         log(f"  chunk {chunk:>3}  native {row['native_prefill_bytes_per_token']:>7} B/token, "
             f"edgexpert {row['prefill_bytes_per_token']:>7} ({-100 * row['prefill_bytes_reduction']:+.1f}%)")
-    return {"budgets": budgets, "chunks": chunks, "seconds": round(time.time() - start, 1)}
+    measured_front = []
+    for point in front:
+        routing = replace(base, tau_major=point["tau_major"], tau_minor=point["tau_minor"],
+                          budget_minor=point["budget_minor"], budget_trivial=point["budget_trivial"],
+                          classes="encoder")
+        row = {**point, "heldout": measure(routing, policies.prefill_chunk)}
+        measured_front.append(row)
+        log(f"  front tau {point['tau_major']}/{point['tau_minor']} k {point['budget_minor']} n "
+            f"{point['budget_trivial']}  train mse {point['mse']:.5f}  held-out ppl ratio "
+            f"{row['heldout']['ppl_ratio']}  bytes {-100 * row['heldout']['prefill_bytes_reduction']:+.1f}%")
+    return {"budgets": budgets, "chunks": chunks, "front": measured_front,
+            "seconds": round(time.time() - start, 1)}

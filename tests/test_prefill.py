@@ -204,8 +204,9 @@ def test_calibration_chooses_from_its_own_sweep(small):
     assert all(s.budget_trivial <= s.budget_minor <= 2 and s.tau_minor <= s.tau_major for s in grid)
     points = sweep(model, encoder, windows, 4, grid)
     assert len(points) == len(grid)
-    native = [p for p in points if p["budget_trivial"] == 2]
-    assert all(p["mse"] == 0 and p["experts_per_token"] == 2 for p in native)
+    native = [p for p in points if p["tau_major"] == 0]    # every token major
+    assert native and all(p["mse"] == 0 and p["experts_per_token"] == 2 for p in native)
+    assert len({p["bytes_per_token"] for p in native}) == 1
     cheapest = min(points, key=lambda p: (p["bytes_per_token"], p["mse"]))
     assert cheapest["budget_minor"] == 1 and cheapest["mse"] > 0
     for bound in (0.0, cheapest["mse"], 1.0):
@@ -231,8 +232,8 @@ def test_calibration_chooses_from_its_own_sweep(small):
      "policies.prefill_seed = -1 is out of range: accepted integers 0..2147483647"),
     ("policies.prefill_budget_minor=5",
      "policies.prefill_budget_minor = 5 is out of range: accepted 1..model.top_k (= 4)"),
-    ("policies.prefill_budget_trivial=4",
-     "policies.prefill_budget_trivial = 4 is out of range: accepted 1..policies.prefill_budget_minor"),
+    ("policies.prefill_budget_trivial=5",
+     "policies.prefill_budget_trivial = 5 is out of range: accepted 1..policies.prefill_budget_minor"),
     ("policies.prefill_tau_minor=900",
      "policies.prefill_tau_minor = 900.0 is out of range: accepted 0.0..policies.prefill_tau_major"),
 ])
@@ -240,3 +241,16 @@ def test_prefill_config_errors_are_one_line(override, message):
     with pytest.raises(ConfigError) as info:
         load_config(overrides=[override])
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["calibrate", "prefill", "--mse-bound", "2"], "--mse-bound 2.0 is out of range: accepted (0, 1)"),
+    (["calibrate", "prefill", "--windows", "0"], "--windows 0 is out of range: accepted 1..10000"),
+    (["prefill", "ablate", "--front", "0"], "--front 0.0 is out of range: accepted (0, 1)"),
+    (["prefill", "train", "--steps", "0"], "--steps 0 is out of range: accepted 1..1000000"),
+])
+def test_prefill_commands_reject_bad_arguments_in_one_line(args, message, capsys):
+    from edgexpert.cli import main
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
