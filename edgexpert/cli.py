@@ -20,6 +20,8 @@ from .errors import InputError
 __all__ = ["main"]
 
 DEMO_SEED = 20261129
+#: `edgexpert calibrate prefill`'s MSE bound: docs/policies.md says how it was fixed
+MSE_BOUND = 0.012
 
 
 def _load(args) -> Config:
@@ -257,14 +259,15 @@ COMPARE_COLUMNS = [("tokens_per_step", "tok/step"), ("experts_per_step", "expert
 
 
 def _policy_inputs(args, config):
-    """What `compare` and `ablate` measure on: (model, prompts, held-out windows, end-of-text id)."""
+    """What `compare` and `ablate` measure on: (checkpoint, prompts, held-out windows,
+    end-of-text id)."""
     from .golden.train import eval_windows, token_streams
     ckpt, corpus, prompts, eot = _golden(args.checkpoint)
     p = config.policies
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     windows = [w.tolist() for w in
                eval_windows(heldout, p.eval_prompt_tokens + p.eval_continuation - 1, p.eval_windows)]
-    return ckpt.model, prompts, windows, eot
+    return ckpt, prompts, windows, eot
 
 
 def _print_policy_table(results: dict, first: str) -> None:
@@ -284,12 +287,13 @@ def _policy_header(command: str, config, prompts, windows) -> str:
 
 def cmd_compare(args) -> int:
     from .golden.evaluate import compare
+    from .golden.prefill import load_encoder
     from .plot import tradeoff_plot
     from .tools import build_root
 
     config = _load(args)
-    model, prompts, windows, eot = _policy_inputs(args, config)
-    result = compare(config, model, prompts, windows, eot)
+    ckpt, prompts, windows, eot = _policy_inputs(args, config)
+    result = compare(config, ckpt.model, prompts, windows, eot, load_encoder(ckpt.model)[0])
     out = build_root() / "compare" / "compare.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     report = {"policies": result, "prompts": len(prompts), "windows": len(windows),
@@ -319,13 +323,13 @@ def cmd_ablate(args) -> int:
     for study in studies:
         if study not in STUDIES:
             raise InputError(f"unknown study {study!r}: accepted {', '.join(STUDIES)}")
-    model, prompts, windows, eot = _policy_inputs(args, config)
+    ckpt, prompts, windows, eot = _policy_inputs(args, config)
     header = _policy_header("ablate", config, prompts, windows)
     everything = {}
     for study in studies:
         progress = (lambda label: None) if args.json else \
             (lambda label: print(f"  {study}: {label}", file=sys.stderr, flush=True))
-        result = run_study(study, config, model, prompts, windows, eot, progress)
+        result = run_study(study, config, ckpt.model, prompts, windows, eot, progress)
         everything[study] = result
         out = build_root() / "ablate" / f"{study}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -341,6 +345,143 @@ def cmd_ablate(args) -> int:
             print(f"table: {out}\nplot:  {plot}\n")
     if args.json:
         print(json.dumps(everything, indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_prefill_train(args) -> int:
+    """Train EdgeXpert's prefill token encoder for the bundled checkpoint (golden/prefill.py)."""
+    import shlex
+
+    import torch
+
+    from .golden.prefill import EncoderSettings, bundled_encoder_dir, save_encoder, train_encoder
+    from .golden.train import token_streams
+    from .tools import build_root
+    if args.steps is not None and not 1 <= args.steps <= 1_000_000:
+        raise InputError(f"--steps {args.steps} is out of range: accepted 1..1000000")
+    # one thread: bit-identical reruns, and the other core stays free
+    torch.set_num_threads(1)
+    ckpt, corpus, _, _ = _golden(args.checkpoint)
+    train_stream, heldout_stream = token_streams(corpus, ckpt.tokenizer)
+    settings = EncoderSettings(steps=args.steps) if args.steps else EncoderSettings()
+    encoder, meta = train_encoder(ckpt.model, train_stream, heldout_stream, settings)
+    meta["command"] = "edgexpert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    meta["checkpoint"] = str(ckpt.path)
+    out = build_root() / "prefill" / "encoder"
+    save_encoder(encoder, meta, out)
+    if args.install:
+        save_encoder(encoder, meta, bundled_encoder_dir())
+    print(f"prefill encoder {out}{' (installed in ' + str(bundled_encoder_dir()) + ')' if args.install else ''}: "
+          f"held-out Spearman {meta['heldout_spearman']} over {meta['heldout_windows']} windows, "
+          f"{meta['train_seconds']} s, seed {settings.seed}")
+    return 0
+
+
+def _prompt_windows(stream, config, count: int) -> list[list[int]]:
+    """`count` windows of policies.eval_prompt_tokens tokens spread evenly over `stream`."""
+    from .golden.train import eval_windows
+    return [w.tolist() for w in eval_windows(stream, config.policies.eval_prompt_tokens - 1, count)]
+
+
+def _check_windows(count: int) -> None:
+    if not 1 <= count <= 10_000:
+        raise InputError(f"--windows {count} is out of range: accepted 1..10000")
+
+
+def cmd_calibrate(args) -> int:
+    """Sweep EdgeXpert's prefill thresholds and budgets on training-split windows and choose the
+    operating point (golden/prefill_calibration.py)."""
+    import torch
+
+    from .golden.prefill import load_encoder
+    from .golden.prefill_calibration import choose, default_grid, pareto_front, sweep
+    from .golden.train import token_streams
+    from .tools import build_root
+    config = _load(args)
+    _check_windows(args.windows)
+    if not 0 < args.mse_bound < 1:
+        raise InputError(f"--mse-bound {args.mse_bound} is out of range: accepted (0, 1)")
+    torch.set_num_threads(1)
+    ckpt, corpus, _, _ = _golden(args.checkpoint)
+    encoder, _ = load_encoder(ckpt.model)
+    train_stream, _ = token_streams(corpus, ckpt.tokenizer)
+    # prefill bodies: a prompt of eval_prompt_tokens minus its last token (the first root)
+    windows = torch.tensor(_prompt_windows(train_stream, config, args.windows))[:, :-1]
+    chunk = config.policies.prefill_chunk
+    points = sweep(ckpt.model, encoder, windows, chunk, default_grid(ckpt.model.cfg.top_k))
+    front = pareto_front(points)
+    chosen = choose(points, args.mse_bound)
+    native = next(p for p in points if p["tau_major"] == 0)   # every token major
+    report = {"windows": len(windows), "split": "train", "prompt_tokens": windows.shape[1],
+              "chunk": chunk, "mse_bound": args.mse_bound, "rule": "fewest bytes_per_token on the "
+              "Pareto front of (bytes_per_token, mse) with mse <= mse_bound",
+              "native_bytes_per_token": native["bytes_per_token"], "chosen": chosen,
+              "front": front, "points": points}
+    out = build_root() / "calibrate" / "prefill.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, sort_keys=True))
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return 0
+    print(f"edgexpert calibrate prefill: {len(points)} settings on {len(windows)} training-split "
+          f"windows of {windows.shape[1]} tokens, chunk {chunk}; native top-"
+          f"{ckpt.model.cfg.top_k}: {native['bytes_per_token']} B/token")
+    print("Pareto front (bytes/token vs MoE output MSE relative to native top-K):")
+    print(f"{'tau_major':>10}{'tau_minor':>10}{'k':>3}{'n':>3}{'mse':>10}{'experts/tok':>12}"
+          f"{'B/token':>9}{'vs native':>10}")
+    for p in front:
+        mark = "  <- chosen" if p is chosen else ""
+        print(f"{p['tau_major']:>10}{p['tau_minor']:>10}{p['budget_minor']:>3}"
+              f"{p['budget_trivial']:>3}{p['mse']:>10.5f}{p['experts_per_token']:>12.3f}"
+              f"{p['bytes_per_token']:>9}{p['bytes_per_token'] / native['bytes_per_token'] - 1:>+10.1%}"
+              f"{mark}")
+    print(f"chosen (fewest bytes with mse <= {args.mse_bound}): policies.prefill_tau_major="
+          f"{chosen['tau_major']} prefill_tau_minor={chosen['tau_minor']} prefill_budget_minor="
+          f"{chosen['budget_minor']} prefill_budget_trivial={chosen['budget_trivial']}")
+    print(f"table: {out}")
+    return 0
+
+
+def cmd_prefill_ablate(args) -> int:
+    """EdgeXpert's prefill on held-out windows: k/n budgets, encoder vs random classes, chunk."""
+    import torch
+
+    from .golden.decode import FloatEngine
+    from .golden.prefill import load_encoder
+    from .golden.prefill_calibration import ablate
+    from .golden.train import token_streams
+    from .tools import build_root
+    config = _load(args)
+    _check_windows(args.windows)
+    if args.front is not None and not 0 < args.front < 1:
+        raise InputError(f"--front {args.front} is out of range: accepted (0, 1)")
+    torch.set_num_threads(1)
+    ckpt, corpus, _, _ = _golden(args.checkpoint)
+    encoder, _ = load_encoder(ckpt.model)
+    _, heldout = token_streams(corpus, ckpt.tokenizer)
+    windows = _prompt_windows(heldout, config, args.windows)
+    p = config.policies
+    front = []
+    if args.front:
+        calibration = build_root() / "calibrate" / "prefill.json"
+        if not calibration.is_file():
+            raise InputError(f"--front needs {calibration}: run `edgexpert calibrate prefill` first")
+        front = [q for q in json.loads(calibration.read_text())["front"]
+                 if q["mse"] <= args.front]
+    print(f"edgexpert prefill ablate: {len(windows)} held-out windows of {len(windows[0])} tokens, "
+          f"float path; tau_major {p.prefill_tau_major}, tau_minor {p.prefill_tau_minor}, "
+          f"chunk {p.prefill_chunk}; random classes seed {p.prefill_seed}")
+    result = ablate(FloatEngine(ckpt.model), ckpt.model, encoder, windows, p, config.decode,
+                    front, log=(lambda *a: None) if args.json else print)
+    report = {"windows": len(windows), "split": "heldout", "settings": dataclasses.asdict(p),
+              **result}
+    out = build_root() / "prefill" / "ablate.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, sort_keys=True))
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        print(f"table: {out}")
     return 0
 
 
@@ -505,6 +646,41 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
     p.add_argument("--json", action="store_true", help="print one JSON object keyed by study")
     p.set_defaults(func=cmd_ablate)
+
+    p = sub.add_parser("prefill", parents=[common],
+                       help="EdgeXpert's prefill token encoder: train it, or measure the ablation")
+    prefill = p.add_subparsers(dest="prefill_command", required=True, metavar="ACTION")
+    q = prefill.add_parser("train", parents=[common],
+                           help="train the token-importance encoder (build/prefill/encoder)")
+    q.add_argument("--install", action="store_true",
+                   help="also copy it into golden/checkpoint/ (the bundled encoder)")
+    q.add_argument("--steps", type=int, metavar="N", help="optimizer steps (default 1500)")
+    q.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+    q.set_defaults(func=cmd_prefill_train)
+    q = prefill.add_parser("ablate", parents=[common],
+                           help="held-out prefill quality and bytes: k/n budgets, encoder vs "
+                                "random classes, chunk sizes (build/prefill/ablate.json)")
+    q.add_argument("--windows", type=int, default=24, metavar="N",
+                   help="held-out prompt windows (default 24)")
+    q.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+    q.add_argument("--front", type=float, metavar="MSE",
+                   help="also measure the points of the last calibration's Pareto front with mse "
+                        "<= MSE (how the calibration mse maps to the held-out perplexity ratio)")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(func=cmd_prefill_ablate)
+
+    p = sub.add_parser("calibrate", parents=[common],
+                       help="calibrate a policy's settings on training-split text")
+    p.add_argument("what", metavar="WHAT", choices=["prefill"],
+                   help="prefill: EdgeXpert's thresholds and budgets (build/calibrate/prefill.json)")
+    p.add_argument("--windows", type=int, default=32, metavar="N",
+                   help="training-split prompt windows (default 32)")
+    p.add_argument("--mse-bound", type=float, default=MSE_BOUND, metavar="X",
+                   help=f"largest MoE output MSE relative to native top-K (default {MSE_BOUND}, "
+                        "docs/policies.md)")
+    p.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("analyze", parents=[common],
                        help="integer vs float quality, routing skew, same-depth co-activation")

@@ -173,6 +173,21 @@ class PolicyConfig:
     eval_windows: int = _int(1, 10_000, 8, "held-out windows of the teacher-forced quality check")
     eval_prompt_tokens: int = _int(2, 100_000, 96, "prompt tokens of each quality window")
     eval_continuation: int = _int(1, 100_000, 32, "continuation tokens predicted per window")
+    # EdgeXpert's prefill (golden/prefill.py); the values are `edgexpert calibrate prefill`'s
+    prefill_chunk: int = _int(1, 4096, 16, "prompt tokens whose activations stay on chip while "
+                              "each expert is streamed once (the prefill cost model)")
+    prefill_tau_major: float = _float(0.0, 1000.0, 1.0, "EdgeXpert prefill: a token whose "
+                                      "encoder score x prompt length is at least this is major")
+    prefill_tau_minor: float = _float(0.0, 1000.0, 0.75, "EdgeXpert prefill: ... at least this "
+                                      "(and below prefill_tau_major) is minor, else trivial")
+    prefill_budget_minor: int = _int(1, 64, 4, "EdgeXpert prefill: experts of a minor token, "
+                                     "its top-1 included (at most model.top_k)")
+    prefill_budget_trivial: int = _int(1, 64, 3, "EdgeXpert prefill: experts of a trivial token, "
+                                       "its top-1 included (at most prefill_budget_minor)")
+    prefill_classes: str = _choice(("encoder", "random"), "encoder", "EdgeXpert prefill: token "
+                                   "classes from the encoder's scores, or random with the same "
+                                   "class sizes (the ablation)")
+    prefill_seed: int = _int(0, 2**31 - 1, 20261129, "seeds the random token classes")
 
 
 @dataclass(frozen=True)
@@ -205,6 +220,17 @@ class Config:
         if self.decode.draft_experts > self.model.top_k:
             raise ConfigError(f"decode.draft_experts = {self.decode.draft_experts} is out of range: "
                               f"accepted 1..model.top_k (= {self.model.top_k})")
+        p = self.policies
+        if p.prefill_budget_minor > self.model.top_k:
+            raise ConfigError(f"policies.prefill_budget_minor = {p.prefill_budget_minor} is out of "
+                              f"range: accepted 1..model.top_k (= {self.model.top_k})")
+        if p.prefill_budget_trivial > p.prefill_budget_minor:
+            raise ConfigError(f"policies.prefill_budget_trivial = {p.prefill_budget_trivial} is out "
+                              f"of range: accepted 1..policies.prefill_budget_minor "
+                              f"(= {p.prefill_budget_minor})")
+        if p.prefill_tau_minor > p.prefill_tau_major:
+            raise ConfigError(f"policies.prefill_tau_minor = {p.prefill_tau_minor} is out of range: "
+                              f"accepted 0.0..policies.prefill_tau_major (= {p.prefill_tau_major})")
         if self.train.seq_len > self.model.max_seq_len:
             raise ConfigError(f"train.seq_len = {self.train.seq_len} is out of range: accepted "
                               f"16..model.max_seq_len (= {self.model.max_seq_len})")

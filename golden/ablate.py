@@ -73,6 +73,8 @@ def run_study(study: str, config, model, prompts: list[list[int]], windows: list
     out = {}
     for label, make in settings:
         progress(label)
-        out[label] = measure(engine, make(), prompts, reference, windows,
+        policy = make()
+        policy.prefill_chunk = config.policies.prefill_chunk
+        out[label] = measure(engine, policy, prompts, reference, windows,
                              config.policies.eval_prompt_tokens, eot)
     return against_naive(out, out["naive_sd"]["ema_bytes_per_token_decode"])

@@ -127,9 +127,19 @@ def on_chip_slots(kib: int, layout) -> int:
     return min(slots, layout.n_experts)
 
 
-def build_policies(config, model, layout) -> list[Policy]:
+def prefill_routing(config, encoder):
+    """EdgeXpert's shared-set prefill routing from the configuration, or None without an encoder."""
+    from .prefill import PrefillRouting
+    p = config.policies
+    return None if encoder is None else PrefillRouting(
+        encoder, p.prefill_tau_major, p.prefill_tau_minor, p.prefill_budget_minor,
+        p.prefill_budget_trivial, p.prefill_classes, p.prefill_seed)
+
+
+def build_policies(config, model, layout, encoder=None) -> list[Policy]:
     """Every policy `edgexpert compare` runs, from the configuration (a value the policy
-    rejects is reported as the configuration key's error)."""
+    rejects is reported as the configuration key's error); EdgeXpert's prefill uses the
+    shared-set routing when a prefill `encoder` (golden/prefill.py) is given."""
     from .policies import Autoregressive, Combined, EdgeXpert, MoESpec, S2MoE, SpecMoE, Specter
     p, d, k = config.policies, config.decode, model.cfg.top_k
     slots = on_chip_slots(p.onchip_expert_kib, layout)
@@ -140,11 +150,15 @@ def build_policies(config, model, layout) -> list[Policy]:
             checked[key] = make()
         except ValueError as exc:
             raise ConfigError(f"policies.{key}: {exc}") from None
-    return [Autoregressive(layout, d), Policy(layout, d),
-            EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration),
-            checked["moe_spec_budget"], checked["s2moe_cap"], SpecMoE(layout, d, model, slots),
-            Specter(layout, d, model, slots, p.specter_chain, p.specter_draft_bits),
-            Combined(layout, d, model, slots, p.combined_threshold)]
+    policies = [Autoregressive(layout, d), Policy(layout, d),
+                EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration,
+                          prefill=prefill_routing(config, encoder)),
+                checked["moe_spec_budget"], checked["s2moe_cap"], SpecMoE(layout, d, model, slots),
+                Specter(layout, d, model, slots, p.specter_chain, p.specter_draft_bits),
+                Combined(layout, d, model, slots, p.combined_threshold)]
+    for policy in policies:
+        policy.prefill_chunk = p.prefill_chunk
+    return policies
 
 
 def measure(engine: FloatEngine, policy: Policy, prompts: list[list[int]],
@@ -166,14 +180,15 @@ def against_naive(results: dict, naive: int) -> dict:
 
 
 def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
-            eot: int | None) -> dict:
+            eot: int | None, encoder=None) -> dict:
     """Every policy on the same prompts (traffic, greedy match) and held-out windows (quality),
-    keyed by policy name; EMA reduction against naive speculative decoding."""
+    keyed by policy name; EMA reduction against naive speculative decoding. `encoder`: EdgeXpert's
+    prefill encoder (None: its prefill routes natively)."""
     from ..weight_layout import WeightLayout
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     reference = [decode_ar(engine, p, config.decode, eot) for p in prompts]
     out = {policy.name: measure(engine, policy, prompts, reference, windows,
                                 config.policies.eval_prompt_tokens, eot)
-           for policy in build_policies(config, model, layout)}
+           for policy in build_policies(config, model, layout, encoder)}
     return against_naive(out, out["naive_sd"]["ema_bytes_per_token_decode"])

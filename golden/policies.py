@@ -2,7 +2,8 @@
 
 - `Autoregressive`: plain decoding (one token per pass, whole experts).
 - `Policy` (golden/policy.py): naive speculative decoding.
-- `EdgeXpert`: depth-aware channel coalescing in every draft and verification pass.
+- `EdgeXpert`: depth-aware channel coalescing in every draft and verification pass; with a
+  prefill encoder, prompt-wise expert reuse in the prefill pass (golden/prefill.py).
 - `MoESpec`: verification-time expert budgeting with substitution.
 - `S2MoE`: routing-aware adaptive expansion of the tree, reuse-aware gating in verification.
 - `SpecMoE`: a draft on resident experts only (affinity substitution), HotTemporal refresh.
@@ -22,6 +23,7 @@ from ..config import DecodeConfig
 from ..weight_layout import Matrix, WeightLayout
 from .model import LayerTrace, MoEModel, Router, route
 from .policy import ChannelHook, Expansion, ExpertSlots, Policy, hottest, used_experts
+from .prefill import PrefillRouting
 
 __all__ = ["Autoregressive", "EdgeXpert", "MoESpec", "S2MoE", "SpecMoE", "Specter", "Combined",
            "ResidentAR",
@@ -101,16 +103,25 @@ class CoalescingHook(ChannelHook):
 
 class EdgeXpert(Policy):
     """Decode: depth-aware channel coalescing (`CoalescingHook`) in every draft and
-    verification pass, with the model's pruning mask in the importance."""
+    verification pass, with the model's pruning mask in the importance. Prefill: with
+    `prefill` (the encoder and the thresholds and budgets), the shared-set routing of
+    golden/prefill.py; without, the model's own routing."""
     name = "edgexpert"
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig, model: MoEModel,
-                 ratio: float = 0.5, sparsity: float = 0.25, calibration: bool = True):
+                 ratio: float = 0.5, sparsity: float = 0.25, calibration: bool = True,
+                 prefill: PrefillRouting | None = None):
         super().__init__(layout, decode)
         if not 0 < ratio <= 1:
             raise ValueError(f"ratio = {ratio} is out of range: accepted (0, 1]")
         self.ratio, self.calibration = ratio, calibration
         self.masks = pruning_masks(model, sparsity)
+        self.top_k, self.prefill = model.cfg.top_k, prefill
+
+    def router(self, kind: str, tokens: torch.Tensor) -> Router | None:
+        if kind == "prefill" and self.prefill is not None:
+            return self.prefill.router(tokens, self.top_k)
+        return super().router(kind, tokens)
 
     def channels(self, kind, depths):
         if kind not in ("draft", "verify"):

@@ -10,6 +10,11 @@ and, for speculative decoding, `draft_engine(engine)`: the model the draft runs 
 quantized experts), and `expansion(...)`: which drafted nodes grow and are verified. `decode` is the
 policy's own DecodeConfig (Specter drafts a chain).
 
+Prefill is costed for an accelerator whose on-chip buffers hold the activations of
+`prefill_chunk` consecutive prompt tokens and which streams each expert's weights once per chunk
+(docs/policies.md): a 96-token prompt touches nearly every expert, so charging one fetch per
+expert per pass would leave no routing policy anything to save.
+
 The base class is naive speculative decoding: the draft is the model with top-`draft_experts`
 routing, verification uses the model's own routing, the tree is the `max_candidates` nodes of
 highest draft probability (`Expansion`), and every pass fetches the whole of every expert its tokens use, once
@@ -28,9 +33,17 @@ from ..weight_layout import Matrix, WeightLayout, channel_runs
 from .model import LayerTrace, Router, route
 
 __all__ = ["KINDS", "ChannelHook", "Policy", "PassFetches", "ExpertSlots", "Expansion",
-           "used_experts", "hottest"]
+           "used_experts", "hottest", "chunked_expert_fetches"]
 
 KINDS = ("prefill", "ar", "draft", "verify")
+
+
+def chunked_expert_fetches(experts: torch.Tensor, chunk: int) -> int:
+    """Whole-expert fetches for one layer's routing experts [T, j] (-1: none) when the tokens are
+    processed in runs of `chunk` consecutive tokens and each run fetches its distinct experts."""
+    if chunk < 1:
+        raise ValueError(f"chunk = {chunk} is out of range: accepted integers >= 1")
+    return sum(int(torch.unique(rows[rows >= 0]).numel()) for rows in experts.split(chunk))
 
 
 class PassFetches:
@@ -148,6 +161,9 @@ class Policy:
     """Naive speculative decoding (see the module doc)."""
     name = "naive_sd"
     speculative = True
+    #: prompt tokens whose activations the on-chip buffers hold at once (policies.prefill_chunk;
+    #: `build_policies` sets it from the configuration)
+    prefill_chunk = 16
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig):
         self.layout = layout
@@ -174,4 +190,8 @@ class Policy:
     def pass_bytes(self, kind: str, traces: list[LayerTrace], hook: ChannelHook | None) -> int:
         if hook is not None:
             return hook.bytes
-        return sum(len(used_experts(t)) for t in traces) * self.layout.expert_fetch_bytes
+        if kind == "prefill":
+            experts = sum(chunked_expert_fetches(t.experts, self.prefill_chunk) for t in traces)
+        else:
+            experts = sum(len(used_experts(t)) for t in traces)
+        return experts * self.layout.expert_fetch_bytes

@@ -6,7 +6,9 @@ import pytest
 #: SwiGLU experts narrower than d_model
 SMALL_MODEL = ["model.vocab_size=300", "model.d_model=48", "model.n_layers=2", "model.n_heads=4",
                "model.n_experts=8", "model.top_k=2", "model.expert_ffn=16",
-               "model.max_seq_len=128", "train.seq_len=64"]
+               "model.max_seq_len=128", "train.seq_len=64",
+               # EdgeXpert's prefill budgets must fit top_k = 2
+               "policies.prefill_budget_minor=2", "policies.prefill_budget_trivial=1"]
 
 
 @pytest.fixture(scope="session")

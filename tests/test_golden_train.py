@@ -14,7 +14,9 @@ from edgexpert.golden.train import eval_windows, heldout_loss, token_streams, tr
 TINY = ["model.vocab_size=300", "model.d_model=32", "model.n_layers=1", "model.n_heads=2",
         "model.n_experts=4", "model.top_k=2", "model.expert_ffn=16", "model.max_seq_len=64",
         "train.seq_len=32", "train.batch_size=4", "train.steps=6", "train.warmup_steps=2",
-        "train.eval_windows=4", "train.threads=1"]
+        "train.eval_windows=4", "train.threads=1",
+        # EdgeXpert's prefill budgets must fit top_k = 2
+        "policies.prefill_budget_minor=2", "policies.prefill_budget_trivial=1"]
 
 
 @pytest.fixture(scope="module")
