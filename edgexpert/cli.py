@@ -313,6 +313,7 @@ def cmd_compare(args) -> int:
 
 def cmd_ablate(args) -> int:
     from .golden.ablate import STUDIES, run_study
+    from .golden.prefill import load_encoder
     from .plot import tradeoff_plot
     from .tools import build_root
 
@@ -325,11 +326,12 @@ def cmd_ablate(args) -> int:
             raise InputError(f"unknown study {study!r}: accepted {', '.join(STUDIES)}")
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
     header = _policy_header("ablate", config, prompts, windows)
+    encoder = load_encoder(ckpt.model)[0]
     everything = {}
     for study in studies:
         progress = (lambda label: None) if args.json else \
             (lambda label: print(f"  {study}: {label}", file=sys.stderr, flush=True))
-        result = run_study(study, config, ckpt.model, prompts, windows, eot, progress)
+        result = run_study(study, config, ckpt.model, prompts, windows, eot, encoder, progress)
         everything[study] = result
         out = build_root() / "ablate" / f"{study}.json"
         out.parent.mkdir(parents=True, exist_ok=True)

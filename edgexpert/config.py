@@ -170,6 +170,8 @@ class PolicyConfig:
     specter_draft_bits: int = _int(2, 4, 2, "Specter: bits of the draft's quantized experts")
     combined_threshold: float = _float(0.0, 1e6, 0.25, "combined: adaptive-expansion threshold, "
                                        "new experts priced only when not on chip")
+    combined_prefill_reuse: bool = _bool(False, "combined: EdgeXpert's shared-set prefill routing "
+                                         "(fewer prefill bytes, no longer lossless)")
     eval_windows: int = _int(1, 10_000, 8, "held-out windows of the teacher-forced quality check")
     eval_prompt_tokens: int = _int(2, 100_000, 96, "prompt tokens of each quality window")
     eval_continuation: int = _int(1, 100_000, 32, "continuation tokens predicted per window")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .decode import FloatEngine, decode_ar
-from .evaluate import against_naive, measure, on_chip_slots
+from .evaluate import against_naive, measure, on_chip_slots, prefill_routing
 from .policies import (Autoregressive, Combined, EdgeXpert, MoESpec, ResidentAR, S2MoE, SpecMoE,
                        Specter)
 from .policy import Policy
@@ -24,11 +24,14 @@ STUDIES = {
     "budget": "MoE-Spec: experts kept per layer in verification",
     "threshold": "S2-MoE and combined: the adaptive-expansion threshold",
     "slots": "SpecMoE, Specter, combined and plain decoding with 256 / 512 / 1024 KiB on chip",
+    "combined": "our combined policy built up part by part, and with EdgeXpert's prefill reuse",
 }
 
 
-def study_settings(study: str, config, model, layout) -> list[tuple[str, Callable[[], Policy]]]:
-    """(label, policy factory) for every setting of `study`, references first."""
+def study_settings(study: str, config, model, layout,
+                   encoder=None) -> list[tuple[str, Callable[[], Policy]]]:
+    """(label, policy factory) for every setting of `study`, references first; `encoder`: the
+    prefill encoder for the settings with EdgeXpert's prefill reuse."""
     p, d, k = config.policies, config.decode, model.cfg.top_k
     naive = [("naive_sd", lambda: Policy(layout, d))]
     if study == "calibration":
@@ -59,16 +62,25 @@ def study_settings(study: str, config, model, layout) -> list[tuple[str, Callabl
                     (f"combined {kib} KiB", lambda n=n: Combined(layout, d, model, n,
                                                                  p.combined_threshold))]
         return out
+    if study == "combined":
+        t = p.combined_threshold
+        return naive + [
+            ("specmoe (resident draft)", lambda: SpecMoE(layout, d, model, slots)),
+            (f"+ adaptive expansion, on-chip experts free (combined, threshold {t})",
+             lambda: Combined(layout, d, model, slots, t)),
+            ("+ EdgeXpert prefill reuse",
+             lambda: Combined(layout, d, model, slots, t, prefill_routing(config, encoder)))]
     raise ValueError(f"unknown study {study!r}: accepted {', '.join(STUDIES)}")
 
 
 def run_study(study: str, config, model, prompts: list[list[int]], windows: list[list[int]],
-              eot: int | None, progress: Callable[[str], None] = lambda label: None) -> dict:
+              eot: int | None, encoder=None,
+              progress: Callable[[str], None] = lambda label: None) -> dict:
     """Every setting of `study` measured as `edgexpert compare` measures a policy, keyed by label."""
     from ..weight_layout import WeightLayout
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
-    settings = study_settings(study, config, model, layout)
+    settings = study_settings(study, config, model, layout, encoder)
     reference = [decode_ar(engine, prompt, config.decode, eot) for prompt in prompts]
     out = {}
     for label, make in settings:

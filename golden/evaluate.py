@@ -155,7 +155,8 @@ def build_policies(config, model, layout, encoder=None) -> list[Policy]:
                           prefill=prefill_routing(config, encoder)),
                 checked["moe_spec_budget"], checked["s2moe_cap"], SpecMoE(layout, d, model, slots),
                 Specter(layout, d, model, slots, p.specter_chain, p.specter_draft_bits),
-                Combined(layout, d, model, slots, p.combined_threshold)]
+                Combined(layout, d, model, slots, p.combined_threshold,
+                         prefill=prefill_routing(config, encoder) if p.combined_prefill_reuse else None)]
     for policy in policies:
         policy.prefill_chunk = p.prefill_chunk
     return policies

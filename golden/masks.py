@@ -8,11 +8,12 @@ group's candidates c that use the expert,
     GATE_UP channel j:  I[j] = sum_c |x_c[j]| * g_c,e       (x_c: the MoE input, dequantized)
     DOWN channel f:     I[f] = sum_c |h_c,e[f]| * g_c,e     (h: the expert's hidden vector)
 
-and the `ratio` most important channels of each matrix are fetched (ties to the lower channel).
+and the `ratio` most important channels of each matrix are fetched (ties to the lower channel):
+the same selection as the live policy (golden.policies.salient_channels).
 A later group asks again for what an earlier one fetched; the EMA controller's residency skips
 it, which is the de-duplication coalescing relies on. The model's fine-grained pruning mask (the
-third factor of EdgeXpert's importance) and the selection policies proper come with the policy
-issue; shared experts are not listed.
+third factor of EdgeXpert's importance) is all ones here, as in the default configuration
+(docs/policies.md); shared experts are not listed.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import torch
 
 from ..mask_trace import MaskEntry, MaskTrace
 from ..weight_layout import Matrix
+from .policies import salient_channels
 from .traces import KINDS, Trace
 
 __all__ = ["GOLDEN_SOURCE", "coalesced_masks"]
@@ -30,9 +33,8 @@ __all__ = ["GOLDEN_SOURCE", "coalesced_masks"]
 GOLDEN_SOURCE = "golden"
 
 
-def _top(importance: np.ndarray, count: int) -> tuple[int, ...]:
-    # a stable sort on the negated importance keeps the lower channel first among equals
-    return tuple(sorted(np.argsort(-importance, kind="stable")[:count].tolist()))
+def _select(values: np.ndarray, weights: np.ndarray, ratio: float) -> tuple[int, ...]:
+    return tuple(salient_channels(torch.from_numpy(values), torch.from_numpy(weights), ratio).tolist())
 
 
 def coalesced_masks(trace: Trace, ratio: float,
@@ -46,8 +48,6 @@ def coalesced_masks(trace: Trace, ratio: float,
     if not 0 < ratio <= 1:
         raise ValueError(f"ratio = {ratio} is out of range: accepted (0, 1]")
     layout = trace.layout
-    keep_gu = max(1, round(ratio * layout.d_model))
-    keep_dn = max(1, round(ratio * layout.expert_ffn))
     x = np.abs(trace["x_q"].astype(np.float64)) * (trace["x_m"] * 2.0 ** -trace["x_e"].astype(np.float64))[:, None]
     h = np.abs(trace["hidden_q"].astype(np.float64)) * (trace["hidden_m"] * 2.0 ** -trace["hidden_e"].astype(np.float64))[..., None]
     g = trace["weights_q16"] / 65536.0
@@ -63,10 +63,10 @@ def coalesced_masks(trace: Trace, ratio: float,
             experts = trace["experts"][group]
             for e in np.unique(experts[experts >= 0]).tolist():
                 cand, slot = np.nonzero(experts == e)
-                weight = g[group[cand], slot][:, None]
+                weight = g[group[cand], slot]
                 by_expert.setdefault(e, []).extend([
-                    MaskEntry(layer, e, Matrix.GATE_UP, _top((x[group[cand]] * weight).sum(0), keep_gu)),
-                    MaskEntry(layer, e, Matrix.DOWN, _top((h[group[cand], slot] * weight).sum(0), keep_dn))])
+                    MaskEntry(layer, e, Matrix.GATE_UP, _select(x[group[cand]], weight, ratio)),
+                    MaskEntry(layer, e, Matrix.DOWN, _select(h[group[cand], slot], weight, ratio))])
         step: list[MaskEntry] = []
         for e, entries in by_expert.items():
             if not fits(entries):

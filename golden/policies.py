@@ -27,7 +27,7 @@ from .prefill import PrefillRouting
 
 __all__ = ["Autoregressive", "EdgeXpert", "MoESpec", "S2MoE", "SpecMoE", "Specter", "Combined",
            "ResidentAR",
-           "pruning_masks", "CoalescingHook", "affinity_order", "quantized_experts",
+           "pruning_masks", "salient_channels", "CoalescingHook", "affinity_order", "quantized_experts",
            "AdaptiveExpansion", "reuse_aware_router"]
 
 
@@ -59,6 +59,21 @@ def pruning_masks(model: MoEModel, sparsity: float) -> list[dict[Matrix, torch.T
     return out
 
 
+def salient_channels(values: torch.Tensor, weights: torch.Tensor, ratio: float,
+                     prune: torch.Tensor | None = None) -> torch.Tensor:
+    """EdgeXpert's selection for one depth group and expert: the `ratio` share (at least one) of
+    the channels with the largest importance sum_c |v_c[j]| * g_c * m[j] over the group's
+    candidates c (values [C, channels], routing weights g [C], pruning mask m), ascending; ties go
+    to the lower channel. The live policy (`CoalescingHook`) and the EMA bench's masks from
+    traces (golden/masks.py) both select with it."""
+    importance = (values.abs() * weights[:, None]).sum(0)
+    if prune is not None:
+        importance = importance * prune
+    keep = max(1, round(ratio * values.shape[1]))
+    # a stable sort on the negated importance keeps the lower channel first among equals
+    return torch.sort(torch.sort(-importance, stable=True).indices[:keep]).values
+
+
 class CoalescingHook(ChannelHook):
     """EdgeXpert's depth coalescing for one pass: for each depth group and expert, the input
     channels with the largest summed importance sum_c |x_c[j]| * g_c,e * m_e,j over the group's
@@ -80,14 +95,14 @@ class CoalescingHook(ChannelHook):
         out = torch.zeros_like(values)
         for depth in torch.unique(self.depths[rows]).tolist():
             group = torch.nonzero(self.depths[rows] == depth)[:, 0]
-            importance = values[group].abs() * weights[group, None] * prune
-            chosen = torch.sort(-importance.sum(0), stable=True).indices[:keep]
+            chosen = salient_channels(values[group], weights[group], self.ratio, prune)
             self.fetches.fetch(layer, expert, matrix, chosen.tolist())
             fetched = torch.zeros(values.shape[1], dtype=values.dtype)
             fetched[chosen] = 1
             if self.calibration:
                 out[group] = fetched
             else:
+                importance = values[group].abs() * weights[group, None] * prune
                 own = torch.sort(-importance, dim=1, stable=True).indices[:, :keep]
                 mine = torch.zeros(len(group), values.shape[1], dtype=values.dtype)
                 mine.scatter_(1, own, 1.0)
@@ -433,13 +448,20 @@ class Combined(SpecMoE):
     """Ours: SpecMoE's resident draft (no draft traffic; the draft routes into the resident
     experts by affinity) with S2-MoE's adaptive expansion priced by what is *not* on chip
     (resident experts cost nothing to verify), HotTemporal refresh, the target's routing in
-    verification. Every part is lossless: the output is exactly the target's greedy output."""
+    verification: decoding is lossless, the output is exactly the target's greedy output. With
+    `prefill`, EdgeXpert's shared-set routing in the prefill pass (lossy, policies.
+    combined_prefill_reuse)."""
     name = "combined"
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig, model: MoEModel, slots: int,
-                 threshold: float):
+                 threshold: float, prefill: PrefillRouting | None = None):
         super().__init__(layout, decode, model, slots)
-        self.threshold = threshold
+        self.threshold, self.prefill = threshold, prefill
+
+    def router(self, kind, tokens):
+        if kind == "prefill" and self.prefill is not None:
+            return self.prefill.router(tokens, self.top_k)
+        return super().router(kind, tokens)
 
     def expansion(self, cfg, top_k):
         return AdaptiveExpansion(cfg, self.layout.n_layers * top_k, self.threshold,

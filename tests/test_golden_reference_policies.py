@@ -162,3 +162,20 @@ def test_on_chip_buffer_must_hold_an_expert(setting):
     assert on_chip_slots(10_000, layout) == layout.n_experts
     with pytest.raises(ConfigError, match="policies.onchip_expert_kib = 0 holds no expert"):
         on_chip_slots(0, layout)
+
+
+def test_every_study_builds_its_settings(setting, small_model):
+    from edgexpert.golden.ablate import STUDIES, run_study, study_settings
+    _, model, _, layout, _ = setting
+    config = load_config(overrides=small_model + DECODE + ["policies.eval_prompt_tokens=6"])
+    for study in STUDIES:
+        settings = study_settings(study, config, model, layout)
+        labels = [label for label, _ in settings]
+        assert labels[0] == "naive_sd" and len(set(labels)) == len(labels) > 2
+        if study != "combined":        # its prefill reuse setting needs the encoder
+            assert all(make().name for _, make in settings)
+    with pytest.raises(ValueError, match="unknown study 'x': accepted calibration"):
+        study_settings("x", config, model, layout)
+    result = run_study("budget", config, model, [PROMPT], [PROMPT + [12, 13, 14]], None)
+    assert result["naive_sd"]["ema_reduction_vs_naive_sd"] == 0.0
+    assert all("top1_agreement" in m for m in result.values())
