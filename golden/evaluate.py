@@ -79,11 +79,14 @@ def exact_logits(engine: FloatEngine, tokens: list[int]) -> torch.Tensor:
 
 
 def quality(engine: FloatEngine, policy: Policy, windows: list[list[int]], prompt_len: int,
-            cfg: DecodeConfig) -> dict:
-    """Teacher-forced quality of `policy` on held-out windows against the exact float model."""
+            cfg: DecodeConfig, reference: FloatEngine | None = None) -> dict:
+    """Teacher-forced quality of `policy` running on `engine`, on held-out windows, against the
+    exact float model `reference` (default: `engine`; another one when the policy runs on a
+    pruned model)."""
+    reference = reference or engine
     nll_exact = nll_policy = kl = agree = count = 0.0
     for tokens in windows:
-        exact = exact_logits(engine, tokens)[prompt_len - 1:]
+        exact = exact_logits(reference, tokens)[prompt_len - 1:]
         mine, _, _ = teacher_forced(engine, policy, tokens, prompt_len, cfg)
         target = torch.tensor(tokens[prompt_len:])
         lp_exact, lp_mine = F.log_softmax(exact, -1), F.log_softmax(mine, -1)
@@ -124,8 +127,15 @@ def build_policies(config, model, layout) -> list[Policy]:
         spec = MoESpec(layout, d, model.cfg.top_k, p.moe_spec_budget)
     except ValueError as exc:
         raise ConfigError(f"policies.moe_spec_budget: {exc}") from None
-    return [Autoregressive(layout, d), Policy(layout, d),
-            EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration), spec]
+    if p.pruned_checkpoint == "bundled":   # EdgeXpert on its pruned model, with that model's mask
+        from .prune import load_pruned_checkpoint
+        pruned = load_pruned_checkpoint(None, model)
+        edgexpert = EdgeXpert(layout, d, pruned.model, p.coalescing_ratio,
+                              pruned.meta["prune"]["sparsity"], p.calibration)
+        edgexpert.model = pruned.model
+    else:
+        edgexpert = EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration)
+    return [Autoregressive(layout, d), Policy(layout, d), edgexpert, spec]
 
 
 def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
@@ -138,8 +148,10 @@ def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
     reference = [decode_ar(engine, p, config.decode, eot) for p in prompts]
     out = {}
     for policy in build_policies(config, model, layout):
-        traffic = run_policy(engine, policy, prompts, reference, config.decode, eot)
-        q = quality(engine, policy, windows, config.policies.eval_prompt_tokens, config.decode)
+        own = engine if policy.model is None else FloatEngine(policy.model)
+        traffic = run_policy(own, policy, prompts, reference, config.decode, eot)
+        q = quality(own, policy, windows, config.policies.eval_prompt_tokens, config.decode,
+                    reference=engine)
         out[policy.name] = {**traffic, **q,
                             "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"]}
     naive = out["naive_sd"]["ema_bytes_per_token_decode"]

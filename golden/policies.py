@@ -63,7 +63,8 @@ class CoalescingHook(ChannelHook):
 
     def _select(self, layer, expert, matrix, rows, values, weights) -> torch.Tensor:
         prune = self.masks[layer][matrix][expert]
-        keep = max(1, round(self.ratio * values.shape[1]))
+        # a pruned channel (m = 0) has no importance whatever x is: it is never fetched
+        keep = max(1, min(round(self.ratio * values.shape[1]), int(prune.sum())))
         out = torch.zeros_like(values)
         for depth in torch.unique(self.depths[rows]).tolist():
             group = torch.nonzero(self.depths[rows] == depth)[:, 0]

@@ -76,6 +76,9 @@ class Policy:
     """Naive speculative decoding (see the module doc)."""
     name = "naive_sd"
     speculative = True
+    #: the model this policy decodes with when it is not the compared one (EdgeXpert on a
+    #: pruned-and-recovered checkpoint); None: the compared model
+    model = None
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig):
         self.layout = layout
