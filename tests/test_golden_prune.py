@@ -13,11 +13,12 @@ from edgexpert.config import load_config
 from edgexpert.golden.checkpoint import CheckpointError, load_checkpoint
 from edgexpert.golden.corpus import load_corpus
 from edgexpert.golden.decode import FloatEngine
-from edgexpert.golden.evaluate import quality
+from edgexpert.golden.evaluate import build_policies, quality
 from edgexpert.golden.model import MoEModel
 from edgexpert.golden.policies import CoalescingHook, pruning_masks
 from edgexpert.golden.policy import Policy
-from edgexpert.golden.prune import MASK_RULE, load_pruned_checkpoint, recover, weights_sha256
+from edgexpert.golden.prune import (MASK_RULE, bundled_pruned_dir, load_pruned_checkpoint, recover,
+                                    weights_sha256)
 from edgexpert.golden.train import token_streams, train
 from edgexpert.weight_layout import Matrix, WeightLayout
 
@@ -103,6 +104,23 @@ def test_quality_against_a_separate_reference(pruned, corpus_root):
     own, exact = FloatEngine(model), FloatEngine(parent.model)
     assert quality(own, Policy(layout, d), windows, 16, d)["mean_kl"] == 0
     assert quality(own, Policy(layout, d), windows, 16, d, reference=exact)["mean_kl"] > 0
+
+
+def test_bundled_pruned_checkpoint_drives_compare():
+    assert (bundled_pruned_dir() / "model.safetensors").stat().st_size <= 16 * 2**20
+    parent = load_checkpoint()
+    ckpt = load_pruned_checkpoint(None, parent.model)
+    prune = ckpt.meta["prune"]
+    # installed because recovery brought it within 2% of the bundled model's held-out loss
+    assert ckpt.meta["heldout_loss"] <= 1.02 * parent.meta["heldout_loss"] < prune["masked_heldout_loss"]
+    config = load_config(overrides=["policies.pruned_checkpoint=bundled"])
+    layout = WeightLayout.for_model(parent.model.cfg)
+    edgexpert = next(p for p in build_policies(config, parent.model, layout) if p.name == "edgexpert")
+    assert edgexpert.model is not None and edgexpert.model is not parent.model
+    for m, own in zip(edgexpert.masks, pruning_masks(ckpt.model, prune["sparsity"])):
+        assert all(torch.equal(m[k], own[k]) for k in m)
+    default = load_config()
+    assert all(p.model is None for p in build_policies(default, parent.model, layout))
 
 
 @pytest.mark.parametrize("value", ["0", "1.5", "nan", "-0.1"])
