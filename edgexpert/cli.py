@@ -213,6 +213,33 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_prune(args) -> int:
+    import shlex
+
+    from .golden.prune import bundled_pruned_dir, check_sparsity, recover
+    from .tools import build_root
+    config = _load(args)
+    check_sparsity(args.sparsity)
+    out = bundled_pruned_dir() if args.install else \
+        Path(args.out or build_root() / "prune" / f"s{args.sparsity:g}_n{args.steps}")
+    command = "edgexpert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    meta = recover(config, args.sparsity, args.steps, args.lr, out, command,
+                   parent=args.checkpoint, progress=not args.quiet)
+    prune = meta["prune"]
+    report = {"checkpoint": str(out), "sparsity": prune["sparsity"], "steps": prune["steps"],
+              "seed": meta["seed"], "heldout_loss_parent": prune["parent_heldout_loss"],
+              "heldout_loss_masked": prune["masked_heldout_loss"],
+              "heldout_loss_recovered": meta["heldout_loss"],
+              "train_seconds": prune["train_seconds"]}
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return 0
+    print(f"checkpoint {out}: sparsity {prune['sparsity']}, {prune['steps']} recovery steps "
+          f"(seed {meta['seed']}); held-out loss {prune['parent_heldout_loss']} parent, "
+          f"{prune['masked_heldout_loss']} masked, {meta['heldout_loss']} recovered nats/token")
+    return 0
+
+
 def cmd_decode(args) -> int:
     from .golden.decode import FloatEngine, compare_modes
     from .golden.int_model import quantize_model
@@ -622,6 +649,27 @@ def _parser() -> argparse.ArgumentParser:
                        help="replace the bundled checkpoint in golden/checkpoint/")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("prune", parents=[common],
+                       help="EdgeXpert's pruning mask with recovery training: prune a checkpoint's "
+                            "expert input channels and fine-tune the rest (docs/policies.md)")
+    p.add_argument("--sparsity", type=float, required=True, metavar="S",
+                   help="share of each expert's input channels pruned, in (0, 0.95]")
+    p.add_argument("--steps", type=int, default=300, metavar="N",
+                   help="recovery steps of train.batch_size x train.seq_len tokens (default 300; "
+                        "0: masked, no recovery)")
+    p.add_argument("--lr", type=float, default=3e-4, metavar="LR",
+                   help="peak learning rate of the recovery (default 3e-4; warm-up over a tenth "
+                        "of the steps, cosine decay)")
+    p.add_argument("--checkpoint", metavar="DIR", help="parent checkpoint (default: bundled)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", metavar="DIR",
+                       help="checkpoint folder (default build/prune/s<S>_n<N>)")
+    where.add_argument("--install", action="store_true",
+                       help="install as the bundled pruned checkpoint in golden/checkpoint_pruned/")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the held-out losses as JSON")
+    p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("decode", parents=[common],
                        help="decode the bundled prompts autoregressively and speculatively")

@@ -156,6 +156,9 @@ class PolicyConfig:
     pruning_sparsity: float = _float(0.0, 0.95, 0.0, "EdgeXpert: share of each expert's input "
                                      "channels the magnitude pruning mask removes")
     calibration: bool = _bool(True, "EdgeXpert: every candidate computes on all fetched channels")
+    pruned_checkpoint: str = _choice(("none", "bundled"), "none", "EdgeXpert runs on the bundled "
+                                     "pruned-and-recovered checkpoint (golden/checkpoint_pruned/, "
+                                     "its own mask) instead of the compared model")
     moe_spec_budget: int = _int(1, 1024, 12, "MoE-Spec: experts kept per layer in verification "
                                 "(at least model.top_k)")
     onchip_expert_kib: int = _int(1, 1 << 20, 512, "on-chip buffer for whole experts kept "

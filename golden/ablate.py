@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .decode import FloatEngine, decode_ar
-from .evaluate import against_naive, measure, on_chip_slots, prefill_routing
+from .evaluate import against_naive, measure, on_chip_slots, prefill_routing, pruned_edgexpert
 from .policies import (Autoregressive, Combined, EdgeXpert, MoESpec, ResidentAR, S2MoE, SpecMoE,
                        Specter)
 from .policy import Policy
@@ -25,6 +25,7 @@ STUDIES = {
     "threshold": "S2-MoE and combined: the adaptive-expansion threshold",
     "slots": "SpecMoE, Specter, combined and plain decoding with 256 / 512 / 1024 KiB on chip",
     "combined": "our combined policy built up part by part, and with EdgeXpert's prefill reuse",
+    "pruning": "EdgeXpert coalescing on the unpruned model and on the bundled pruned-and-recovered one",
 }
 
 
@@ -70,6 +71,13 @@ def study_settings(study: str, config, model, layout,
              lambda: Combined(layout, d, model, slots, t)),
             ("+ EdgeXpert prefill reuse",
              lambda: Combined(layout, d, model, slots, t, prefill_routing(config, encoder)))]
+    if study == "pruning":
+        return naive + [(f"edgexpert ratio={r}",
+                         lambda r=r: EdgeXpert(layout, d, model, r, 0.0, p.calibration))
+                        for r in (0.75, 0.6, 0.5)] + \
+                       [(f"edgexpert pruned ratio={r}",
+                         lambda r=r: pruned_edgexpert(layout, d, model, r, p.calibration))
+                        for r in (1.0, 0.85, 0.75)]
     raise ValueError(f"unknown study {study!r}: accepted {', '.join(STUDIES)}")
 
 

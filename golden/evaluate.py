@@ -27,7 +27,7 @@ from .model import KVCache
 from .policy import Policy
 
 __all__ = ["teacher_forced", "exact_logits", "quality", "run_policy", "measure", "against_naive",
-           "build_policies", "on_chip_slots", "compare"]
+           "build_policies", "on_chip_slots", "pruned_edgexpert", "compare"]
 
 
 def teacher_forced(engine, policy: Policy, tokens: list[int],
@@ -80,12 +80,15 @@ def exact_logits(engine: FloatEngine, tokens: list[int]) -> torch.Tensor:
     return logits
 
 
-def quality(engine: FloatEngine, policy: Policy, windows: list[list[int]],
-            prompt_len: int) -> dict:
-    """Teacher-forced quality of `policy` on held-out windows against the exact float model."""
+def quality(engine: FloatEngine, policy: Policy, windows: list[list[int]], prompt_len: int,
+            reference: FloatEngine | None = None) -> dict:
+    """Teacher-forced quality of `policy` running on `engine`, on held-out windows, against the
+    exact float model `reference` (default: `engine`; another one when the policy runs on a
+    pruned model)."""
+    reference = reference or engine
     nll_exact = nll_policy = kl = agree = count = 0.0
     for tokens in windows:
-        exact = exact_logits(engine, tokens)[prompt_len - 1:]
+        exact = exact_logits(reference, tokens)[prompt_len - 1:]
         mine, _, _ = teacher_forced(engine, policy, tokens, prompt_len)
         target = torch.tensor(tokens[prompt_len:])
         lp_exact, lp_mine = F.log_softmax(exact, -1), F.log_softmax(mine, -1)
@@ -136,6 +139,18 @@ def prefill_routing(config, encoder):
         p.prefill_budget_trivial, p.prefill_classes, p.prefill_seed)
 
 
+def pruned_edgexpert(layout, decode, model, ratio: float, calibration: bool, prefill=None):
+    """EdgeXpert decoding on the bundled pruned-and-recovered checkpoint of `model`, with that
+    checkpoint's own mask (`Policy.model`: `measure` runs it on that model)."""
+    from .policies import EdgeXpert
+    from .prune import load_pruned_checkpoint
+    pruned = load_pruned_checkpoint(None, model)
+    policy = EdgeXpert(layout, decode, pruned.model, ratio, pruned.meta["prune"]["sparsity"],
+                       calibration, prefill=prefill)
+    policy.model = pruned.model
+    return policy
+
+
 def build_policies(config, model, layout, encoder=None) -> list[Policy]:
     """Every policy `edgexpert compare` runs, from the configuration (a value the policy
     rejects is reported as the configuration key's error); EdgeXpert's prefill uses the
@@ -150,10 +165,13 @@ def build_policies(config, model, layout, encoder=None) -> list[Policy]:
             checked[key] = make()
         except ValueError as exc:
             raise ConfigError(f"policies.{key}: {exc}") from None
-    policies = [Autoregressive(layout, d), Policy(layout, d),
-                EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration,
-                          prefill=prefill_routing(config, encoder)),
-                checked["moe_spec_budget"], checked["s2moe_cap"], SpecMoE(layout, d, model, slots),
+    if p.pruned_checkpoint == "bundled":
+        edgexpert = pruned_edgexpert(layout, d, model, p.coalescing_ratio, p.calibration,
+                                     prefill_routing(config, encoder))
+    else:
+        edgexpert = EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity,
+                              p.calibration, prefill=prefill_routing(config, encoder))
+    policies = [Autoregressive(layout, d), Policy(layout, d), edgexpert, checked["moe_spec_budget"], checked["s2moe_cap"], SpecMoE(layout, d, model, slots),
                 Specter(layout, d, model, slots, p.specter_chain, p.specter_draft_bits),
                 Combined(layout, d, model, slots, p.combined_threshold,
                          prefill=prefill_routing(config, encoder) if p.combined_prefill_reuse else None)]
@@ -166,9 +184,10 @@ def measure(engine: FloatEngine, policy: Policy, prompts: list[list[int]],
             reference: list[DecodeResult], windows: list[list[int]], prompt_len: int,
             eot: int | None) -> dict:
     """One policy's traffic (greedy decoding of the prompts) and quality (teacher-forced on the
-    windows) in one dict."""
-    traffic = run_policy(engine, policy, prompts, reference, eot)
-    return {**traffic, **quality(engine, policy, windows, prompt_len),
+    windows, against `engine`) in one dict; a policy with a model of its own decodes on it."""
+    own = engine if policy.model is None else FloatEngine(policy.model)
+    traffic = run_policy(own, policy, prompts, reference, eot)
+    return {**traffic, **quality(own, policy, windows, prompt_len, reference=engine),
             "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"]}
 
 

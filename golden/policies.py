@@ -27,7 +27,7 @@ from .prefill import PrefillRouting
 
 __all__ = ["Autoregressive", "EdgeXpert", "MoESpec", "S2MoE", "SpecMoE", "Specter", "Combined",
            "ResidentAR",
-           "pruning_masks", "salient_channels", "CoalescingHook", "affinity_order", "quantized_experts",
+           "pruning_masks", "selected_count", "salient_channels", "CoalescingHook", "affinity_order", "quantized_experts",
            "AdaptiveExpansion", "reuse_aware_router"]
 
 
@@ -59,6 +59,13 @@ def pruning_masks(model: MoEModel, sparsity: float) -> list[dict[Matrix, torch.T
     return out
 
 
+def selected_count(channels: int, ratio: float, prune: torch.Tensor | None = None) -> int:
+    """How many channels a depth group fetches: `ratio` of them, at least one, and never a
+    channel the pruning mask removed (m = 0 gives it no importance whatever x is)."""
+    keep = max(1, round(ratio * channels))
+    return keep if prune is None else max(1, min(keep, int((prune > 0).sum())))
+
+
 def salient_channels(values: torch.Tensor, weights: torch.Tensor, ratio: float,
                      prune: torch.Tensor | None = None) -> torch.Tensor:
     """EdgeXpert's selection for one depth group and expert: the `ratio` share (at least one) of
@@ -67,9 +74,9 @@ def salient_channels(values: torch.Tensor, weights: torch.Tensor, ratio: float,
     to the lower channel. The live policy (`CoalescingHook`) and the EMA bench's masks from
     traces (golden/masks.py) both select with it."""
     importance = (values.abs() * weights[:, None]).sum(0)
+    keep = selected_count(values.shape[1], ratio, prune)
     if prune is not None:
         importance = importance * prune
-    keep = max(1, round(ratio * values.shape[1]))
     # a stable sort on the negated importance keeps the lower channel first among equals
     return torch.sort(torch.sort(-importance, stable=True).indices[:keep]).values
 
@@ -91,7 +98,7 @@ class CoalescingHook(ChannelHook):
 
     def _select(self, layer, expert, matrix, rows, values, weights) -> torch.Tensor:
         prune = self.masks[layer][matrix][expert]
-        keep = max(1, round(self.ratio * values.shape[1]))
+        keep = selected_count(values.shape[1], self.ratio, prune)
         out = torch.zeros_like(values)
         for depth in torch.unique(self.depths[rows]).tolist():
             group = torch.nonzero(self.depths[rows] == depth)[:, 0]
@@ -404,7 +411,7 @@ class Specter(_Resident):
                                                      branch=1, width=1), slots)
         if not 2 <= draft_bits <= 4:
             raise ValueError(f"draft_bits = {draft_bits} is out of range: accepted 2..4")
-        self.model, self.draft_bits = model, draft_bits
+        self.target, self.draft_bits = model, draft_bits   # quantized on first use
         self.drafter = None
         self.histogram = torch.zeros(layout.n_layers, layout.n_experts, dtype=torch.long)
 
@@ -415,7 +422,7 @@ class Specter(_Resident):
     def draft_engine(self, engine):
         if self.drafter is None:
             from .decode import FloatEngine
-            self.drafter = FloatEngine(quantized_experts(self.model, self.draft_bits))
+            self.drafter = FloatEngine(quantized_experts(self.target, self.draft_bits))
         return self.drafter
 
     def router(self, kind, tokens):

@@ -164,6 +164,9 @@ class Policy:
     #: prompt tokens whose activations the on-chip buffers hold at once (policies.prefill_chunk;
     #: `build_policies` sets it from the configuration)
     prefill_chunk = 16
+    #: the model this policy decodes with when it is not the compared one (EdgeXpert on a
+    #: pruned-and-recovered checkpoint); None: the compared model
+    model = None
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig):
         self.layout = layout

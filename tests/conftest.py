@@ -1,5 +1,7 @@
 """Fixtures shared by the plain tests."""
 
+import random
+
 import pytest
 
 #: a model small enough for quick tests, in the bundled model's regime: many experts, top-k > 1,
@@ -15,3 +17,19 @@ SMALL_MODEL = ["model.vocab_size=300", "model.d_model=48", "model.n_layers=2", "
 def small_model() -> list[str]:
     """Configuration overrides of the small test model."""
     return list(SMALL_MODEL)
+
+
+@pytest.fixture(scope="session")
+def corpus_root(tmp_path_factory):
+    """A small corpus of Python-like files (and one a corpus must skip) for training tests."""
+    root = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(0)
+    words = ["def", "return", "self", "value", "items", "for", "in", "if", "else", "print"]
+    for i in range(60):
+        lines = [f"def f{i}_{j}(x):\n    return " + " ".join(rng.choice(words) for _ in range(8))
+                 for j in range(20)]
+        (root / f"mod{i}.py").write_text("\n".join(lines) + "\n")
+    (root / "site-packages").mkdir()
+    (root / "site-packages" / "ignored.py").write_text("x = 1\n")
+    (root / "latin1.py").write_bytes("s = 'caf\xe9'\n".encode("latin-1"))
+    return root

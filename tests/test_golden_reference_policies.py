@@ -172,7 +172,7 @@ def test_every_study_builds_its_settings(setting, small_model):
         settings = study_settings(study, config, model, layout)
         labels = [label for label, _ in settings]
         assert labels[0] == "naive_sd" and len(set(labels)) == len(labels) > 2
-        if study != "combined":        # its prefill reuse setting needs the encoder
+        if study not in ("combined", "pruning"):    # these need the bundled encoder / checkpoint
             assert all(make().name for _, make in settings)
     with pytest.raises(ValueError, match="unknown study 'x': accepted calibration"):
         study_settings("x", config, model, layout)

@@ -1,8 +1,7 @@
-"""Training end to end on a small corpus written here: deterministic, and the stored metadata
+"""Training end to end on a small corpus (conftest.py): deterministic, and the stored metadata
 is what the stored weights give."""
 
 import json
-import random
 
 import pytest
 
@@ -17,21 +16,6 @@ TINY = ["model.vocab_size=300", "model.d_model=32", "model.n_layers=1", "model.n
         "train.eval_windows=4", "train.threads=1",
         # EdgeXpert's prefill budgets must fit top_k = 2
         "policies.prefill_budget_minor=2", "policies.prefill_budget_trivial=1"]
-
-
-@pytest.fixture(scope="module")
-def corpus_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("corpus")
-    rng = random.Random(0)
-    words = ["def", "return", "self", "value", "items", "for", "in", "if", "else", "print"]
-    for i in range(60):
-        lines = [f"def f{i}_{j}(x):\n    return " + " ".join(rng.choice(words) for _ in range(8))
-                 for j in range(20)]
-        (root / f"mod{i}.py").write_text("\n".join(lines) + "\n")
-    (root / "site-packages").mkdir()
-    (root / "site-packages" / "ignored.py").write_text("x = 1\n")
-    (root / "latin1.py").write_bytes("s = 'caf\xe9'\n".encode("latin-1"))
-    return root
 
 
 def test_corpus_split_and_manifest(corpus_root):
