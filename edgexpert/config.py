@@ -212,6 +212,14 @@ class SynthConfig:
                                  "figures are scaled to (EdgeXpert: 1.0 V)")
 
 
+def check_prefill_budgets(policies: PolicyConfig, top_k: int) -> None:
+    """The prefill budgets against the top-k of the model they route (checked when the prefill
+    routing is built, so that other model sizes load without setting them)."""
+    if policies.prefill_budget_minor > top_k:
+        raise ConfigError(f"policies.prefill_budget_minor = {policies.prefill_budget_minor} is out "
+                          f"of range: accepted 1..model.top_k (= {top_k})")
+
+
 @dataclass(frozen=True)
 class Config:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
@@ -226,9 +234,6 @@ class Config:
             raise ConfigError(f"decode.draft_experts = {self.decode.draft_experts} is out of range: "
                               f"accepted 1..model.top_k (= {self.model.top_k})")
         p = self.policies
-        if p.prefill_budget_minor > self.model.top_k:
-            raise ConfigError(f"policies.prefill_budget_minor = {p.prefill_budget_minor} is out of "
-                              f"range: accepted 1..model.top_k (= {self.model.top_k})")
         if p.prefill_budget_trivial > p.prefill_budget_minor:
             raise ConfigError(f"policies.prefill_budget_trivial = {p.prefill_budget_trivial} is out "
                               f"of range: accepted 1..policies.prefill_budget_minor "

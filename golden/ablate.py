@@ -70,7 +70,7 @@ def study_settings(study: str, config, model, layout,
             (f"+ adaptive expansion, on-chip experts free (combined, threshold {t})",
              lambda: Combined(layout, d, model, slots, t)),
             ("+ EdgeXpert prefill reuse",
-             lambda: Combined(layout, d, model, slots, t, prefill_routing(config, encoder)))]
+             lambda: Combined(layout, d, model, slots, t, prefill_routing(config, encoder, k)))]
     if study == "pruning":
         return naive + [(f"edgexpert ratio={r}",
                          lambda r=r: EdgeXpert(layout, d, model, r, 0.0, p.calibration))

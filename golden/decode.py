@@ -357,6 +357,10 @@ def summarize(results: list[DecodeResult]) -> dict:
         "acceptance_length": round(sum(sum(r.accepted) for r in results) / steps, 4),
         "experts_per_step": round(target / steps, 3),
         "draft_experts_per_step": round(experts.get("draft", 0) / steps, 3),
+        # every pass also reads the non-expert weights (attention, embeddings) unless they stay on
+        # chip: the sim/ model prices that; here only the count
+        "passes_per_token": round(sum(1 for r in results for p in r.passes if p.kind != "prefill")
+                                  / tokens, 4),
         "ema_bytes_per_token": round(sum(v for k, v in moved.items() if k != "prefill") / tokens),
         "ema_bytes_per_token_verify": round(sum(v for k, v in moved.items()
                                                 if k in ("ar", "verify")) / tokens),

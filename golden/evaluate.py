@@ -20,7 +20,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..config import ConfigError
+from ..config import ConfigError, check_prefill_budgets
 from .decode import (DecodeResult, FloatEngine, PassCost, _pass, decode_ar, decode_speculative,
                      draft_and_verify, keep_path, prefill, summarize)
 from .model import KVCache
@@ -130,10 +130,12 @@ def on_chip_slots(kib: int, layout) -> int:
     return min(slots, layout.n_experts)
 
 
-def prefill_routing(config, encoder):
-    """EdgeXpert's shared-set prefill routing from the configuration, or None without an encoder."""
+def prefill_routing(config, encoder, top_k: int):
+    """EdgeXpert's shared-set prefill routing from the configuration for a model routing top_k
+    experts, or None without an encoder."""
     from .prefill import PrefillRouting
     p = config.policies
+    check_prefill_budgets(p, top_k)
     return None if encoder is None else PrefillRouting(
         encoder, p.prefill_tau_major, p.prefill_tau_minor, p.prefill_budget_minor,
         p.prefill_budget_trivial, p.prefill_classes, p.prefill_seed)
@@ -167,14 +169,14 @@ def build_policies(config, model, layout, encoder=None) -> list[Policy]:
             raise ConfigError(f"policies.{key}: {exc}") from None
     if p.pruned_checkpoint == "bundled":
         edgexpert = pruned_edgexpert(layout, d, model, p.coalescing_ratio, p.calibration,
-                                     prefill_routing(config, encoder))
+                                     prefill_routing(config, encoder, k))
     else:
         edgexpert = EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity,
-                              p.calibration, prefill=prefill_routing(config, encoder))
+                              p.calibration, prefill=prefill_routing(config, encoder, k))
     policies = [Autoregressive(layout, d), Policy(layout, d), edgexpert, checked["moe_spec_budget"], checked["s2moe_cap"], SpecMoE(layout, d, model, slots),
                 Specter(layout, d, model, slots, p.specter_chain, p.specter_draft_bits),
                 Combined(layout, d, model, slots, p.combined_threshold,
-                         prefill=prefill_routing(config, encoder) if p.combined_prefill_reuse else None)]
+                         prefill=prefill_routing(config, encoder, k) if p.combined_prefill_reuse else None)]
     for policy in policies:
         policy.prefill_chunk = p.prefill_chunk
     return policies

@@ -279,8 +279,8 @@ def affinity_order(model: MoEModel) -> list[torch.Tensor]:
     out = []
     for block in model.layers:
         moe = block.moe
-        flat = torch.cat([moe.w_gate.flatten(1), moe.w_up.flatten(1),
-                          moe.w_down.transpose(1, 2).flatten(1)], dim=1).detach().double()
+        flat = torch.cat([moe.w_gate.flatten(1), moe.w_up.flatten(1), moe.w_down.flatten(1)],
+                         dim=1).detach().double()
         out.append(torch.sort(torch.cdist(flat, flat), dim=1, stable=True).indices)
     return out
 

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from ..config import DecodeConfig
+from ..config import DecodeConfig, check_prefill_budgets
 from ..weight_layout import WeightLayout
 from .model import MoEModel, routing_weights
 from .policy import Policy, chunked_expert_fetches
@@ -129,6 +129,7 @@ def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[in
     CHUNKS, native top-K alongside; (3) each calibration point of `front`, encoder classes."""
     from .policies import EdgeXpert
     layout = WeightLayout.for_model(model.cfg)
+    check_prefill_budgets(policies, model.cfg.top_k)
     base = PrefillRouting(encoder, policies.prefill_tau_major, policies.prefill_tau_minor,
                           policies.prefill_budget_minor, policies.prefill_budget_trivial,
                           policies.prefill_classes, policies.prefill_seed)

@@ -230,8 +230,6 @@ def test_calibration_chooses_from_its_own_sweep(small):
      "policies.prefill_classes = 'oracle' is not accepted: accepted encoder, random"),
     ("policies.prefill_seed=-1",
      "policies.prefill_seed = -1 is out of range: accepted integers 0..2147483647"),
-    ("policies.prefill_budget_minor=5",
-     "policies.prefill_budget_minor = 5 is out of range: accepted 1..model.top_k (= 4)"),
     ("policies.prefill_budget_trivial=5",
      "policies.prefill_budget_trivial = 5 is out of range: accepted 1..policies.prefill_budget_minor"),
     ("policies.prefill_tau_minor=900",
@@ -241,6 +239,16 @@ def test_prefill_config_errors_are_one_line(override, message):
     with pytest.raises(ConfigError) as info:
         load_config(overrides=[override])
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_prefill_budget_is_checked_against_the_routed_model(small_model):
+    from edgexpert.golden.evaluate import prefill_routing
+    # a model with a smaller top-k loads with the default budgets: only routing it checks them
+    config = load_config(overrides=[o for o in small_model if "prefill_budget" not in o])
+    assert config.policies.prefill_budget_minor > config.model.top_k
+    with pytest.raises(ConfigError, match=r"policies.prefill_budget_minor = 4 is out of range: "
+                                          r"accepted 1..model.top_k \(= 2\)"):
+        prefill_routing(config, None, config.model.top_k)
 
 
 @pytest.mark.parametrize("args, message", [
