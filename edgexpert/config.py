@@ -164,14 +164,14 @@ class PolicyConfig:
     onchip_expert_kib: int = _int(1, 1 << 20, 512, "on-chip buffer for whole experts kept "
                                   "between passes (SpecMoE, Specter, combined), split evenly over "
                                   "the layers; EdgeXpert's shared SRAM is 512 KB")
-    s2moe_threshold: float = _float(0.0, 1e6, 0.25, "S2-MoE: score a node needs to join the tree "
+    s2moe_threshold: float = _float(0.0, 1e6, 1.0, "S2-MoE: score a node needs to join the tree "
                                     "(expected accepted tokens per new expert, in units of an "
                                     "autoregressive step's tokens per expert)")
     s2moe_cap: int = _int(1, 1024, 8, "S2-MoE: experts preferred by reuse-aware gating (model.top_k "
                           "..model.n_experts; the paper uses 1.5-2.5x top-k)")
     specter_chain: int = _int(1, 32, 6, "Specter: draft tokens per step (a chain)")
     specter_draft_bits: int = _int(2, 4, 2, "Specter: bits of the draft's quantized experts")
-    combined_threshold: float = _float(0.0, 1e6, 0.25, "combined: adaptive-expansion threshold, "
+    combined_threshold: float = _float(0.0, 1e6, 1.0, "combined: adaptive-expansion threshold, "
                                        "new experts priced only when not on chip")
     combined_prefill_reuse: bool = _bool(False, "combined: EdgeXpert's shared-set prefill routing "
                                          "(fewer prefill bytes, no longer lossless)")

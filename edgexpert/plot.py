@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 __all__ = ["tradeoff_plot"]
@@ -16,13 +17,15 @@ def tradeoff_plot(results: dict[str, dict], path: Path, title: str) -> Path:
     from matplotlib import pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 5), dpi=120)
-    for label, m in results.items():
+    for i, (label, m) in enumerate(results.items()):
         x, y = m["ema_bytes_per_token_decode"] / 1000, m["top1_agreement"]
         ax.scatter([x], [y], s=28)
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        # labels alternate above and below their points, so that neighbours stay readable
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4 if i % 2 else -10),
+                    fontsize=7)
     ax.set_xlabel("EMA bytes per decoded token (kB)")
     ax.set_ylabel("top-1 agreement with the exact model")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 100), fontsize=8)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

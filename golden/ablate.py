@@ -49,7 +49,7 @@ def study_settings(study: str, config, model, layout,
     slots = on_chip_slots(p.onchip_expert_kib, layout)
     if study == "threshold":
         return naive + [(f"{name} threshold={t}", make)
-                        for t in (0.1, 0.25, 0.5, 1.0)
+                        for t in (0.25, 0.5, 1.0, 2.0, 4.0)
                         for name, make in [("s2moe", lambda t=t: S2MoE(layout, d, k, t, p.s2moe_cap)),
                                            ("combined", lambda t=t: Combined(layout, d, model, slots, t))]]
     if study == "slots":

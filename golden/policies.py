@@ -299,8 +299,12 @@ class _Resident(Policy, ABC):
         self.slots = ExpertSlots(self.layout.n_layers, self.slots.capacity)
 
     def keep_hottest(self, traces: list[LayerTrace]) -> None:
+        """The experts the pass used most stay; slots they leave free keep what they held, most
+        recently used first (it is on chip already)."""
         for layer, trace in enumerate(traces):
-            self.slots.replace(layer, hottest(trace, self.slots.capacity))
+            hot = hottest(trace, self.slots.capacity)
+            held = [e for e in reversed(self.slots.layers[layer]) if e not in hot]
+            self.slots.replace(layer, (hot + held)[:self.slots.capacity])
 
     def pass_bytes(self, kind, traces, hook):
         if kind != "prefill":

@@ -55,6 +55,17 @@ def test_hottest_counts_uses_then_weight():
     assert hottest(trace, 5) == [1, 2, 0, 3]
 
 
+def test_hottest_experts_stay_and_free_slots_keep_what_they_held(setting):
+    config, model, _, layout, _ = setting
+    policy = SpecMoE(layout, config.decode, model, slots=3)
+    policy.slots.replace(0, [5, 6, 7])            # 5 used last
+    trace = LayerTrace(torch.zeros(2, 4), torch.zeros(2, 8), torch.tensor([[1, 2], [1, -1]]),
+                       torch.tensor([[0.5, 0.5], [1.0, 0.0]]))
+    policy.keep_hottest([trace, trace])
+    assert policy.slots.layers[0] == [5, 2, 1]     # 1 and 2 used, 5 the most recent of the rest
+    assert policy.slots.layers[1] == [2, 1]        # nothing held before
+
+
 def test_reuse_aware_gating_biases_the_choice():
     logits = torch.tensor([[4.0, 3.0, 2.9, 0.0, 0.0, 0.0],
                            [4.0, 0.0, 3.5, 3.6, 0.0, 0.0],
