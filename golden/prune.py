@@ -18,21 +18,18 @@ import dataclasses
 import hashlib
 import math
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from ..config import Config
 from ..errors import InputError
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .corpus import load_corpus
-from .model import MoEModel, balance_losses
+from .model import MoEModel
 from .policies import pruning_masks
-from .train import _keep_freed_memory, _lr, eval_windows, heldout_loss, token_streams
+from .train import _keep_freed_memory, eval_windows, fit, heldout_loss, token_streams
 
 __all__ = ["MASK_RULE", "SPARSITY_RANGE", "bundled_pruned_dir", "weights_sha256", "apply_masks",
            "recover", "load_pruned_checkpoint"]
@@ -116,31 +113,7 @@ def recover(config: Config, sparsity: float, steps: int, lr: float, out: Path, c
 
     for param, mask in columns:
         param.register_hook(lambda grad, mask=mask: grad * mask)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
-    data = torch.from_numpy(train_ids.astype(np.int64))
-    gen = torch.Generator().manual_seed(tc.seed)
-    start = time.time()
-    bar = tqdm(range(steps), disable=not progress, unit="step", file=sys.stderr)
-    for step in bar:
-        starts = torch.randint(0, len(data) - tc.seq_len - 1, (tc.batch_size,), generator=gen)
-        batch = torch.stack([data[s:s + tc.seq_len + 1] for s in starts.tolist()])
-        for group in opt.param_groups:
-            group["lr"] = _lr(step, tc)
-        model.train()
-        logits, router_logits, chosen = model(batch[:, :-1])
-        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
-        lb, z = balance_losses(router_logits, chosen, model.cfg.n_experts)
-        loss = ce + tc.balance_coef * lb + tc.zloss_coef * z
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 10 == 0 or step == steps - 1:
-            bar.set_postfix(loss=f"{ce.item():.3f}")
-    seconds = time.time() - start
+    seconds = fit(model, train_ids, tc, steps, progress)
 
     meta = {
         "seed": tc.seed, "train": dataclasses.asdict(tc) | {"steps": steps},

@@ -28,7 +28,7 @@ from .corpus import Corpus, load_corpus
 from .model import MoEModel, balance_losses
 from .tokenizer import encode_texts, train_tokenizer
 
-__all__ = ["token_streams", "eval_windows", "heldout_loss", "bigram_baseline", "train"]
+__all__ = ["token_streams", "eval_windows", "heldout_loss", "bigram_baseline", "fit", "train"]
 
 
 def token_streams(corpus: Corpus, tokenizer) -> tuple[np.ndarray, np.ndarray]:
@@ -98,6 +98,39 @@ def _keep_freed_memory():
     libc.mallopt(m_trim_threshold, (1 << 31) - 1)
 
 
+def fit(model: MoEModel, train_ids: np.ndarray, tc, steps: int, progress: bool) -> float:
+    """`steps` AdamW steps of the training loss (cross entropy + balance and z losses) on random
+    windows of `train_ids`, the learning rate following `tc` (deterministic for tc.seed); the
+    seconds they took. Gradient hooks on the parameters (edgexpert prune's masks) apply."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=tc.lr, betas=(0.9, 0.95))
+    data = torch.from_numpy(train_ids.astype(np.int64))
+    gen = torch.Generator().manual_seed(tc.seed)
+    tokens_per_step = tc.batch_size * tc.seq_len
+    start = time.time()
+    bar = tqdm(range(steps), disable=not progress, unit="step", file=sys.stderr)
+    for step in bar:
+        starts = torch.randint(0, len(data) - tc.seq_len - 1, (tc.batch_size,), generator=gen)
+        batch = torch.stack([data[s:s + tc.seq_len + 1] for s in starts.tolist()])
+        for group in opt.param_groups:
+            group["lr"] = _lr(step, tc)
+        model.train()
+        logits, router_logits, chosen = model(batch[:, :-1])
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        lb, z = balance_losses(router_logits, chosen, model.cfg.n_experts)
+        loss = ce + tc.balance_coef * lb + tc.zloss_coef * z
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 10 == 0 or step == steps - 1:
+            rate = (step + 1) * tokens_per_step / (time.time() - start)
+            bar.set_postfix(loss=f"{ce.item():.3f}", balance=f"{lb.item():.3f}", tok_s=f"{rate:.0f}")
+    return time.time() - start
+
+
 def train(config: Config, out: Path, command: str, progress: bool = True,
           corpus_root: Path | None = None) -> dict:
     """Train, store the checkpoint in `out`, and return its metadata; `command` is recorded.
@@ -118,33 +151,8 @@ def train(config: Config, out: Path, command: str, progress: bool = True,
         f"manifest {corpus.manifest_hash[:16]}")
 
     model = MoEModel(mc)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=tc.lr, betas=(0.9, 0.95))
-    data = torch.from_numpy(train_ids.astype(np.int64))
-    gen = torch.Generator().manual_seed(tc.seed)
+    train_seconds = fit(model, train_ids, tc, tc.steps, progress)
     tokens_per_step = tc.batch_size * tc.seq_len
-    start = time.time()
-    bar = tqdm(range(tc.steps), disable=not progress, unit="step", file=sys.stderr)
-    for step in bar:
-        starts = torch.randint(0, len(data) - tc.seq_len - 1, (tc.batch_size,), generator=gen)
-        batch = torch.stack([data[s:s + tc.seq_len + 1] for s in starts.tolist()])
-        for group in opt.param_groups:
-            group["lr"] = _lr(step, tc)
-        model.train()
-        logits, router_logits, chosen = model(batch[:, :-1])
-        ce = F.cross_entropy(logits.reshape(-1, mc.vocab_size), batch[:, 1:].reshape(-1))
-        lb, z = balance_losses(router_logits, chosen, mc.n_experts)
-        loss = ce + tc.balance_coef * lb + tc.zloss_coef * z
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if step % 10 == 0 or step == tc.steps - 1:
-            rate = (step + 1) * tokens_per_step / (time.time() - start)
-            bar.set_postfix(loss=f"{ce.item():.3f}", balance=f"{lb.item():.3f}", tok_s=f"{rate:.0f}")
-    train_seconds = time.time() - start
 
     # evaluate the weights as stored (float16), exactly as load_checkpoint gives them back
     meta = {
