@@ -169,7 +169,8 @@ class PolicyConfig:
                                     "autoregressive step's tokens per expert)")
     s2moe_cap: int = _int(1, 1024, 8, "S2-MoE: experts preferred by reuse-aware gating (model.top_k "
                           "..model.n_experts; the paper uses 1.5-2.5x top-k)")
-    specter_chain: int = _int(1, 32, 6, "Specter: draft tokens per step (a chain)")
+    specter_chain: int = _int(1, 32, 1, "Specter: draft tokens per step (a chain; chosen by "
+                              "`edgexpert ablate chain`)")
     specter_draft_bits: int = _int(2, 4, 2, "Specter: bits of the draft's quantized experts")
     combined_threshold: float = _float(0.0, 1e6, 1.0, "combined: adaptive-expansion threshold, "
                                        "new experts priced only when not on chip")

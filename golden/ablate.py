@@ -26,6 +26,7 @@ STUDIES = {
     "slots": "SpecMoE, Specter, combined and plain decoding with 256 / 512 / 1024 KiB on chip",
     "combined": "our combined policy built up part by part, and with EdgeXpert's prefill reuse",
     "pruning": "EdgeXpert coalescing on the unpruned model and on the bundled pruned-and-recovered one",
+    "chain": "Specter: draft chain length K (chosen offline, as Specter does, for the least bytes per token)",
 }
 
 
@@ -71,6 +72,10 @@ def study_settings(study: str, config, model, layout,
              lambda: Combined(layout, d, model, slots, t)),
             ("+ EdgeXpert prefill reuse",
              lambda: Combined(layout, d, model, slots, t, prefill_routing(config, encoder, k)))]
+    if study == "chain":
+        return naive + [(f"specter K={c}", lambda c=c: Specter(layout, d, model, slots, c,
+                                                               p.specter_draft_bits))
+                        for c in (1, 2, 3, 4, 6, 8)]
     if study == "pruning":
         return naive + [(f"edgexpert ratio={r}",
                          lambda r=r: EdgeXpert(layout, d, model, r, 0.0, p.calibration))
