@@ -136,6 +136,27 @@ def test_specter_drafts_a_quantized_chain_and_prefetches(setting):
         Specter(layout, config.decode, model, 4, 3, 5)
 
 
+def test_specter_prefetches_the_drafts_hottest_experts_into_lru_slots(setting):
+    config, model, _, layout, _ = setting
+    policy = Specter(layout, config.decode, model, slots=2, chain=2, draft_bits=2)
+    policy.start([1, 2])
+
+    def trace(experts):
+        idx = torch.tensor(experts)
+        return LayerTrace(torch.zeros(len(experts), 4), torch.zeros(len(experts), 8), idx,
+                          torch.ones(idx.shape) / idx.shape[1])
+    whole = layout.expert_fetch_bytes
+    # two draft passes choose expert 3 twice and 5 once in layer 0 (6 in layer 1): 2-bit copies
+    assert policy.decode_bytes("draft", [trace([[3, 5]]), trace([[6, 6]])]) == -(-3 * whole // 2)
+    assert policy.decode_bytes("draft", [trace([[3, -1]]), trace([[6, -1]])]) == -(-2 * whole // 2)
+    # verification: 3 and 5 are prefetched in layer 0 and 6 in layer 1 (one load each); it then
+    # uses 3 (a hit) and 7 (a demand load evicting 5, the least recently used)
+    moved = policy.decode_bytes("verify", [trace([[3, 7]]), trace([[6, -1]])])
+    assert moved == 4 * whole
+    assert policy.slots.layers[0] == [3, 7] and policy.slots.layers[1] == [6]
+    assert int(policy.histogram.sum()) == 0          # a new histogram for the next step
+
+
 def test_combined_is_lossless_and_drafts_for_free(setting):
     config, model, engine, layout, reference = setting
     run = decode_speculative(engine, PROMPT, config.decode,
