@@ -214,7 +214,7 @@ class AdaptiveExpansion(Expansion):
                  free=lambda layer, expert: False):
         super().__init__(cfg)
         self.ar_cost, self.threshold, self.free = ar_cost, threshold, free
-        self.selected: set[tuple[int, int]] | None = None
+        self.selected: set[tuple[int, int]] = set()
         self.inside: list[int] = []
         self.decided: set[int] = set()
 
@@ -240,7 +240,7 @@ class AdaptiveExpansion(Expansion):
                 self.selected |= new
 
     def admit(self, pool, routed, drafted):
-        if self.selected is None:                 # the root's pass: the root is always verified
+        if drafted == [-1]:                       # the root's pass: the root is always verified
             self.selected = self._pairs(pool, routed, -1)
             return drafted
         self._weigh(pool, routed, drafted)
@@ -437,9 +437,9 @@ class Specter(_Resident):
             for layer, t in enumerate(traces):
                 self.histogram[layer] += torch.bincount(t.experts[t.experts >= 0],
                                                         minlength=self.layout.n_experts)
-            # the quantized copies stream in like the int4 experts, at draft_bits / 4 the size
-            whole = sum(len(used_experts(t)) for t in traces) * self.layout.expert_fetch_bytes
-            return math.ceil(whole * self.draft_bits / 4)
+            # the quantized copies stream in like the int4 experts (the base policy's whole-expert
+            # fetches), at draft_bits / 4 the size
+            return math.ceil(Policy.pass_bytes(self, kind, traces, None) * self.draft_bits / 4)
         moved = 0
         for layer, t in enumerate(traces):
             if kind == "verify":

@@ -3,6 +3,7 @@
 import random
 
 import pytest
+import torch
 
 #: a model small enough for quick tests, in the bundled model's regime: many experts, top-k > 1,
 #: SwiGLU experts narrower than d_model
@@ -17,6 +18,30 @@ SMALL_MODEL = ["model.vocab_size=300", "model.d_model=48", "model.n_layers=2", "
 def small_model() -> list[str]:
     """Configuration overrides of the small test model."""
     return list(SMALL_MODEL)
+
+
+@pytest.fixture(scope="session")
+def policy_overrides(small_model) -> list[str]:
+    """The small model with the draft tree of the decoding-policy tests."""
+    return small_model + ["decode.max_new_tokens=12", "decode.max_depth=3",
+                          "decode.max_candidates=10", "decode.width=3", "decode.branch=3"]
+
+
+@pytest.fixture(scope="session")
+def loud_model():
+    """Makes a random model of a config whose experts are scaled up, so that what they compute
+    (and what a policy changes in it) shows in the logits."""
+    from edgexpert.golden.model import MoEModel
+
+    def make(config, seed: int):
+        torch.manual_seed(seed)
+        model = MoEModel(config.model).eval()
+        with torch.no_grad():
+            for block in model.layers:
+                for w in (block.moe.w_gate, block.moe.w_up, block.moe.w_down):
+                    w.mul_(15)
+        return model
+    return make
 
 
 @pytest.fixture(scope="session")

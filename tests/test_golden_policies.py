@@ -8,25 +8,16 @@ import torch
 from edgexpert.config import load_config
 from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.evaluate import quality, run_policy, teacher_forced
-from edgexpert.golden.model import MoEModel
 from edgexpert.golden.policies import Autoregressive, CoalescingHook, EdgeXpert, MoESpec, pruning_masks
 from edgexpert.golden.policy import PassFetches, Policy
 from edgexpert.weight_layout import Matrix, WeightLayout
 
-DECODE = ["decode.max_new_tokens=12", "decode.max_depth=3", "decode.max_candidates=10",
-          "decode.width=3", "decode.branch=3"]
 
 
 @pytest.fixture(scope="module")
-def setting(small_model):
-    config = load_config(overrides=small_model + DECODE)
-    torch.manual_seed(5)
-    model = MoEModel(config.model).eval()
-    # experts large enough that what they compute shows in the logits
-    with torch.no_grad():
-        for block in model.layers:
-            for w in (block.moe.w_gate, block.moe.w_up, block.moe.w_down):
-                w.mul_(15)
+def setting(policy_overrides, loud_model):
+    config = load_config(overrides=policy_overrides)
+    model = loud_model(config, seed=5)
     return config, model, FloatEngine(model), WeightLayout.for_model(config.model)
 
 
@@ -130,10 +121,10 @@ def test_channel_policies_need_the_float_path(setting):
                            policy=EdgeXpert(layout, config.decode, model))
 
 
-def test_compare_reports_every_policy_with_the_promised_keys(setting, small_model):
+def test_compare_reports_every_policy_with_the_promised_keys(setting, policy_overrides):
     from edgexpert.golden.evaluate import compare
     _, model, _, _ = setting
-    config = load_config(overrides=small_model + DECODE + ["policies.moe_spec_budget=4",
+    config = load_config(overrides=policy_overrides + ["policies.moe_spec_budget=4",
                                                            "policies.eval_prompt_tokens=6"])
     window = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
     result = compare(config, model, [[4, 5, 6]], [window], None)

@@ -7,27 +7,20 @@ import torch
 from edgexpert.config import ConfigError, load_config
 from edgexpert.golden.decode import FloatEngine, Tree, decode_ar, decode_speculative
 from edgexpert.golden.evaluate import on_chip_slots
-from edgexpert.golden.model import LayerTrace, MoEModel
+from edgexpert.golden.model import LayerTrace
 from edgexpert.golden.policies import (AdaptiveExpansion, Combined, ResidentAR, S2MoE, SpecMoE,
                                        Specter, affinity_order, quantized_experts,
                                        reuse_aware_router)
 from edgexpert.golden.policy import ExpertSlots, hottest
 from edgexpert.weight_layout import WeightLayout
 
-DECODE = ["decode.max_new_tokens=12", "decode.max_depth=3", "decode.max_candidates=10",
-          "decode.width=3", "decode.branch=3"]
 PROMPT = [4, 5, 6, 7, 8, 9, 10, 11]
 
 
 @pytest.fixture(scope="module")
-def setting(small_model):
-    config = load_config(overrides=small_model + DECODE)
-    torch.manual_seed(7)
-    model = MoEModel(config.model).eval()
-    with torch.no_grad():       # experts that matter for the logits
-        for block in model.layers:
-            for w in (block.moe.w_gate, block.moe.w_up, block.moe.w_down):
-                w.mul_(15)
+def setting(policy_overrides, loud_model):
+    config = load_config(overrides=policy_overrides)
+    model = loud_model(config, seed=7)
     engine = FloatEngine(model)
     reference = decode_ar(engine, PROMPT, config.decode).tokens
     return config, model, engine, WeightLayout.for_model(config.model), reference
@@ -196,10 +189,10 @@ def test_on_chip_buffer_must_hold_an_expert(setting):
         on_chip_slots(0, layout)
 
 
-def test_every_study_builds_its_settings(setting, small_model):
+def test_every_study_builds_its_settings(setting, policy_overrides):
     from edgexpert.golden.ablate import STUDIES, run_study, study_settings
     _, model, _, layout, _ = setting
-    config = load_config(overrides=small_model + DECODE + ["policies.eval_prompt_tokens=6"])
+    config = load_config(overrides=policy_overrides + ["policies.eval_prompt_tokens=6"])
     for study in STUDIES:
         settings = study_settings(study, config, model, layout)
         labels = [label for label, _ in settings]
