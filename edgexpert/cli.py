@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from .config import Config, load_config
-from .errors import InputError
+from .contracts.config import Config, load_config
+from .contracts.errors import InputError
 
 __all__ = ["main"]
 
@@ -41,7 +41,7 @@ def _golden(checkpoint: str | None = None, prompts: str | None = None):
 
 
 def cmd_doctor(args) -> int:
-    from .tools import check_tools
+    from .contracts.tools import check_tools
     tools = check_tools()
     if args.json:
         print(json.dumps({t.name: {"found": t.found, "version": t.version, "location": t.location}
@@ -58,7 +58,7 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_rtl(args) -> int:
-    from .hw.blocks import get_block
+    from .blocks import get_block
     from .hw.emit import emit_rtl
     config = _load(args)
     block = get_block(args.block)
@@ -70,7 +70,7 @@ def cmd_rtl(args) -> int:
 
 
 def _synth_block(config: Config, name: str):
-    from .hw.blocks import get_block
+    from .blocks import get_block
     from .synth.report import run_block, summarize
     block = get_block(name)
     result = run_block(block, config)
@@ -78,7 +78,7 @@ def _synth_block(config: Config, name: str):
 
 
 def cmd_synth(args) -> int:
-    from .hw.blocks import BLOCKS
+    from .blocks import BLOCKS
     from .synth.report import format_si
     config = _load(args)
     if args.all == (args.block is not None):
@@ -114,7 +114,7 @@ def cmd_synth(args) -> int:
 
 
 def _synth_all(config: Config, as_json: bool) -> int:
-    from .hw.blocks import BLOCKS
+    from .blocks import BLOCKS
     from .synth.report import report_paths, write_reports
     report = write_reports([BLOCKS[name] for name in sorted(BLOCKS)], config)
     paths = report_paths()
@@ -133,11 +133,11 @@ def cmd_demo(args) -> int:
     """The vertical path for the lane (RTL -> cocotb on both simulators -> synthesis and power),
     then the golden model it serves decoding the bundled prompts."""
     from .cocotb_tests.mac_lane import run_bench
-    from .hw.blocks import get_block
+    from .blocks import get_block
     from .hw.emit import emit_rtl
     from .sim.runner import SIMULATORS
     from .synth.report import format_si
-    from .tools import build_root
+    from .contracts.tools import build_root
 
     config = _load(args)
     pairs = config.hardware.mac_lane.pairs_per_beat
@@ -203,7 +203,7 @@ def cmd_train(args) -> int:
 
     from .golden.checkpoint import bundled_checkpoint_dir
     from .golden.train import train
-    from .tools import build_root
+    from .contracts.tools import build_root
     config = _load(args)
     out = bundled_checkpoint_dir() if args.install else Path(args.out or build_root() / "train")
     command = "edgexpert " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -217,7 +217,7 @@ def cmd_prune(args) -> int:
     import shlex
 
     from .golden.prune import bundled_pruned_dir, check_sparsity, recover
-    from .tools import build_root
+    from .contracts.tools import build_root
     config = _load(args)
     check_sparsity(args.sparsity)
     out = bundled_pruned_dir() if args.install else \
@@ -316,7 +316,7 @@ def cmd_compare(args) -> int:
     from .golden.evaluate import compare
     from .golden.prefill import load_encoder
     from .plot import tradeoff_plot
-    from .tools import build_root
+    from .contracts.tools import build_root
 
     config = _load(args)
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
@@ -342,7 +342,7 @@ def cmd_ablate(args) -> int:
     from .golden.ablate import STUDIES, run_study
     from .golden.prefill import load_encoder
     from .plot import tradeoff_plot
-    from .tools import build_root
+    from .contracts.tools import build_root
 
     config = _load(args)
     studies = list(STUDIES) if args.all else args.study
@@ -385,7 +385,7 @@ def cmd_prefill_train(args) -> int:
 
     from .golden.prefill import EncoderSettings, bundled_encoder_dir, save_encoder, train_encoder
     from .golden.train import token_streams
-    from .tools import build_root
+    from .contracts.tools import build_root
     if args.steps is not None and not 1 <= args.steps <= 1_000_000:
         raise InputError(f"--steps {args.steps} is out of range: accepted 1..1000000")
     # one thread: bit-identical reruns, and the other core stays free
@@ -425,7 +425,7 @@ def cmd_calibrate(args) -> int:
     from .golden.prefill import load_encoder
     from .golden.prefill_calibration import choose, default_grid, pareto_front, sweep
     from .golden.train import token_streams
-    from .tools import build_root
+    from .contracts.tools import build_root
     config = _load(args)
     _check_windows(args.windows)
     if not 0 < args.mse_bound < 1:
@@ -479,7 +479,7 @@ def cmd_prefill_ablate(args) -> int:
     from .golden.prefill import load_encoder
     from .golden.prefill_calibration import ablate
     from .golden.train import token_streams
-    from .tools import build_root
+    from .contracts.tools import build_root
     config = _load(args)
     _check_windows(args.windows)
     if args.front is not None and not 0 < args.front < 1:
@@ -566,10 +566,10 @@ def cmd_bench(args) -> int:
         return 0
     from .cocotb_tests.ema import (UTILIZATION_CASES, UTILIZATION_LATENCIES, golden_mask_trace,
                                    run_utilization)
-    from .hw.blocks import ema_parameters
-    from .mask_trace import read_mask_trace
-    from .tools import build_root
-    from .weight_layout import WeightLayout
+    from .blocks import ema_parameters
+    from .contracts.mask_trace import read_mask_trace
+    from .contracts.tools import build_root
+    from .contracts.weight_layout import WeightLayout
 
     config = _load(args)
     layout = WeightLayout.for_model(config.model)
@@ -611,7 +611,7 @@ def cmd_bench(args) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .hw.blocks import BLOCKS
+    from .blocks import BLOCKS
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="YAML config over the bundled defaults")
@@ -761,7 +761,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .sim.runner import SimError
-    from .tools import ToolError
+    from .contracts.tools import ToolError
 
     args = _parser().parse_args(argv)
     try:

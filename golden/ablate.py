@@ -90,7 +90,7 @@ def run_study(study: str, config, model, prompts: list[list[int]], windows: list
               eot: int | None, encoder=None,
               progress: Callable[[str], None] = lambda label: None) -> dict:
     """Every setting of `study` measured as `edgexpert compare` measures a policy, keyed by label."""
-    from ..weight_layout import WeightLayout
+    from ..contracts.weight_layout import WeightLayout
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     settings = study_settings(study, config, model, layout, encoder)

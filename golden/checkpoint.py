@@ -21,8 +21,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
-from ..config import ConfigError, ModelConfig, build_dataclass
-from ..errors import InputError
+from ..contracts.config import ConfigError, ModelConfig, build_dataclass
+from ..contracts.errors import InputError
 from .model import MoEModel
 from .tokenizer import load_tokenizer
 

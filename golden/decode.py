@@ -19,7 +19,7 @@ node's children are tried in order and child c is accepted with the residual pro
 residual: the accepted tokens follow the target's sampling distribution exactly.
 
 EMA accounting (docs/golden-model.md): every forward pass fetches, per layer, the union of the
-routed experts its tokens use (whole experts, scales included, per edgexpert.weight_layout);
+routed experts its tokens use (whole experts, scales included, per edgexpert.contracts.weight_layout);
 nothing stays on chip between passes.
 """
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..config import DecodeConfig
-from ..weight_layout import WeightLayout
+from ..contracts.config import DecodeConfig
+from ..contracts.weight_layout import WeightLayout
 from .model import KVCache, LayerTrace, MoEModel, route
 from .policy import Policy
 

@@ -8,7 +8,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ..config import Config
+from ..contracts.config import Config
 from .model import MoE, MoEModel, balance_losses
 
 __all__ = ["measure_dispatch"]

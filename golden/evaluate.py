@@ -20,7 +20,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..config import ConfigError, check_prefill_budgets
+from ..contracts.config import ConfigError, check_prefill_budgets
 from .decode import (DecodeResult, FloatEngine, PassCost, _pass, decode_ar, decode_speculative,
                      draft_and_verify, keep_path, prefill, summarize)
 from .model import KVCache
@@ -206,7 +206,7 @@ def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
     """Every policy on the same prompts (traffic, greedy match) and held-out windows (quality),
     keyed by policy name; EMA reduction against naive speculative decoding. `encoder`: EdgeXpert's
     prefill encoder (None: its prefill routes natively)."""
-    from ..weight_layout import WeightLayout
+    from ..contracts.weight_layout import WeightLayout
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     reference = [decode_ar(engine, p, config.decode, eot) for p in prompts]

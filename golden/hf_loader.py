@@ -24,8 +24,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from ..config import ConfigError, ModelConfig, build_dataclass
-from ..errors import InputError
+from ..contracts.config import ConfigError, ModelConfig, build_dataclass
+from ..contracts.errors import InputError
 from .model import MoEModel
 
 __all__ = ["HFLoadError", "SUPPORTED", "hf_model_config", "load_hf_checkpoint"]

@@ -23,8 +23,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..mask_trace import MaskEntry, MaskTrace
-from ..weight_layout import Matrix
+from ..contracts.mask_trace import MaskEntry, MaskTrace
+from ..contracts.weight_layout import Matrix
 from .policies import salient_channels
 from .traces import KINDS, Trace
 

@@ -14,7 +14,7 @@ Two forward paths share the weights:
   on which other tokens share the pass.
 
 Expert weights are stored batched: w_gate / w_up [E, F, D] and w_down [E, D, F]; their layout in
-external memory is edgexpert.weight_layout's.
+external memory is edgexpert.contracts.weight_layout's.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import ModelConfig
+from ..contracts.config import ModelConfig
 
 __all__ = ["RMSNorm", "MoE", "Block", "MoEModel", "route", "routing_weights", "balance_losses",
            "rope_tables", "apply_rope", "KVCache", "LayerTrace", "Router"]

@@ -19,8 +19,8 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from ..config import DecodeConfig
-from ..weight_layout import Matrix, WeightLayout
+from ..contracts.config import DecodeConfig
+from ..contracts.weight_layout import Matrix, WeightLayout
 from .model import LayerTrace, MoEModel, Router, route
 from .policy import ChannelHook, Expansion, ExpertSlots, Policy, hottest, used_experts
 from .prefill import PrefillRouting

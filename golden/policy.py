@@ -28,8 +28,8 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from ..config import DecodeConfig
-from ..weight_layout import Matrix, WeightLayout, channel_runs
+from ..contracts.config import DecodeConfig
+from ..contracts.weight_layout import Matrix, WeightLayout, channel_runs
 from .model import LayerTrace, Router, route
 
 __all__ = ["KINDS", "ChannelHook", "Policy", "PassFetches", "ExpertSlots", "Expansion",

@@ -28,7 +28,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ..errors import InputError
+from ..contracts.errors import InputError
 from .model import KVCache, MoEModel, route, routing_weights
 
 __all__ = ["MAJOR", "MINOR", "TRIVIAL", "EncoderError", "EncoderSettings", "TokenEncoder",

@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from ..config import DecodeConfig, check_prefill_budgets
-from ..weight_layout import WeightLayout
+from ..contracts.config import DecodeConfig, check_prefill_budgets
+from ..contracts.weight_layout import WeightLayout
 from .model import MoEModel, routing_weights
 from .policy import Policy, chunked_expert_fetches
 from .prefill import PrefillRouting, TokenEncoder, moe_inputs, prefill_quality, shared_set_route, token_classes

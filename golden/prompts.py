@@ -16,7 +16,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..errors import InputError
+from ..contracts.errors import InputError
 from .corpus import Corpus
 
 __all__ = ["PROMPT_TOKENS", "PromptError", "prompts_file", "select_prompts", "load_prompts"]

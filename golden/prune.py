@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..config import Config
-from ..errors import InputError
+from ..contracts.config import Config
+from ..contracts.errors import InputError
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from .corpus import load_corpus
 from .model import MoEModel
@@ -57,7 +57,7 @@ def weights_sha256(model: MoEModel) -> str:
 def _column_masks(model: MoEModel, masks) -> list[tuple[torch.nn.Parameter, torch.Tensor]]:
     """(parameter, 0/1 mask broadcast over its input-channel columns) for every routed-expert
     matrix: w_gate and w_up [E, F, D] by the GATE_UP mask, w_down [E, D, F] by the DOWN mask."""
-    from ..weight_layout import Matrix
+    from ..contracts.weight_layout import Matrix
     out = []
     for block, m in zip(model.layers, masks):
         gate_up = m[Matrix.GATE_UP].to(torch.float32)[:, None, :]

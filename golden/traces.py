@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import DecodeConfig, ModelConfig
-from ..errors import InputError
-from ..weight_layout import Matrix, WeightLayout
+from ..contracts.config import DecodeConfig, ModelConfig
+from ..contracts.errors import InputError
+from ..contracts.weight_layout import Matrix, WeightLayout
 
 __all__ = ["SCHEMA", "VERSION", "KINDS", "TraceError", "Trace", "build_trace", "write_trace",
            "read_trace", "fetch_bytes"]

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ..config import Config
+from ..contracts.config import Config
 from .checkpoint import load_checkpoint, save_checkpoint
 from .corpus import Corpus, load_corpus
 from .model import MoEModel, balance_losses

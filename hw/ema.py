@@ -8,7 +8,7 @@ A descriptor names one matrix of one expert and carries its input-channel mask (
    already resident), drops the resident channels from the mask (de-duplication) and marks the rest
    resident;
 2. turns every run of neighbouring selected channels into one read at the address
-   `edgexpert.weight_layout.WeightLayout` gives (the scale block, when asked for, is one more read);
+   `edgexpert.contracts.weight_layout.WeightLayout` gives (the scale block, when asked for, is one more read);
 3. allocates buffer lines for each read (bump allocation from line 0 of the step) and records where
    every channel's column starts in the location table;
 4. splits each read into AXI4 INCR bursts that never cross a 4 KB boundary nor exceed 256 beats, and
@@ -43,9 +43,9 @@ from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..weight_layout import ALIGN, Matrix, WeightLayout
+from ..contracts.weight_layout import ALIGN, Matrix, WeightLayout
 from .axi import AXI_BURST_INCR, axi4_read_signature, axi4_signature
-from .layouts import (CSR_ADDR_BITS, CSR_DATA_BITS, EXPERT_BITS, LAYER_BITS, MASK_BITS,
+from ..contracts.ema import (CSR_ADDR_BITS, CSR_DATA_BITS, EXPERT_BITS, LAYER_BITS, MASK_BITS,
                       TAG_BITS, EmaCsr, EmaError, EmaOp, EmaStatus, ema_command_layout,
                       ema_completion_layout, ema_status_layout)
 

@@ -53,9 +53,9 @@ if [ ! -x "$venv/bin/python" ]; then
     say "creating virtual environment $venv"
     "$python" -m venv "$venv"
 fi
-# Reinstall only when the dependency list changed: the stamp is the hash of pyproject.toml.
+# Reinstall only when the packaging changed: the stamp is the hash of pyproject.toml and setup.py.
 stamp="$venv/.edgexpert-installed"
-want=$(sha256sum "$repo/pyproject.toml" | cut -d' ' -f1)
+want=$(cat "$repo/pyproject.toml" "$repo/setup.py" | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$venv/bin/python" -c "import edgexpert" 2>/dev/null; then
     say "skip pip: $venv is up to date with pyproject.toml"
 else

@@ -16,8 +16,9 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from ..ema import Descriptor, EmaReference, encode_step
-from ..weight_layout import Matrix
+from ..contracts.ema import Descriptor, encode_step
+from ..golden.ema import EmaReference
+from ..contracts.weight_layout import Matrix
 from .stimulus import Stimulus
 
 __all__ = ["drive_ema", "ema_stimulus"]
@@ -26,7 +27,8 @@ __all__ = ["drive_ema", "ema_stimulus"]
 def _step(rng: random.Random, controller, experts: int) -> list[Descriptor]:
     """A step that fits the controller's slots and buffer (the reference model decides)."""
     layout = controller.geometry.layout
-    reference = EmaReference(controller.geometry)
+    g = controller.geometry
+    reference = EmaReference(layout, g.beat_bytes, g.buffer_bytes, g.slots)
     while True:
         chosen = rng.sample([(l, e) for l in range(layout.n_layers)
                              for e in range(layout.experts_per_layer)], experts)

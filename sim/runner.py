@@ -22,7 +22,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ..hw.emit import emit_rtl
-from ..tools import ToolError, build_root, require, verilator_env
+from ..contracts.tools import ToolError, build_root, require, verilator_env
 
 __all__ = ["SIMULATORS", "SimError", "SimResult", "run_cocotb", "bench_params",
            "write_bench_report", "default_simulator", "waves_requested"]

@@ -8,7 +8,7 @@ that runs the elaborated block `dut` for exactly `cycles` clock cycles with data
 and returns how many operations it performed (MACs for the lane). `simulate` runs it in Amaranth's
 simulator and writes a VCD that `edgexpert.synth.activity` turns into switching activity.
 
-Each block names its stimulus in `hw/blocks.py`. A stimulus should be realistic: the kind of data
+Each block names its stimulus in `edgexpert/blocks.py`. A stimulus should be realistic: the kind of data
 the golden model produces (or golden traces, once they exist), at the throughput the block
 sustains in the accelerator.
 """
@@ -25,7 +25,7 @@ from typing import Awaitable, Callable, Mapping
 
 from amaranth.sim import Simulator
 
-from ..tools import ToolError
+from ..contracts.tools import ToolError
 
 __all__ = ["Stimulus", "simulate", "drive_mac_lane", "mac_lane_stimulus", "GAUSSIAN_SIGMA"]
 

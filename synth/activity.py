@@ -27,7 +27,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tools import ToolError
+from ..contracts.tools import ToolError
 from .liberty import Function, Library, compile_function
 from .netlist import Netlist, NetlistCell, data_input_bits
 

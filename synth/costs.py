@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..config import ConfigError
-from ..tools import build_root
+from ..contracts.config import ConfigError
+from ..contracts.tools import build_root
 from .scaling import CACTI_POINTS
 
 __all__ = ["SCHEMA", "UNITS", "Cost", "CostTable", "CostTableError", "build_cost_table",

@@ -31,9 +31,9 @@ from string import Template
 
 from amaranth.back import rtlil
 
-from ..config import SynthConfig
+from ..contracts.config import SynthConfig
 from ..sim.stimulus import Stimulus, simulate
-from ..tools import ToolError, build_root, liberty_path, require
+from ..contracts.tools import ToolError, build_root, liberty_path, require
 from . import memories as mem
 from .activity import activity_tcl, evaluate, read_vcd
 from .liberty import read_liberty

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import Config
-from ..tools import build_root
+from ..contracts.config import Config
+from ..contracts.tools import build_root
 from .costs import build_cost_table, write_cost_table
 from .flow import SynthResult, synthesize
 from .scaling import CACTI_28NM, SOURCE_NODE, STILLMAKER_BAAS, scale_to_28nm, sram_cost

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edgexpert.hw.blocks import BLOCKS
+from edgexpert.blocks import BLOCKS
 
 EDGEXPERT = Path(sys.executable).parent / "edgexpert"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from edgexpert.config import Config, ConfigError, load_config
+from edgexpert.contracts.config import Config, ConfigError, load_config
 
 
 def test_defaults_load_and_validate():

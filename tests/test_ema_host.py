@@ -2,10 +2,9 @@
 
 import pytest
 
-from edgexpert.ema import SCALE, Descriptor, EmaReference, encode_descriptor, split_bursts
-from edgexpert.hw.ema import EmaGeometry
-from edgexpert.hw.layouts import EmaOp, ema_command_layout
-from edgexpert.weight_layout import Matrix, WeightLayout
+from edgexpert.golden.ema import SCALE, EmaReference, split_bursts
+from edgexpert.contracts.ema import Descriptor, EmaOp, ema_command_layout, encode_descriptor
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
 LAYOUT = WeightLayout(n_layers=2, n_experts=3, d_model=48, expert_ffn=40)
 
@@ -38,8 +37,7 @@ def test_command_words():
 
 
 def test_reference_deduplicates_within_a_step_only():
-    g = EmaGeometry(LAYOUT, 64, 8192, 4)
-    ref = EmaReference(g)
+    ref = EmaReference(LAYOUT, 8, 8192, 4)
     a = Descriptor(0, 0, 1, Matrix.DOWN, range(10, 20), scales=True)
     b = Descriptor(1, 0, 1, Matrix.DOWN, range(15, 25), scales=True)
     r = ref.step([a, b])
@@ -48,8 +46,9 @@ def test_reference_deduplicates_within_a_step_only():
     assert r.completions[0].slot == r.completions[1].slot == 0
     # buffer lines: the scale block first (48 words = 96 bytes = 12 beats), then the runs
     assert r.locations[0, SCALE] == 0
-    assert r.locations[0, 10] == g.scale_beats(Matrix.DOWN)
-    assert r.locations[0, 11] == r.locations[0, 10] + g.stride_beats(Matrix.DOWN)
+    assert r.locations[0, 10] == 12
+    # a DOWN column is 48 int4 = 24 bytes, padded to a 32-byte stride: 4 beats of 8 bytes
+    assert r.locations[0, 11] == r.locations[0, 10] + 4
     again = ref.step([b])
     assert again.skipped_channels == 0 and again.fetched_channels == 10
     with pytest.raises(ValueError, match="needs more than 4 slots"):

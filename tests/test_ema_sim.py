@@ -13,11 +13,12 @@ from collections import deque
 import pytest
 from amaranth.sim import Simulator
 
-from edgexpert.ema import SCALE, Descriptor, EmaReference, encode_step, split_bursts
+from edgexpert.contracts.ema import Descriptor, encode_step
+from edgexpert.golden.ema import SCALE, EmaReference, split_bursts
 from edgexpert.hw.ema import EmaController, EmaSystem
-from edgexpert.hw.layouts import EmaCsr, EmaStatus
-from edgexpert.weight_image import memory_image, random_weights
-from edgexpert.weight_layout import Matrix, WeightLayout, channel_runs
+from edgexpert.contracts.ema import EmaCsr, EmaStatus
+from edgexpert.contracts.weight_image import memory_image, random_weights
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout, channel_runs
 
 # F = 40: a GATE_UP column is 40 bytes in a 64-byte stride, so reads carry padding between
 # neighbours and end mid-stride; the layout spans several 4 KB pages
@@ -137,7 +138,7 @@ def test_addresses_buffer_and_locations_match_the_layout(data_width, banks):
     step2 = step2 + [Descriptor(40 + i, d.layer, d.expert, d.matrix,
                                 [c for c in range(LAYOUT.in_channels(d.matrix)) if c % 3], True)
                      for i, d in enumerate(step2[:2])]
-    ref = EmaReference(g)
+    ref = EmaReference(LAYOUT, data_width // 8, 16384, 6)
     r1, r2 = ref.step(step1), ref.step(step2)
     commands = encode_step(LAYOUT, step1) + encode_step(LAYOUT, step2)
     ars, done, out = run_system(system, commands, image, LAYOUT.base_address)

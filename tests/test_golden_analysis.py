@@ -3,7 +3,7 @@ routing skew, same-depth co-activation."""
 
 import torch
 
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 from edgexpert.golden.analysis import coactivation, compare_paths, routing_skew
 from edgexpert.golden.decode import decode_speculative
 from edgexpert.golden.int_model import IntModel

@@ -5,12 +5,12 @@ sampling distribution under stochastic acceptance, and the EMA accounting."""
 import pytest
 import torch
 
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 from edgexpert.golden.decode import (FloatEngine, Tree, _accept, build_tree, decode_ar,
                                      decode_speculative, prefill, summarize)
 from edgexpert.golden.int_model import IntModel
 from edgexpert.golden.model import MoEModel
-from edgexpert.weight_layout import WeightLayout
+from edgexpert.contracts.weight_layout import WeightLayout
 
 DECODE = ["decode.max_new_tokens=20", "decode.max_depth=4", "decode.max_candidates=16",
           "decode.width=4", "decode.branch=3"]

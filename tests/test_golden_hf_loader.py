@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.hf_loader import HFLoadError, hf_model_config, load_hf_checkpoint
 from edgexpert.golden.int_model import quantize_model
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 
 D, H, KV, HD, F, E, K, V, L = 32, 4, 2, 8, 16, 8, 2, 64, 2
 

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 from edgexpert.golden.decode import decode_speculative
 from edgexpert.golden.int_model import IntModel
 from edgexpert.golden.masks import coalesced_masks
 from edgexpert.golden.model import MoEModel
 from edgexpert.golden.traces import KINDS, build_trace
-from edgexpert.weight_layout import Matrix
+from edgexpert.contracts.weight_layout import Matrix
 
 DECODE = ["decode.max_new_tokens=8", "decode.max_depth=3", "decode.max_candidates=10",
           "decode.width=3", "decode.branch=3"]

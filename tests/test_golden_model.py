@@ -5,7 +5,7 @@ agree closely."""
 import pytest
 import torch
 
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 from edgexpert.golden.int_model import IntModel, quantize_weight
 from edgexpert.golden.model import KVCache, MoEModel
 

@@ -5,12 +5,12 @@ teacher-forced quality check is exact for policies that change nothing."""
 import pytest
 import torch
 
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.evaluate import quality, run_policy, teacher_forced
 from edgexpert.golden.policies import Autoregressive, CoalescingHook, EdgeXpert, MoESpec, pruning_masks
 from edgexpert.golden.policy import PassFetches, Policy
-from edgexpert.weight_layout import Matrix, WeightLayout
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
 
 
@@ -138,7 +138,7 @@ def test_compare_reports_every_policy_with_the_promised_keys(setting, policy_ove
 
 
 def test_bad_budget_names_the_key(setting, small_model):
-    from edgexpert.config import ConfigError
+    from edgexpert.contracts.config import ConfigError
     from edgexpert.golden.evaluate import build_policies
     _, model, _, layout = setting
     config = load_config(overrides=small_model + ["policies.moe_spec_budget=12"])

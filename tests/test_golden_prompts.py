@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 from edgexpert.golden.checkpoint import load_checkpoint
 from edgexpert.golden.corpus import load_corpus
 from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from edgexpert.cli import main
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 from edgexpert.golden.checkpoint import CheckpointError, load_checkpoint
 from edgexpert.golden.corpus import load_corpus
 from edgexpert.golden.decode import FloatEngine
@@ -20,7 +20,7 @@ from edgexpert.golden.policy import Policy
 from edgexpert.golden.prune import (MASK_RULE, bundled_pruned_dir, load_pruned_checkpoint, recover,
                                     weights_sha256)
 from edgexpert.golden.train import token_streams, train
-from edgexpert.weight_layout import Matrix, WeightLayout
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
 TRAIN = ["train.batch_size=2", "train.steps=2", "train.warmup_steps=1", "train.eval_windows=2",
          "train.threads=1"]

@@ -4,7 +4,7 @@ grow the tree, and that the lossless ones give exactly the exact model's greedy 
 import pytest
 import torch
 
-from edgexpert.config import ConfigError, load_config
+from edgexpert.contracts.config import ConfigError, load_config
 from edgexpert.golden.decode import FloatEngine, Tree, decode_ar, decode_speculative
 from edgexpert.golden.evaluate import on_chip_slots
 from edgexpert.golden.model import LayerTrace
@@ -12,7 +12,7 @@ from edgexpert.golden.policies import (AdaptiveExpansion, Combined, ResidentAR, 
                                        Specter, affinity_order, quantized_experts,
                                        reuse_aware_router)
 from edgexpert.golden.policy import ExpertSlots, hottest
-from edgexpert.weight_layout import WeightLayout
+from edgexpert.contracts.weight_layout import WeightLayout
 
 PROMPT = [4, 5, 6, 7, 8, 9, 10, 11]
 

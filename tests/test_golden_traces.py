@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 from edgexpert.golden.decode import FloatEngine, decode_speculative
 from edgexpert.golden.int_model import IntModel
 from edgexpert.golden.model import MoEModel

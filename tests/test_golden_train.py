@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from edgexpert.config import load_config
+from edgexpert.contracts.config import load_config
 from edgexpert.golden.checkpoint import CheckpointError, load_checkpoint
 from edgexpert.golden.corpus import load_corpus
 from edgexpert.golden.train import eval_windows, heldout_loss, token_streams, train

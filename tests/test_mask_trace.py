@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from edgexpert.mask_trace import (MaskEntry, MaskTrace, MaskTraceError, read_mask_trace,
+from edgexpert.contracts.mask_trace import (MaskEntry, MaskTrace, MaskTraceError, read_mask_trace,
                                   write_mask_trace)
-from edgexpert.weight_layout import Matrix, WeightLayout
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
 LAYOUT = WeightLayout(n_layers=3, n_experts=8, d_model=64, expert_ffn=48)
 

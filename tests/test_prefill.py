@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgexpert.config import ConfigError, DecodeConfig, load_config
+from edgexpert.contracts.config import ConfigError, DecodeConfig, load_config
 from edgexpert.golden.decode import FloatEngine, _pass
 from edgexpert.golden.model import KVCache, LayerTrace, MoEModel, route
 from edgexpert.golden.policies import EdgeXpert
@@ -16,7 +16,7 @@ from edgexpert.golden.prefill import (MAJOR, MINOR, TRIVIAL, EncoderError, Encod
                                       prefill_pass, prefill_quality, random_classes, save_encoder,
                                       shared_set_route, spearman, token_classes, train_encoder)
 from edgexpert.golden.prefill_calibration import choose, default_grid, pareto_front, sweep
-from edgexpert.weight_layout import WeightLayout
+from edgexpert.contracts.weight_layout import WeightLayout
 
 TINY = EncoderSettings(width=16, heads=2, layers=2, window=16, train_windows=16, heldout_windows=4,
                        steps=4, batch=4)

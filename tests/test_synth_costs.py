@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from edgexpert.config import ConfigError, load_config
-from edgexpert.hw.blocks import BLOCKS
+from edgexpert.contracts.config import ConfigError, load_config
+from edgexpert.blocks import BLOCKS
 from edgexpert.synth.costs import (CITED_COSTS, SCHEMA, CostTableError, build_cost_table,
                                    load_cost_table, write_cost_table)
 from edgexpert.synth.report import write_reports

@@ -12,8 +12,8 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from edgexpert.config import load_config
-from edgexpert.hw.blocks import Block
+from edgexpert.contracts.config import load_config
+from edgexpert.blocks import Block
 from edgexpert.sim.stimulus import Stimulus
 from edgexpert.synth.costs import load_cost_table
 from edgexpert.synth.flow import synthesize

@@ -11,14 +11,14 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from edgexpert.config import SynthConfig
+from edgexpert.contracts.config import SynthConfig
 from edgexpert.hw.mac_lane import MacLane
 from edgexpert.sim.stimulus import Stimulus, mac_lane_stimulus, simulate
 from edgexpert.synth.activity import Trace, activity_tcl, evaluate, read_vcd
 from edgexpert.synth.flow import parse_power_report, synthesize
 from edgexpert.synth.liberty import compile_function, read_liberty
 from edgexpert.synth.netlist import read_netlist
-from edgexpert.tools import ToolError, liberty_path
+from edgexpert.contracts.tools import ToolError, liberty_path
 
 CYCLES = 300
 SEED = 7
@@ -138,7 +138,7 @@ def test_power_moves_with_switching_activity(build_dir):
 
 
 def test_lane_activity_comes_from_the_trace_and_checks_out(build_dir):
-    from edgexpert.config import load_config
+    from edgexpert.contracts.config import load_config
     config = load_config(overrides=["hardware.mac_lane.pairs_per_beat=2",
                                     f"synth.activity_cycles={CYCLES}"])
     result = synthesize(MacLane(2), "mac_lane", config.synth, mac_lane_stimulus(config))
@@ -182,7 +182,7 @@ def test_lane_activity_comes_from_the_trace_and_checks_out(build_dir):
 
 
 def test_smaller_operands_switch_less(build_dir):
-    from edgexpert.config import load_config
+    from edgexpert.contracts.config import load_config
     energy = {}
     for operands in ("uniform", "gaussian"):
         config = load_config(overrides=["hardware.mac_lane.pairs_per_beat=2",

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from edgexpert.weight_image import (column_values, memory_image, pack_int4, random_weights,
+from edgexpert.contracts.weight_image import (column_values, memory_image, pack_int4, random_weights,
                                     scale_values, unpack_int4)
-from edgexpert.weight_layout import Matrix, WeightLayout
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
 LAYOUT = WeightLayout(n_layers=2, n_experts=2, d_model=16, expert_ffn=12, n_shared_experts=1,
                       base_address=0x40)

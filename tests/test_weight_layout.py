@@ -2,8 +2,8 @@
 
 import pytest
 
-from edgexpert.config import load_config
-from edgexpert.weight_layout import ALIGN, Burst, Matrix, WeightLayout, channel_runs
+from edgexpert.contracts.config import load_config
+from edgexpert.contracts.weight_layout import ALIGN, Burst, Matrix, WeightLayout, channel_runs
 
 
 @pytest.fixture

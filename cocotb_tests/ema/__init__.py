@@ -8,8 +8,8 @@ from pathlib import Path
 
 from edgexpert.hw.ema import EmaSystem
 from edgexpert.sim.runner import SimResult, run_cocotb
-from edgexpert.tools import build_root
-from edgexpert.weight_layout import WeightLayout
+from edgexpert.contracts.tools import build_root
+from edgexpert.contracts.weight_layout import WeightLayout
 
 __all__ = ["BENCH_MODULE", "UTILIZATION_MODULE", "BENCH_LAYOUT", "BENCH_CASES",
            "bench_tests", "run_bench", "UTILIZATION_CASES", "UTILIZATION_LATENCIES",
@@ -80,7 +80,7 @@ def golden_mask_trace(layout: WeightLayout, hw: dict, out: Path, ratio: float = 
     but its routing and activations are those of an untrained model."""
     import torch
 
-    from edgexpert.config import load_config
+    from edgexpert.contracts.config import load_config
     from edgexpert.golden.checkpoint import load_checkpoint
     from edgexpert.golden.corpus import load_corpus
     from edgexpert.golden.decode import decode_speculative
@@ -89,9 +89,9 @@ def golden_mask_trace(layout: WeightLayout, hw: dict, out: Path, ratio: float = 
     from edgexpert.golden.model import MoEModel
     from edgexpert.golden.prompts import load_prompts
     from edgexpert.golden.traces import build_trace
-    from edgexpert.hw.ema import EmaGeometry
-    from edgexpert.mask_trace import write_mask_trace
-    from edgexpert.ema import Descriptor, EmaReference
+    from edgexpert.contracts.mask_trace import write_mask_trace
+    from edgexpert.contracts.ema import Descriptor
+    from edgexpert.golden.ema import EmaReference
 
     ckpt = load_checkpoint()
     if WeightLayout.for_model(ckpt.model.cfg) == WeightLayout(**{**asdict(layout), "base_address": 0}):
@@ -113,7 +113,7 @@ def golden_mask_trace(layout: WeightLayout, hw: dict, out: Path, ratio: float = 
     engine = quantize_model(model)
     runs = [decode_speculative(engine, p, decode, keep_traces=True) for p in token_lists]
     trace = build_trace(runs, model.cfg, decode, {"mask_source": label})
-    reference = EmaReference(EmaGeometry(layout, hw["data_width"], hw["buffer_bytes"], hw["slots"]))
+    reference = EmaReference(layout, hw["data_width"] // 8, hw["buffer_bytes"], hw["slots"])
 
     def fits(entries) -> bool:
         try:

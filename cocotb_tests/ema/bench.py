@@ -22,11 +22,12 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.ema.harness import EmaTB, decode_status
-from edgexpert.ema import Descriptor, encode_descriptor, encode_step, new_step_command, split_bursts
-from edgexpert.hw.layouts import EmaCsr, EmaError, EmaOp, EmaStatus, ema_command_layout
-from edgexpert.mask_trace import read_mask_trace
+from edgexpert.contracts.ema import Descriptor, encode_descriptor, encode_step, new_step_command
+from edgexpert.golden.ema import split_bursts
+from edgexpert.contracts.ema import EmaCsr, EmaError, EmaOp, EmaStatus, ema_command_layout
+from edgexpert.contracts.mask_trace import read_mask_trace
 from edgexpert.sim.runner import bench_params, write_bench_report
-from edgexpert.weight_layout import Matrix
+from edgexpert.contracts.weight_layout import Matrix
 
 _report: dict = {}
 

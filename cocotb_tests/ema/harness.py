@@ -16,14 +16,15 @@ from cocotbext.axi import AxiBus
 from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
-from edgexpert.ema import SCALE, Completion, Descriptor, EmaReference, StepResult, encode_step
+from edgexpert.contracts.ema import Completion, Descriptor, encode_step
+from edgexpert.golden.ema import SCALE, EmaReference, StepResult
 from edgexpert.hw.ema import EmaGeometry
-from edgexpert.hw.layouts import (MASK_BITS, SLOT_BITS, TAG_BITS, EmaCsr, EmaError, EmaStatus,
+from edgexpert.contracts.ema import (MASK_BITS, SLOT_BITS, TAG_BITS, EmaCsr, EmaError, EmaStatus,
                                   ema_status_layout)
 from edgexpert.sim.runner import bench_params
-from edgexpert.weight_image import (column_values, memory_image, random_weights, scale_values,
+from edgexpert.contracts.weight_image import (column_values, memory_image, random_weights, scale_values,
                                     unpack_int4)
-from edgexpert.weight_layout import Matrix, WeightLayout
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
 __all__ = ["PERIOD_NS", "EmaTB", "decode_status", "pause_generator"]
 
@@ -58,7 +59,7 @@ class EmaTB:
         self.rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
         self.weights = random_weights(self.layout, seed=cocotb.RANDOM_SEED)
         self.image = memory_image(self.layout, self.weights, junk_seed=cocotb.RANDOM_SEED + 1)
-        self.ref = EmaReference(self.g)
+        self.ref = EmaReference(self.layout, self.g.beat_bytes, p["buffer_bytes"], p["slots"])
         self.ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
                                  size=2**len(dut.m_axi__araddr), latency=latency,
                                  period_ns=PERIOD_NS)

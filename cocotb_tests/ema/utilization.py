@@ -25,11 +25,11 @@ import cocotb
 
 from edgexpert.cocotb_tests.ema import UTILIZATION_CASES, UTILIZATION_LATENCIES
 from edgexpert.cocotb_tests.ema.harness import EmaTB, decode_status
-from edgexpert.ema import Descriptor, encode_step
-from edgexpert.hw.layouts import EmaError, EmaStatus
-from edgexpert.mask_trace import read_mask_trace
+from edgexpert.contracts.ema import Descriptor, encode_step
+from edgexpert.contracts.ema import EmaError, EmaStatus
+from edgexpert.contracts.mask_trace import read_mask_trace
 from edgexpert.sim.runner import bench_params, write_bench_report
-from edgexpert.weight_layout import Matrix
+from edgexpert.contracts.weight_layout import Matrix
 
 _report: dict = {}
 

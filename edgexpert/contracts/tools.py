@@ -33,7 +33,7 @@ def build_root() -> Path:
     build/ when running from a source checkout, else ./build."""
     if env := os.environ.get("EDGEXPERT_BUILD_DIR"):
         return Path(env).resolve()
-    checkout = Path(__file__).resolve().parents[1]
+    checkout = Path(__file__).resolve().parents[2]
     if (checkout / "pyproject.toml").is_file() and (checkout / "hw").is_dir():
         return checkout / "build"
     return Path.cwd() / "build"

@@ -24,7 +24,7 @@ __all__ = [
     "ConfigError", "MacLaneConfig", "EmaConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
     "PolicyConfig", "SynthConfig",
     "Config",
-    "load_config", "default_config", "apply_overrides", "build_dataclass",
+    "load_config", "apply_overrides", "build_dataclass",
 ]
 
 
@@ -315,7 +315,7 @@ def _merge(base: dict, top: dict) -> dict:
 
 
 def _default_data() -> dict:
-    text = resources.files("edgexpert").joinpath("configs/default.yaml").read_text()
+    text = resources.files("edgexpert.contracts").joinpath("configs/default.yaml").read_text()
     return _read_yaml(text, "bundled configs/default.yaml")
 
 
@@ -350,6 +350,3 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     data = apply_overrides(data, list(overrides))
     return build_dataclass(Config, data, "")
 
-
-def default_config() -> Config:
-    return load_config()

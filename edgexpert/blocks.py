@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..config import Config, ConfigError
-from ..sim.ema_stimulus import ema_stimulus
-from ..sim.stimulus import Stimulus, mac_lane_stimulus
-from ..weight_layout import WeightLayout
-from .ema import EmaController, EmaSystem
-from .mac_lane import MacLane
+from .contracts.config import Config, ConfigError
+from .contracts.weight_layout import WeightLayout
+from .hw.ema import EmaController, EmaSystem
+from .hw.mac_lane import MacLane
+from .sim.ema_stimulus import ema_stimulus
+from .sim.stimulus import Stimulus, mac_lane_stimulus
 
 __all__ = ["Block", "BLOCKS", "get_block", "ema_parameters"]
 
