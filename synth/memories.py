@@ -1,7 +1,7 @@
 """Keeping memories out of the gate netlist.
 
 Generic Yosys turns an Amaranth `Memory` into flip-flops and multiplexers; an accelerator builds
-it from an SRAM macro instead, so its cost comes from the SRAM model (`scaling.sram_cost`) and the
+it from an SRAM macro instead, so its cost comes from a CACTI run (`cacti.sram_cost`) and the
 gate netlist holds only the logic around it. The method:
 
 1. A first, short Yosys run (`scan`) does what synthesis does first (`proc; flatten;
@@ -17,7 +17,8 @@ gate netlist holds only the logic around it. The method:
 So the netlist keeps every gate that drives or reads the memory, STA times the paths into and
 out of it like paths to and from a register at a port (the SRAM's own clock-to-output and setup
 times are not in the critical path), and power counts the logic around it; the memory's own
-energy is its access count (from the activity simulation) times the SRAM model's energy per bit.
+energy is its bits read and written (from the activity simulation) times CACTI's read and write
+energy per bit.
 
 Limits: `memory_bmux2rom` is skipped (`-norom`), so only memories declared in the RTL are cut,
 never ROMs Yosys would infer from logic. Constant memory pins (a read enable tied high, resets

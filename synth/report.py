@@ -3,7 +3,9 @@
 `block_report` runs (or reads from the cache) one block's synthesis, timing and power and adds
 the 28 nm figures; `write_reports` writes build/synth/report.json, report.md and the cost table
 (`costs.py`) for a set of blocks. Every number is either measured (a Yosys / OpenSTA run, named
-by its cache key) or derived from a measured number by a cited factor (scaling.py).
+by its cache key), derived from a measured number by a cited factor (scaling.py), or a CACTI run
+at 28 nm (cacti.py, named by its cache key): every memory cut out of a block, the reference SRAM
+sizes and the configured weight buffer.
 """
 
 from __future__ import annotations
@@ -13,12 +15,18 @@ from pathlib import Path
 
 from ..contracts.config import Config
 from ..contracts.tools import build_root
+from .cacti import CACTI_7, SramSpec, cacti_settings, sram_cost
 from .costs import build_cost_table, write_cost_table
 from .flow import SynthResult, synthesize
-from .scaling import CACTI_28NM, SOURCE_NODE, STILLMAKER_BAAS, scale_to_28nm, sram_cost
+from .scaling import SOURCE_NODE, STILLMAKER_BAAS, scale_to_28nm
 
 __all__ = ["run_block", "summarize", "block_report", "write_reports", "markdown_report",
-           "format_si", "report_paths"]
+           "format_si", "report_paths", "reference_srams", "plural"]
+
+#: SRAM sizes the cost table always prices (KiB), with EdgeXpert's 512 KB shared SRAM among them;
+#: one 512-bit read-write port, one bank
+REFERENCE_SRAM_KIB = (64, 512, 1024)
+REFERENCE_PORT_BITS = 512
 
 
 def run_block(block, config: Config) -> SynthResult:
@@ -44,7 +52,9 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
     accesses = {a["name"]: a for a in (power or {}).get("memory_accesses", [])}
     memories, sram_area, sram_energy = [], 0.0, 0.0
     for m in result.memories:
-        sram = sram_cost(m["width"] * m["depth"])
+        # the memory's ports as the RTL declares them (module doc of cacti.py)
+        sram = sram_cost(SramSpec(m["width"], m["depth"], read_ports=m["read_ports"],
+                                  write_ports=m["write_ports"]))
         entry = {**{k: m[k] for k in ("name", "width", "depth", "read_ports", "write_ports",
                                       "sync_read_ports")},
                  "bits": m["width"] * m["depth"], "sram_28nm": sram.to_json()}
@@ -52,7 +62,8 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
         if m["name"] in accesses:
             acc = accesses[m["name"]]
             entry["accesses"] = acc
-            sram_energy += (acc["read_bits"] + acc["write_bits"]) * sram.read_energy_per_bit_j
+            sram_energy += (acc["read_bits"] * sram.read_energy_per_bit_j
+                            + acc["write_bits"] * sram.write_energy_per_bit_j)
         memories.append(entry)
     scaled = {
         "node_nm": scaling.node_nm, "vdd_v": scaling.vdd_v,
@@ -78,6 +89,23 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
             "power_measured": power is not None}
 
 
+def reference_srams(config: Config) -> dict[str, SramSpec]:
+    """The SRAMs the cost table prices besides the blocks' memories: the reference sizes, and the
+    configured weight buffer as one banked SRAM (hardware.ema: buffer_bytes over buffer_banks
+    banks, an AXI-data-wide line, one read and one write port per bank as hw/ema.py builds it)."""
+    srams = {_size(kib): SramSpec(REFERENCE_PORT_BITS, kib * 8192 // REFERENCE_PORT_BITS,
+                                  rw_ports=1) for kib in REFERENCE_SRAM_KIB}
+    ema = config.hardware.ema
+    srams["weight_buffer"] = SramSpec(ema.axi_data_width,
+                                      ema.buffer_bytes * 8 // ema.axi_data_width,
+                                      read_ports=1, write_ports=1, banks=ema.buffer_banks)
+    return srams
+
+
+def _size(kib: int) -> str:
+    return f"{kib // 1024}MiB" if kib >= 1024 else f"{kib}KiB"
+
+
 def report_paths() -> dict[str, Path]:
     root = build_root() / "synth"
     return {"json": root / "report.json", "markdown": root / "report.md",
@@ -90,7 +118,9 @@ def write_reports(blocks, config: Config) -> dict:
     report = {
         "source_node": SOURCE_NODE,
         "synth_config": {k: getattr(config.synth, k) for k in config.synth.__dataclass_fields__},
-        "scaling": scaling.to_json(), "sram_model": CACTI_28NM,
+        "scaling": scaling.to_json(), "sram_model": cacti_settings(),
+        "sram_28nm": {name: sram_cost(spec).to_json()
+                      for name, spec in reference_srams(config).items()},
         "blocks": {block.name: block_report(block, config) for block in blocks},
     }
     paths = report_paths()
@@ -111,9 +141,23 @@ def format_si(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
+def plural(operation: str) -> str:
+    """"byte fetched" -> "bytes fetched", "MAC" -> "MACs": the noun is the first word."""
+    noun, _, rest = operation.partition(" ")
+    return f"{noun}s{' ' + rest if rest else ''}"
+
+
+def _sram_line(sram: dict) -> str:
+    return (f"{sram['area_m2'] * 1e12:,.0f} um2, read "
+            f"{format_si(sram['read_energy_per_bit_j'], 'J')}/bit, write "
+            f"{format_si(sram['write_energy_per_bit_j'], 'J')}/bit, access "
+            f"{sram['access_time_s'] * 1e9:.3g} ns, leakage {format_si(sram['leakage_w'], 'W')} "
+            f"(CACTI key `{sram['key']}`; {sram['rule']})")
+
+
 def markdown_report(report: dict) -> str:
     """The human-readable report: one table, then what each column is and where it comes from."""
-    scaling = report["scaling"]
+    scaling, model = report["scaling"], report["sram_model"]
     rows = ["| block | parameters | cells | area 180 nm (um2) | area 28 nm (mm2) | "
             "fmax 180 nm (MHz) | fmax 28 nm (MHz) | dynamic / leakage 180 nm | "
             "energy/op 180 nm | energy/op 28 nm |",
@@ -140,7 +184,8 @@ def markdown_report(report: dict) -> str:
             notes.append(
                 f"  Power: {m['cycles']} cycles of `{m['stimulus']['drive']}` "
                 f"({m['stimulus']['params']}), seed {m['seed']}, {m['operations']:,} "
-                f"{m['operation']}s ({m['operations_per_cycle']:.3g} per cycle); activity of "
+                f"{plural(m['operation'])} ({m['operations_per_cycle']:.3g} per cycle); "
+                f"activity of "
                 f"{a['nets_evaluated']:,} of {a['nets']:,} nets evaluated from the simulation "
                 f"({a['state_from_trace']} of {a['state_elements']} flip-flops and "
                 f"{a['input_bits_from_trace']} of {a['input_bits']} input bits by name, "
@@ -150,8 +195,7 @@ def markdown_report(report: dict) -> str:
             sram = mem["sram_28nm"]
             line = (f"  Memory `{mem['name']}`: {mem['depth']} x {mem['width']} bits, "
                     f"{mem['read_ports']} read / {mem['write_ports']} write ports, cut out of the "
-                    f"netlist; 28 nm SRAM {sram['area_m2'] * 1e12:,.0f} um2, "
-                    f"{format_si(sram['read_energy_per_bit_j'], 'J')}/bit ({sram['rule']})")
+                    f"netlist; 28 nm SRAM {_sram_line(sram)}")
             if "accesses" in mem:
                 acc = mem["accesses"]
                 line += (f"; {acc['read_bits']:,} bits read, {acc['write_bits']:,} written in the "
@@ -170,7 +214,8 @@ def markdown_report(report: dict) -> str:
         f"to 28 nm at {scaling['vdd_v']} V: area x{scaling['area']:.4f}, delay "
         f"x{scaling['delay']:.4f}, energy x{scaling['energy']:.4f} (Stillmaker & Baas 2017, "
         f"interpolated geometrically between the 32 nm and 20 nm rows, weight "
-        f"{scaling['weight_20nm']:.3f} on 20 nm); memories add the 28 nm SRAM model (CACTI 7).",
+        f"{scaling['weight_20nm']:.3f} on 20 nm); memories add a CACTI 7 run at 28 nm each "
+        f"({model['cell_type']} cells, {model['temperature_k']} K; docs/synthesis.md).",
         "",
         *rows,
         "",
@@ -180,6 +225,24 @@ def markdown_report(report: dict) -> str:
         "",
         *notes,
         "",
-        f"Sources: {STILLMAKER_BAAS}. {CACTI_28NM}.",
+        "SRAMs the cost table prices besides the blocks' memories (CACTI at "
+        f"{model['technology_um']} um; read and write energy per access / port width):",
+        "",
+        "| SRAM | bits | port | ports | banks | area (mm2) | read | write | access | leakage |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        *(f"| {name} | {c['spec']['bits']:,} | {c['spec']['width_bits']} | {_ports(c['spec'])} | "
+          f"{c['spec']['banks']} | {c['area_m2'] * 1e6:.4g} | "
+          f"{format_si(c['read_energy_per_bit_j'], 'J')}/bit | "
+          f"{format_si(c['write_energy_per_bit_j'], 'J')}/bit | "
+          f"{c['access_time_s'] * 1e9:.3g} ns | {format_si(c['leakage_w'], 'W')} |"
+          for name, c in report.get("sram_28nm", {}).items()),
+        "",
+        f"Sources: {STILLMAKER_BAAS}. {CACTI_7}, version {model['version']}, built and run on this "
+        "machine (cache keys above).",
         "",
     ])
+
+
+def _ports(spec: dict) -> str:
+    return ", ".join(f"{spec[k]} {label}" for k, label in (
+        ("rw_ports", "read-write"), ("read_ports", "read"), ("write_ports", "write")) if spec[k])

