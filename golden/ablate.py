@@ -2,17 +2,20 @@
 
 Each study runs a few settings of one mechanism on the same prompts, held-out windows and cost
 model as `edgexpert compare`, next to the references it is judged against (naive speculative
-decoding, and where it matters plain decoding with the same on-chip buffer).
+decoding, and where it matters plain decoding with the same on-chip buffer). Every setting is a
+policy of the registry (golden/policies.py, `build_policy`) built from the configuration with
+the studied values put in; EdgeXpert's prefill reuse only where a study names it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
+from ..contracts.weight_layout import WeightLayout
 from .decode import FloatEngine, decode_ar
-from .evaluate import against_naive, measure, on_chip_slots, prefill_routing, pruned_edgexpert
-from .policies import (Autoregressive, Combined, EdgeXpert, MoESpec, ResidentAR, S2MoE, SpecMoE,
-                       Specter)
+from .evaluate import against_naive, measure
+from .policies import build_policy, on_chip_slots
 from .policy import Policy
 
 __all__ = ["STUDIES", "study_settings", "run_study"]
@@ -34,54 +37,63 @@ def study_settings(study: str, config, model, layout,
                    encoder=None) -> list[tuple[str, Callable[[], Policy]]]:
     """(label, policy factory) for every setting of `study`, references first; `encoder`: the
     prefill encoder for the settings with EdgeXpert's prefill reuse."""
-    p, d, k = config.policies, config.decode, model.cfg.top_k
-    naive = [("naive_sd", lambda: Policy(layout, d))]
+    p, k = config.policies, model.cfg.top_k
+
+    def setting(name: str, prefill_encoder=None, **values) -> Callable[[], Policy]:
+        """Policy `name` with the `policies` values of this setting (the rest from the
+        configuration); the prefill encoder only where the setting names it."""
+        studied = dataclasses.replace(config, policies=dataclasses.replace(p, **values))
+        return lambda: build_policy(name, studied, model, layout, prefill_encoder)
+
+    # EdgeXpert on the compared model, whatever policies.pruned_checkpoint says
+    unpruned = {"pruned_checkpoint": "none"}
+    naive = [("naive_sd", setting("naive_sd"))]
     if study == "calibration":
         return naive + [(f"edgexpert ratio={r} calibration={c}",
-                         lambda r=r, c=c: EdgeXpert(layout, d, model, r, p.pruning_sparsity, c))
+                         setting("edgexpert", coalescing_ratio=r, calibration=c, **unpruned))
                         for r in (0.75, 0.5) for c in (True, False)]
     if study == "ratio":
-        return naive + [(f"edgexpert ratio={r}",
-                         lambda r=r: EdgeXpert(layout, d, model, r, p.pruning_sparsity, p.calibration))
+        return naive + [(f"edgexpert ratio={r}", setting("edgexpert", coalescing_ratio=r, **unpruned))
                         for r in (0.5, 0.6, 0.75, 0.9, 1.0)]
     if study == "budget":
-        return naive + [(f"moe_spec B={b}", lambda b=b: MoESpec(layout, d, k, b))
+        return naive + [(f"moe_spec B={b}", setting("moe_spec", moe_spec_budget=b))
                         for b in (k, 2 * k, 3 * k, 4 * k, 6 * k) if b <= layout.n_experts]
-    slots = on_chip_slots(p.onchip_expert_kib, layout)
+    # a buffer that holds no expert is refused before any decoding, here and for each size of the
+    # slots study, rather than when its setting is built
+    on_chip_slots(p.onchip_expert_kib, layout)
+    alone = {"combined_prefill_reuse": False}
     if study == "threshold":
         return naive + [(f"{name} threshold={t}", make)
                         for t in (0.25, 0.5, 1.0, 2.0, 4.0)
-                        for name, make in [("s2moe", lambda t=t: S2MoE(layout, d, k, t, p.s2moe_cap)),
-                                           ("combined", lambda t=t: Combined(layout, d, model, slots, t))]]
+                        for name, make in [("s2moe", setting("s2moe", s2moe_threshold=t)),
+                                           ("combined", setting("combined", combined_threshold=t,
+                                                                **alone))]]
     if study == "slots":
-        out = naive + [("ar", lambda: Autoregressive(layout, d))]
+        out = naive + [("ar", setting("ar"))]
         for kib in (256, 512, 1024):
-            n = on_chip_slots(kib, layout)
-            out += [(f"ar_resident {kib} KiB", lambda n=n: ResidentAR(layout, d, n)),
-                    (f"specmoe {kib} KiB", lambda n=n: SpecMoE(layout, d, model, n)),
-                    (f"specter {kib} KiB", lambda n=n: Specter(layout, d, model, n, p.specter_chain,
-                                                               p.specter_draft_bits)),
-                    (f"combined {kib} KiB", lambda n=n: Combined(layout, d, model, n,
-                                                                 p.combined_threshold))]
+            on_chip_slots(kib, layout)
+            out += [(f"ar_resident {kib} KiB", setting("ar_resident", onchip_expert_kib=kib)),
+                    (f"specmoe {kib} KiB", setting("specmoe", onchip_expert_kib=kib)),
+                    (f"specter {kib} KiB", setting("specter", onchip_expert_kib=kib)),
+                    (f"combined {kib} KiB", setting("combined", onchip_expert_kib=kib, **alone))]
         return out
     if study == "combined":
         t = p.combined_threshold
         return naive + [
-            ("specmoe (resident draft)", lambda: SpecMoE(layout, d, model, slots)),
+            ("specmoe (resident draft)", setting("specmoe")),
             (f"+ adaptive expansion, on-chip experts free (combined, threshold {t})",
-             lambda: Combined(layout, d, model, slots, t)),
+             setting("combined", **alone)),
             ("+ EdgeXpert prefill reuse",
-             lambda: Combined(layout, d, model, slots, t, prefill_routing(config, encoder, k)))]
+             setting("combined", encoder, combined_prefill_reuse=True))]
     if study == "chain":
-        return naive + [(f"specter K={c}", lambda c=c: Specter(layout, d, model, slots, c,
-                                                               p.specter_draft_bits))
+        return naive + [(f"specter K={c}", setting("specter", specter_chain=c))
                         for c in (1, 2, 3, 4, 6, 8)]
     if study == "pruning":
         return naive + [(f"edgexpert ratio={r}",
-                         lambda r=r: EdgeXpert(layout, d, model, r, 0.0, p.calibration))
+                         setting("edgexpert", coalescing_ratio=r, pruning_sparsity=0.0, **unpruned))
                         for r in (0.75, 0.6, 0.5)] + \
                        [(f"edgexpert pruned ratio={r}",
-                         lambda r=r: pruned_edgexpert(layout, d, model, r, p.calibration))
+                         setting("edgexpert", coalescing_ratio=r, pruned_checkpoint="bundled"))
                         for r in (1.0, 0.85, 0.75)]
     raise ValueError(f"unknown study {study!r}: accepted {', '.join(STUDIES)}")
 
@@ -90,7 +102,6 @@ def run_study(study: str, config, model, prompts: list[list[int]], windows: list
               eot: int | None, encoder=None,
               progress: Callable[[str], None] = lambda label: None) -> dict:
     """Every setting of `study` measured as `edgexpert compare` measures a policy, keyed by label."""
-    from ..contracts.weight_layout import WeightLayout
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     settings = study_settings(study, config, model, layout, encoder)
@@ -98,8 +109,6 @@ def run_study(study: str, config, model, prompts: list[list[int]], windows: list
     out = {}
     for label, make in settings:
         progress(label)
-        policy = make()
-        policy.prefill_chunk = config.policies.prefill_chunk
-        out[label] = measure(engine, policy, prompts, reference, windows,
+        out[label] = measure(engine, make(), prompts, reference, windows,
                              config.policies.eval_prompt_tokens, eot)
     return against_naive(out, out["naive_sd"]["ema_bytes_per_token_decode"])

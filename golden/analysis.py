@@ -14,13 +14,12 @@
 from __future__ import annotations
 
 import itertools
-import math
 
 import torch
-import torch.nn.functional as F
 
 from .decode import DecodeResult, FloatEngine
 from .int_model import IntModel
+from .metrics import LogitComparison
 from .model import KVCache, MoEModel
 
 __all__ = ["compare_paths", "routing_skew", "coactivation"]
@@ -31,23 +30,17 @@ def compare_paths(model: MoEModel, int_model: IntModel, windows: torch.Tensor) -
     """Float (float64) against the integer path `int_model` (the model's quantization) on
     windows [N, S + 1] (next-token targets)."""
     fmodel = FloatEngine(model).model
-    nll_f = nll_i = kl = agree = count = 0.0
+    scores = LogitComparison()
     for w in windows:
         tokens, targets = w[:-1], w[1:]
         n = len(tokens)
         lf = fmodel(tokens[None])[0][0]
         li, _ = int_model.step(tokens, torch.arange(n), KVCache(),
                                torch.tril(torch.ones(n, n, dtype=torch.bool)))
-        logp_f, logp_i = F.log_softmax(lf, -1), F.log_softmax(li, -1)
-        nll_f += float(-logp_f.gather(-1, targets[:, None]).sum())
-        nll_i += float(-logp_i.gather(-1, targets[:, None]).sum())
-        kl += float((logp_f.exp() * (logp_f - logp_i)).sum())
-        agree += float((lf.argmax(-1) == li.argmax(-1)).sum())
-        count += n
-    return {"tokens": int(count), "ppl_float": round(math.exp(nll_f / count), 4),
-            "ppl_int": round(math.exp(nll_i / count), 4),
-            "ppl_ratio": round(math.exp((nll_i - nll_f) / count), 4),
-            "top1_agreement": round(agree / count, 4), "mean_kl": round(kl / count, 5)}
+        scores.add(lf, li, targets)
+    return {"tokens": scores.count, "ppl_float": scores.ppl_reference(),
+            "ppl_int": scores.ppl_compared(), "ppl_ratio": scores.ppl_ratio(),
+            "top1_agreement": scores.top1_agreement(), "mean_kl": scores.mean_kl()}
 
 
 @torch.no_grad()

@@ -6,19 +6,23 @@
 - `meta.json`: model config, training config and seed, corpus manifest hash, held-out loss of the
   stored weights, the bigram baseline, the command that produced it.
 
-The bundled checkpoint lives in golden/checkpoint/ (`bundled_checkpoint_dir()`).
+Bundled metadata holds only what reproduces the artefact (hashes, settings, relative names,
+versions): no absolute path of the machine that wrote it and no wall time (a run reports those,
+the files do not keep them). The bundled checkpoint lives in golden/checkpoint/
+(`bundled_checkpoint_dir()`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from tokenizers import Tokenizer
 
 from ..contracts.config import ConfigError, ModelConfig, build_dataclass
@@ -27,7 +31,7 @@ from .model import MoEModel
 from .tokenizer import load_tokenizer
 
 __all__ = ["CheckpointError", "Checkpoint", "save_checkpoint", "load_checkpoint",
-           "bundled_checkpoint_dir", "META_VERSION"]
+           "bundled_checkpoint_dir", "META_VERSION", "weights_sha256", "save_tensors"]
 
 META_VERSION = 1
 
@@ -48,11 +52,36 @@ def bundled_checkpoint_dir() -> Path:
     return Path(__file__).resolve().parent / "checkpoint"
 
 
+def weights_sha256(model: MoEModel, dtype: torch.dtype = torch.float16, shapes: bool = False) -> str:
+    """SHA-256 over the model's parameters, names sorted: per parameter its name (with its shape
+    when `shapes`), then its values as `dtype`. The default is the weights as a checkpoint stores
+    them (float16): the same for a model and the model loaded back from its checkpoint, whatever
+    folder it lives in.
+
+    Bundled metadata records two forms, and their values must not change: a pruned checkpoint's
+    parent (`prune.parent_weights_sha256`, the default form) and the model a prefill encoder was
+    trained for (`model_sha256` in encoder.json: float32 with shapes, golden/prefill.py)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update((f"{name}:{tuple(tensor.shape)}" if shapes else name).encode())
+        digest.update(tensor.detach().to(dtype).contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> Path:
+    """Write a safetensors file whose mode follows the umask like every other file written here
+    (0644 under the usual 022); safetensors' own save_file creates it 0600. The bytes are those
+    save_file writes."""
+    path = Path(path)
+    path.write_bytes(save(tensors))
+    return path
+
+
 def save_checkpoint(model: MoEModel, tokenizer: Tokenizer, meta: dict, out: Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tensors = {name: p.detach().to(torch.float16).contiguous() for name, p in model.state_dict().items()}
-    save_file(tensors, str(out / "model.safetensors"))
+    save_tensors(tensors, out / "model.safetensors")
     tokenizer.save(str(out / "tokenizer.json"))
     meta = {"meta_version": META_VERSION, "model": dataclasses.asdict(model.cfg), **meta}
     (out / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

@@ -34,9 +34,9 @@ from ..contracts.weight_layout import WeightLayout
 from .model import KVCache, LayerTrace, MoEModel, route
 from .policy import Policy
 
-__all__ = ["FloatEngine", "PassCost", "PassTrace", "DecodeResult", "prefill", "decode_ar",
-           "decode_speculative", "draft_and_verify", "keep_path", "Tree", "build_tree",
-           "summarize", "compare_modes", "default_policy"]
+__all__ = ["FloatEngine", "exact_logits", "PassCost", "PassTrace", "DecodeResult", "run_pass",
+           "prefill", "decode_ar", "decode_speculative", "draft_and_verify", "keep_path", "Tree",
+           "build_tree", "summarize", "compare_modes", "default_policy"]
 
 
 class FloatEngine:
@@ -51,6 +51,16 @@ class FloatEngine:
 
     def step(self, tokens, positions, cache, allowed, router=None, channels=None):
         return self.model.step(tokens, positions, cache, allowed, router, channels)
+
+
+@torch.no_grad()
+def exact_logits(engine: FloatEngine, tokens: list[int]) -> torch.Tensor:
+    """The exact float model's teacher-forced logits for positions 1.. of `tokens`: the reference
+    every quality measurement compares a policy's logits with."""
+    n = len(tokens) - 1
+    logits, _ = engine.step(torch.tensor(tokens[:-1]), torch.arange(n), KVCache(),
+                            torch.tril(torch.ones(n, n, dtype=torch.bool)))
+    return logits
 
 
 @dataclass
@@ -83,9 +93,13 @@ class DecodeResult:
     traces: list[PassTrace] = field(default_factory=list)
 
 
-def _pass(engine, policy: Policy, kind: str, tokens: torch.Tensor, positions, cache, allowed,
-          depths: torch.Tensor):
-    """One forward pass under the policy's routing and channel choice; (logits, traces, cost)."""
+def run_pass(engine, policy: Policy, kind: str, tokens: torch.Tensor, positions, cache, allowed,
+             depths: torch.Tensor):
+    """One forward pass of `kind` ("prefill", "ar", "draft", "verify") over `tokens` at
+    `positions`, attending to the cache entries `allowed` [len(tokens), cache + len(tokens)]
+    permits, under the policy's routing and channel choice (`depths`: each token's depth group in
+    the draft tree, 0 outside one); the tokens' entries are appended to `cache`. Returns (logits,
+    per-layer traces, PassCost)."""
     hook = policy.channels(kind, depths)
     extra = {"channels": hook} if hook is not None else {}
     logits, traces = engine.step(tokens, positions, cache, allowed, policy.router(kind, tokens),
@@ -105,8 +119,8 @@ def prefill(engine, prompt: list[int], policy: Policy | None = None) -> tuple[KV
     n = len(body)
     if n == 0:
         return cache, PassCost("prefill", 0, [0] * engine.cfg.n_layers, 0)
-    _, _, cost = _pass(engine, policy, "prefill", body, torch.arange(n), cache,
-                       torch.tril(torch.ones(n, n, dtype=torch.bool)), torch.zeros(n, dtype=torch.long))
+    _, _, cost = run_pass(engine, policy, "prefill", body, torch.arange(n), cache,
+                          torch.tril(torch.ones(n, n, dtype=torch.bool)), torch.zeros(n, dtype=torch.long))
     return cache, cost
 
 
@@ -156,9 +170,10 @@ def decode_ar(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None = No
 
     def step(cache, root, result, gen):
         pos = len(cache)
-        logits, traces, cost = _pass(engine, policy, "ar", torch.tensor([root]), torch.tensor([pos]),
-                                     cache, torch.ones(1, pos + 1, dtype=torch.bool),
-                                     torch.zeros(1, dtype=torch.long))
+        logits, traces, cost = run_pass(engine, policy, "ar", torch.tensor([root]),
+                                        torch.tensor([pos]), cache,
+                                        torch.ones(1, pos + 1, dtype=torch.bool),
+                                        torch.zeros(1, dtype=torch.long))
         result.passes.append(cost)
         if keep_traces:
             result.traces.append(PassTrace("ar", result.steps, [root], [0], traces))
@@ -219,8 +234,8 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
                 entry_of[n] = first + r
         allowed = _tree_mask(prefix, pool.parents, frontier, prefix, entry_of, first + len(frontier))
         positions = torch.full((len(frontier),), prefix + depth - 1, dtype=torch.long)
-        logits, traces, cost = _pass(drafter, policy, "draft", torch.tensor(tokens), positions,
-                                     fork, allowed, torch.full((len(frontier),), depth - 1))
+        logits, traces, cost = run_pass(drafter, policy, "draft", torch.tensor(tokens), positions,
+                                        fork, allowed, torch.full((len(frontier),), depth - 1))
         passes.append(cost)
         if traces_out is not None:
             traces_out.append(PassTrace("draft", step, tokens, [depth - 1] * len(tokens), traces))
@@ -305,8 +320,8 @@ def draft_and_verify(engine, policy: Policy, cache: KVCache, root: int, cfg: Dec
                          prefix + 1 + n)
     tokens = torch.tensor([root] + tree.tokens)
     positions = prefix + torch.tensor([0] + tree.depths)
-    logits, traces, cost = _pass(engine, policy, "verify", tokens, positions, cache, allowed,
-                                 torch.tensor([0] + tree.depths))
+    logits, traces, cost = run_pass(engine, policy, "verify", tokens, positions, cache, allowed,
+                                    torch.tensor([0] + tree.depths))
     passes.append(cost)
     if traces_out is not None:
         traces_out.append(PassTrace("verify", step, tokens.tolist(), [0] + tree.depths, traces))

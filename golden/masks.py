@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from ..contracts.mask_trace import MaskEntry, MaskTrace
+from ..contracts.trace import PassKind, Trace
 from ..contracts.weight_layout import Matrix
 from .policies import salient_channels
-from .traces import KINDS, Trace
 
 __all__ = ["GOLDEN_SOURCE", "coalesced_masks"]
 
@@ -51,7 +51,7 @@ def coalesced_masks(trace: Trace, ratio: float,
     x = np.abs(trace["x_q"].astype(np.float64)) * (trace["x_m"] * 2.0 ** -trace["x_e"].astype(np.float64))[:, None]
     h = np.abs(trace["hidden_q"].astype(np.float64)) * (trace["hidden_m"] * 2.0 ** -trace["hidden_e"].astype(np.float64))[..., None]
     g = trace["weights_q16"] / 65536.0
-    verify = trace["row_kind"] == KINDS["verify"]
+    verify = trace["row_kind"] == PassKind.VERIFY
     keys = np.unique(np.stack([trace["row_prompt"], trace["row_pass"], trace["row_layer"]], 1)[verify], axis=0)
     steps = []
     for prompt, index, layer in keys.tolist():

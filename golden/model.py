@@ -8,7 +8,7 @@ shared experts are always active with weight 1.
 
 Two forward paths share the weights:
 - `forward(tokens)` for training and evaluation: causal attention over whole sequences, experts
-  dispatched by grouping token-expert pairs per expert (`MoE._dispatch_grouped`);
+  dispatched by grouping token-expert pairs per expert (`MoE.dispatch_grouped`);
 - `step(...)` for decoding: a KV cache, any attention mask (draft trees), and routing that a
   policy may replace. golden/decode.py runs it in float64, so that a token's logits do not depend
   on which other tokens share the pass.
@@ -143,10 +143,12 @@ class MoE(nn.Module):
         return torch.matmul(F.silu(torch.matmul(x, gate.transpose(-1, -2)))
                             * torch.matmul(x, up.transpose(-1, -2)), down.transpose(-1, -2))
 
-    def _dispatch_grouped(self, x, idx, weights):
-        """Every (token, expert) pair computed once: pairs are sorted by expert, copied into an
-        [E, C, D] buffer (C = the busiest expert's count, so nothing is dropped), run through one
-        batched matmul per weight, and gathered back with their routing weights."""
+    def dispatch_grouped(self, x, idx, weights):
+        """The routed experts' output [N, D] for inputs x [N, D] routed to experts idx [N, k]
+        with weights [N, k] (the shared experts not included). Every (token, expert) pair is
+        computed once: pairs are sorted by expert, copied into an [E, C, D] buffer (C = the
+        busiest expert's count, so nothing is dropped), run through one batched matmul per
+        weight, and gathered back with their routing weights."""
         n, k = idx.shape
         n_exp = self.w_gate.shape[0]
         flat = idx.reshape(-1)
@@ -165,7 +167,7 @@ class MoE(nn.Module):
         contrib = out.reshape(-1, d).index_select(0, row) * weights.reshape(-1)[order, None]
         return x.new_zeros(x.shape).index_add(0, token_of, contrib)
 
-    def _dispatch_loop(self, x, idx, weights):
+    def dispatch_loop(self, x, idx, weights):
         """The plain per-expert loop (each expert gathers its tokens and runs alone): the
         reference the grouped dispatch is checked against and the baseline of
         `edgexpert bench dispatch`."""
@@ -186,7 +188,7 @@ class MoE(nn.Module):
         """x [N, D] -> (y [N, D], router logits [N, E], chosen experts [N, k])."""
         logits = self.router(x)
         idx = route(logits, self.top_k)
-        dispatch = self._dispatch_grouped if self.dispatch == "grouped" else self._dispatch_loop
+        dispatch = self.dispatch_grouped if self.dispatch == "grouped" else self.dispatch_loop
         y = dispatch(x, idx, routing_weights(logits, idx, self.norm_topk_prob))
         return y + self.shared(x), logits, idx
 

@@ -9,6 +9,10 @@
 - `SpecMoE`: a draft on resident experts only (affinity substitution), HotTemporal refresh.
 - `Specter`: a quantized-expert draft chain whose routing prefetches experts into LRU slots.
 - `Combined`: ours, the lossless ideas of the others together (resident draft, cost-aware tree).
+- `ResidentAR`: a reference, plain decoding with the same on-chip slots.
+
+The registry `POLICIES` builds each of them by name from the configuration (`build_policy`);
+`COMPARED` are the ones `edgexpert compare` runs, in its order (`build_policies`).
 """
 
 from __future__ import annotations
@@ -16,47 +20,28 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC, abstractmethod
+from typing import Callable
 
 import torch
 
-from ..contracts.config import DecodeConfig
+from ..contracts.config import Config, ConfigError, DecodeConfig
 from ..contracts.weight_layout import Matrix, WeightLayout
+from .decode import FloatEngine
 from .model import LayerTrace, MoEModel, Router, route
 from .policy import ChannelHook, Expansion, ExpertSlots, Policy, hottest, used_experts
-from .prefill import PrefillRouting
+from .prefill import PrefillRouting, TokenEncoder, prefill_routing
+from .prune import load_pruned_checkpoint, pruning_masks
 
 __all__ = ["Autoregressive", "EdgeXpert", "MoESpec", "S2MoE", "SpecMoE", "Specter", "Combined",
-           "ResidentAR",
-           "pruning_masks", "selected_count", "salient_channels", "CoalescingHook", "affinity_order", "quantized_experts",
-           "AdaptiveExpansion", "reuse_aware_router"]
+           "ResidentAR", "selected_count", "salient_channels", "CoalescingHook", "affinity_order",
+           "quantized_experts", "AdaptiveExpansion", "reuse_aware_router", "on_chip_slots",
+           "pruned_edgexpert", "POLICIES", "COMPARED", "build_policy", "build_policies"]
 
 
 class Autoregressive(Policy):
     """Plain decoding: the speculative machinery is not used."""
     name = "ar"
     speculative = False
-
-
-def pruning_masks(model: MoEModel, sparsity: float) -> list[dict[Matrix, torch.Tensor]]:
-    """EdgeXpert's fine-grained pruning mask m, per layer and matrix [experts, input channels]:
-    in each expert the `sparsity` share of input channels whose weight columns have the least
-    L2 norm (gate and up together for GATE_UP) is pruned (0), the rest kept (1)."""
-    if not 0 <= sparsity < 1:
-        raise ValueError(f"sparsity = {sparsity} is out of range: accepted [0, 1)")
-    out = []
-    for block in model.layers:
-        moe = block.moe
-        norms = {Matrix.GATE_UP: (moe.w_gate.pow(2).sum(1) + moe.w_up.pow(2).sum(1)).detach(),
-                 Matrix.DOWN: moe.w_down.pow(2).sum(1).detach()}
-        masks = {}
-        for matrix, norm in norms.items():
-            pruned = round(sparsity * norm.shape[1])
-            order = torch.argsort(norm, dim=1, stable=True)
-            mask = torch.ones_like(norm, dtype=torch.float64)
-            mask.scatter_(1, order[:, :pruned], 0.0)
-            masks[matrix] = mask
-        out.append(masks)
-    return out
 
 
 def selected_count(channels: int, ratio: float, prune: torch.Tensor | None = None) -> int:
@@ -125,7 +110,7 @@ class CoalescingHook(ChannelHook):
 
 class EdgeXpert(Policy):
     """Decode: depth-aware channel coalescing (`CoalescingHook`) in every draft and
-    verification pass, with the model's pruning mask in the importance. Prefill: with
+    verification pass, with the model's pruning mask (golden/prune.py) in the importance. Prefill: with
     `prefill` (the encoder and the thresholds and budgets), the shared-set routing of
     golden/prefill.py; without, the model's own routing."""
     name = "edgexpert"
@@ -425,7 +410,6 @@ class Specter(_Resident):
 
     def draft_engine(self, engine):
         if self.drafter is None:
-            from .decode import FloatEngine
             self.drafter = FloatEngine(quantized_experts(self.target, self.draft_bits))
         return self.drafter
 
@@ -477,3 +461,97 @@ class Combined(SpecMoE):
     def expansion(self, cfg, top_k):
         return AdaptiveExpansion(cfg, self.layout.n_layers * top_k, self.threshold,
                                  free=lambda layer, e: (layer, e) in self.slots)
+
+
+# ---------------------------------------------------------------------------------------------
+# the registry: every policy by name, built from the configuration
+
+
+def on_chip_slots(kib: int, layout: WeightLayout) -> int:
+    """Whole experts per layer that `kib` KiB of on-chip buffer hold (split over the layers)."""
+    slots = kib * 1024 // (layout.n_layers * layout.expert_fetch_bytes)
+    if slots < 1:
+        raise ConfigError(f"policies.onchip_expert_kib = {kib} holds no expert: accepted >= "
+                          f"{math.ceil(layout.n_layers * layout.expert_fetch_bytes / 1024)}")
+    return min(slots, layout.n_experts)
+
+
+def pruned_edgexpert(layout: WeightLayout, decode: DecodeConfig, model: MoEModel, ratio: float,
+                     calibration: bool, prefill: PrefillRouting | None = None) -> EdgeXpert:
+    """EdgeXpert decoding on the bundled pruned-and-recovered checkpoint of `model`, with that
+    checkpoint's own mask (`Policy.model`: golden.evaluate.measure runs it on that model)."""
+    pruned = load_pruned_checkpoint(None, model)
+    policy = EdgeXpert(layout, decode, pruned.model, ratio, pruned.meta["prune"]["sparsity"],
+                       calibration, prefill=prefill)
+    policy.model = pruned.model
+    return policy
+
+
+def _checked(key: str, make: Callable[[], Policy]) -> Policy:
+    """A policy whose constructor checks a configuration value against the model: its
+    ValueError is reported as the key's ConfigError."""
+    try:
+        return make()
+    except ValueError as exc:
+        raise ConfigError(f"policies.{key}: {exc}") from None
+
+
+def _edgexpert(config: Config, model: MoEModel, layout: WeightLayout,
+               encoder: TokenEncoder | None) -> Policy:
+    p, d = config.policies, config.decode
+    prefill = prefill_routing(p, encoder, model.cfg.top_k)
+    if p.pruned_checkpoint == "bundled":
+        return pruned_edgexpert(layout, d, model, p.coalescing_ratio, p.calibration, prefill)
+    return EdgeXpert(layout, d, model, p.coalescing_ratio, p.pruning_sparsity, p.calibration,
+                     prefill=prefill)
+
+
+def _combined(config: Config, model: MoEModel, layout: WeightLayout,
+              encoder: TokenEncoder | None) -> Policy:
+    p = config.policies
+    prefill = prefill_routing(p, encoder, model.cfg.top_k) if p.combined_prefill_reuse else None
+    return Combined(layout, config.decode, model, on_chip_slots(p.onchip_expert_kib, layout),
+                    p.combined_threshold, prefill=prefill)
+
+
+#: name (the policy's `name`) -> builder(config, model, layout, prefill encoder or None): the
+#: configuration's `policies` and `decode` sections fix every setting
+POLICIES: dict[str, Callable[[Config, MoEModel, WeightLayout, TokenEncoder | None], Policy]] = {
+    "ar": lambda c, m, layout, e: Autoregressive(layout, c.decode),
+    "naive_sd": lambda c, m, layout, e: Policy(layout, c.decode),
+    "edgexpert": _edgexpert,
+    "moe_spec": lambda c, m, layout, e: _checked(
+        "moe_spec_budget", lambda: MoESpec(layout, c.decode, m.cfg.top_k, c.policies.moe_spec_budget)),
+    "s2moe": lambda c, m, layout, e: _checked(
+        "s2moe_cap", lambda: S2MoE(layout, c.decode, m.cfg.top_k, c.policies.s2moe_threshold,
+                                   c.policies.s2moe_cap)),
+    "specmoe": lambda c, m, layout, e: SpecMoE(
+        layout, c.decode, m, on_chip_slots(c.policies.onchip_expert_kib, layout)),
+    "specter": lambda c, m, layout, e: Specter(
+        layout, c.decode, m, on_chip_slots(c.policies.onchip_expert_kib, layout),
+        c.policies.specter_chain, c.policies.specter_draft_bits),
+    "combined": _combined,
+    "ar_resident": lambda c, m, layout, e: ResidentAR(
+        layout, c.decode, on_chip_slots(c.policies.onchip_expert_kib, layout)),
+}
+#: what `edgexpert compare` runs, in its order (ar_resident is a reference for `edgexpert ablate`)
+COMPARED = ("ar", "naive_sd", "edgexpert", "moe_spec", "s2moe", "specmoe", "specter", "combined")
+
+
+def build_policy(name: str, config: Config, model: MoEModel, layout: WeightLayout,
+                 encoder: TokenEncoder | None = None) -> Policy:
+    """Policy `name` for `model` from the configuration (a value the policy rejects is reported
+    as the configuration key's error); EdgeXpert's prefill, and the combined policy's with
+    policies.combined_prefill_reuse, use the shared-set routing when a prefill `encoder`
+    (golden/prefill.py) is given."""
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}: accepted {', '.join(POLICIES)}")
+    policy = POLICIES[name](config, model, layout, encoder)
+    policy.prefill_chunk = config.policies.prefill_chunk
+    return policy
+
+
+def build_policies(config: Config, model: MoEModel, layout: WeightLayout,
+                   encoder: TokenEncoder | None = None) -> list[Policy]:
+    """Every policy `edgexpert compare` runs (COMPARED), from the configuration."""
+    return [build_policy(name, config, model, layout, encoder) for name in COMPARED]

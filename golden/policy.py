@@ -162,7 +162,7 @@ class Policy:
     name = "naive_sd"
     speculative = True
     #: prompt tokens whose activations the on-chip buffers hold at once (policies.prefill_chunk;
-    #: `build_policies` sets it from the configuration)
+    #: `golden.policies.build_policy` sets it from the configuration)
     prefill_chunk = 16
     #: the model this policy decodes with when it is not the compared one (EdgeXpert on a
     #: pruned-and-recovered checkpoint); None: the compared model

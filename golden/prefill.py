@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -25,20 +24,28 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
+from ..contracts.config import PolicyConfig, check_prefill_budgets
 from ..contracts.errors import InputError
+from .checkpoint import bundled_checkpoint_dir, save_tensors, weights_sha256
+from .decode import exact_logits, run_pass
+from .metrics import LogitComparison
 from .model import KVCache, MoEModel, route, routing_weights
+from .train import eval_windows
 
 __all__ = ["MAJOR", "MINOR", "TRIVIAL", "EncoderError", "EncoderSettings", "TokenEncoder",
            "token_classes", "random_classes", "shared_set_route", "moe_inputs", "expert_cut_targets",
-           "spearman", "train_encoder", "model_hash", "save_encoder", "load_encoder",
-           "bundled_encoder_dir", "PrefillRouting", "prefill_pass", "prefill_quality",
-           "TARGET_DEFINITION"]
+           "spearman", "train_encoder", "MODEL_HASH_FORM", "save_encoder", "load_encoder",
+           "bundled_encoder_dir", "PrefillRouting", "prefill_routing", "prefill_pass",
+           "prefill_quality", "TARGET_DEFINITION"]
 
 MAJOR, MINOR, TRIVIAL = 0, 1, 2
 ENCODER_VERSION = 1
+#: encoder.json's `model_sha256`, the model an encoder was trained for: golden.checkpoint's
+#: weights_sha256 over float32 values with shapes, the form the bundled encoder records
+MODEL_HASH_FORM = {"dtype": torch.float32, "shapes": True}
 
 TARGET_DEFINITION = (
     "per prompt token t: sum over MoE layers l of ||MoE_l(h_t) with the model's top-K routing - "
@@ -155,7 +162,7 @@ def expert_cut_targets(model: MoEModel, windows: torch.Tensor) -> torch.Tensor:
         moe = block.moe
         logits = moe.router(h)
         top1 = route(logits, 1)
-        cut = moe._dispatch_grouped(h, top1, routing_weights(logits, top1, moe.norm_topk_prob)) \
+        cut = moe.dispatch_grouped(h, top1, routing_weights(logits, top1, moe.norm_topk_prob)) \
             + moe.shared(h)
         err = (full - cut).pow(2).sum(-1).view(b, s)
         scale = full.pow(2).sum(-1).view(b, s).mean(1, keepdim=True)
@@ -244,7 +251,6 @@ class TokenEncoder(nn.Module):
 
 
 def _train_windows(stream: np.ndarray, window: int, count: int) -> torch.Tensor:
-    from .train import eval_windows
     # eval_windows gives seq_len + 1 tokens: windows of exactly `window` tokens
     return eval_windows(stream, window - 1, count)
 
@@ -286,34 +292,31 @@ def train_encoder(model: MoEModel, train_stream: np.ndarray, heldout_stream: np.
         held_scores = encoder(held)
     rho = [spearman(s, t) for s, t in zip(held_scores, held_targets)]
     meta = {"encoder_version": ENCODER_VERSION, "settings": asdict(settings),
-            "target": TARGET_DEFINITION, "model_sha256": model_hash(model),
+            "target": TARGET_DEFINITION, "model_sha256": weights_sha256(model, **MODEL_HASH_FORM),
             "heldout_spearman": round(sum(rho) / len(rho), 4),
             "heldout_windows": len(held), "train_windows": len(windows),
             "train_seconds": round(time.time() - start, 1), "torch": torch.__version__}
     return encoder, meta
 
 
-def model_hash(model: MoEModel) -> str:
-    """SHA-256 over the model's parameters (names, shapes, float32 values) in a fixed order: the
-    model an encoder was trained for, independent of where its checkpoint lives."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(f"{name}:{tuple(tensor.shape)}".encode())
-        digest.update(tensor.detach().to(torch.float32).contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
 def bundled_encoder_dir() -> Path:
-    from .checkpoint import bundled_checkpoint_dir
+    """The bundled encoder sits next to the model it was trained for."""
     return bundled_checkpoint_dir()
 
 
 def save_encoder(encoder: TokenEncoder, meta: dict, out: Path) -> Path:
+    """encoder.safetensors and encoder.json in `out`. encoder.json keeps what reproduces the
+    encoder: `train_encoder`'s wall time (`train_seconds`) is left out, and the checkpoint it was
+    trained on (`checkpoint`, which `edgexpert prefill train` adds as a path) is kept by folder
+    name: `model_sha256` identifies that model on any machine."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in encoder.state_dict().items()},
-              str(out / "encoder.safetensors"))
-    (out / "encoder.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    save_tensors({k: v.contiguous() for k, v in encoder.state_dict().items()},
+                 out / "encoder.safetensors")
+    stored = {key: value for key, value in meta.items() if key != "train_seconds"}
+    if "checkpoint" in stored:
+        stored["checkpoint"] = Path(stored["checkpoint"]).name
+    (out / "encoder.json").write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n")
     return out
 
 
@@ -335,7 +338,7 @@ def load_encoder(model: MoEModel, path: Path | None = None) -> tuple[TokenEncode
     if meta.get("encoder_version") != ENCODER_VERSION:
         raise EncoderError(f"{meta_file} has encoder_version {meta.get('encoder_version')!r}: "
                            f"accepted {ENCODER_VERSION}")
-    actual = model_hash(model)
+    actual = weights_sha256(model, **MODEL_HASH_FORM)
     if actual != expected:
         raise EncoderError(f"{path} holds a prefill encoder trained for model {expected[:12]}..., "
                            f"not this model ({actual[:12]}...): retrain it with `edgexpert prefill "
@@ -382,15 +385,27 @@ class PrefillRouting:
                                                          self.budget_trivial)
 
 
+def prefill_routing(policies: PolicyConfig, encoder: TokenEncoder | None,
+                    top_k: int) -> PrefillRouting | None:
+    """EdgeXpert's shared-set prefill routing from the configuration's `policies` section for a
+    model routing top_k experts, or None without an encoder (the budgets are checked either
+    way)."""
+    check_prefill_budgets(policies, top_k)
+    return None if encoder is None else PrefillRouting(
+        encoder, policies.prefill_tau_major, policies.prefill_tau_minor,
+        policies.prefill_budget_minor, policies.prefill_budget_trivial, policies.prefill_classes,
+        policies.prefill_seed)
+
+
 def prefill_pass(engine, policy, prompt: list[int]):
     """The policy's prefill pass over prompt[:-1] (as golden.decode.prefill runs it): the
     logits it computed for every position, and its PassCost."""
-    from .decode import _pass
     policy.start(prompt)
     n = len(prompt) - 1
-    logits, _, cost = _pass(engine, policy, "prefill", torch.tensor(prompt[:-1]), torch.arange(n),
-                            KVCache(), torch.tril(torch.ones(n, n, dtype=torch.bool)),
-                            torch.zeros(n, dtype=torch.long))
+    logits, _, cost = run_pass(engine, policy, "prefill", torch.tensor(prompt[:-1]),
+                               torch.arange(n), KVCache(),
+                               torch.tril(torch.ones(n, n, dtype=torch.bool)),
+                               torch.zeros(n, dtype=torch.long))
     return logits, cost
 
 
@@ -399,24 +414,17 @@ def prefill_quality(engine, policy, baseline, windows: list[list[int]]) -> dict:
     the prompt tokens' own next-token logits (top-1 agreement, mean KL(exact || policy),
     perplexity ratio of the true next tokens) and the prefill EMA bytes per prompt token
     relative to `baseline` (the model's own top-K routing, same cost model)."""
-    from .evaluate import exact_logits
-    nll_exact = nll_mine = kl = agree = count = 0.0
+    scores = LogitComparison()
     moved = moved_base = 0
     for tokens in windows:
         exact = exact_logits(engine, tokens)
         mine, cost = prefill_pass(engine, policy, tokens)
         _, base = prefill_pass(engine, baseline, tokens)
-        target = torch.tensor(tokens[1:])[:, None]
-        lp_exact, lp_mine = F.log_softmax(exact, -1), F.log_softmax(mine, -1)
-        nll_exact += float(-lp_exact.gather(-1, target).sum())
-        nll_mine += float(-lp_mine.gather(-1, target).sum())
-        kl += float((lp_exact.exp() * (lp_exact - lp_mine)).sum())
-        agree += float((exact.argmax(-1) == mine.argmax(-1)).sum())
-        count += len(target)
+        scores.add(exact, mine, torch.tensor(tokens[1:]))
         moved, moved_base = moved + cost.bytes, moved_base + base.bytes
-    return {"prompt_tokens": int(count), "top1_agreement": round(agree / count, 4),
-            "mean_kl": round(kl / count, 5),
-            "ppl_ratio": round(math.exp((nll_mine - nll_exact) / count), 4),
+    count = scores.count
+    return {"prompt_tokens": count, "top1_agreement": scores.top1_agreement(),
+            "mean_kl": scores.mean_kl(), "ppl_ratio": scores.ppl_ratio(),
             "prefill_bytes_per_token": round(moved / count),
             "native_prefill_bytes_per_token": round(moved_base / count),
             "prefill_bytes_reduction": round(1 - moved / moved_base, 4)}

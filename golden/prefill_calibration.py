@@ -29,11 +29,13 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from ..contracts.config import DecodeConfig, check_prefill_budgets
+from ..contracts.config import DecodeConfig
 from ..contracts.weight_layout import WeightLayout
 from .model import MoEModel, routing_weights
+from .policies import EdgeXpert
 from .policy import Policy, chunked_expert_fetches
-from .prefill import PrefillRouting, TokenEncoder, moe_inputs, prefill_quality, shared_set_route, token_classes
+from .prefill import (PrefillRouting, TokenEncoder, moe_inputs, prefill_quality, prefill_routing,
+                      shared_set_route, token_classes)
 
 __all__ = ["Setting", "TAU_MAJOR", "TAU_MINOR", "default_grid", "sweep", "pareto_front", "choose",
            "ablate", "CHUNKS"]
@@ -127,12 +129,8 @@ def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[in
     """On held-out windows, through the prefill pass: (1) every k/n budget at the configured
     thresholds, encoder-scored and random classes; (2) the configured point at every chunk of
     CHUNKS, native top-K alongside; (3) each calibration point of `front`, encoder classes."""
-    from .policies import EdgeXpert
     layout = WeightLayout.for_model(model.cfg)
-    check_prefill_budgets(policies, model.cfg.top_k)
-    base = PrefillRouting(encoder, policies.prefill_tau_major, policies.prefill_tau_minor,
-                          policies.prefill_budget_minor, policies.prefill_budget_trivial,
-                          policies.prefill_classes, policies.prefill_seed)
+    base = prefill_routing(policies, encoder, model.cfg.top_k)
 
     def measure(routing: PrefillRouting, chunk: int) -> dict:
         policy = EdgeXpert(layout, decode, model, policies.coalescing_ratio,

@@ -28,7 +28,8 @@ from .corpus import Corpus, load_corpus
 from .model import MoEModel, balance_losses
 from .tokenizer import encode_texts, train_tokenizer
 
-__all__ = ["token_streams", "eval_windows", "heldout_loss", "bigram_baseline", "fit", "train"]
+__all__ = ["token_streams", "eval_windows", "heldout_loss", "bigram_baseline", "keep_freed_memory",
+           "fit", "train"]
 
 
 def token_streams(corpus: Corpus, tokenizer) -> tuple[np.ndarray, np.ndarray]:
@@ -85,10 +86,12 @@ def _lr(step: int, cfg) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def _keep_freed_memory():
-    """Ask glibc to keep freed blocks instead of returning them to the kernel: the expert buffers
+def keep_freed_memory() -> None:
+    """Ask glibc to keep freed blocks instead of returning them to the kernel, for the rest of the
+    process (`edgexpert train` and `edgexpert prune` call it before training): the expert buffers
     change shape every step, and unmapping and faulting them back in cost a third of the step
-    time here (sys time 8.0 s -> 2.2 s over 12 steps, 3.5k -> 4.7k tokens/s)."""
+    time here (sys time 8.0 s -> 2.2 s over 12 steps, 3.5k -> 4.7k tokens/s). Without glibc it
+    does nothing."""
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:  # not glibc: nothing to tune
@@ -133,10 +136,12 @@ def fit(model: MoEModel, train_ids: np.ndarray, tc, steps: int, progress: bool) 
 
 def train(config: Config, out: Path, command: str, progress: bool = True,
           corpus_root: Path | None = None) -> dict:
-    """Train, store the checkpoint in `out`, and return its metadata; `command` is recorded.
-    `corpus_root` replaces the standard library as the corpus (tests use a small one)."""
+    """Train, store the checkpoint in `out`, and return its metadata with the run's wall-time
+    figures added (`train_seconds`, `train_tokens_per_second`: reported, not stored, since they
+    do not reproduce the checkpoint); `command` is recorded. `corpus_root` replaces the standard
+    library as the corpus (tests use a small one)."""
     tc, mc = config.train, config.model
-    _keep_freed_memory()
+    keep_freed_memory()
     torch.set_num_threads(tc.threads)
     torch.manual_seed(tc.seed)
     log = (lambda msg: tqdm.write(msg, file=sys.stderr)) if progress else (lambda msg: None)
@@ -157,13 +162,12 @@ def train(config: Config, out: Path, command: str, progress: bool = True,
     # evaluate the weights as stored (float16), exactly as load_checkpoint gives them back
     meta = {
         "seed": tc.seed, "train": asdict(tc),
-        "corpus": {"root": str(corpus.root), "manifest_sha256": corpus.manifest_hash,
+        # the corpus by folder name: the manifest hash identifies it on any machine
+        "corpus": {"root": corpus.root.name, "manifest_sha256": corpus.manifest_hash,
                    "train_files": corpus.count(False)[0], "heldout_files": corpus.count(True)[0],
                    "train_tokens": int(len(train_ids)), "heldout_tokens": int(len(heldout_ids)),
                    "skipped_non_utf8": list(corpus.skipped)},
         "tokenizer_sha256": hashlib.sha256(tokenizer.to_str().encode()).hexdigest(),
-        "train_seconds": round(train_seconds, 1),
-        "train_tokens_per_second": round(tc.steps * tokens_per_step / train_seconds),
         "command": command,
         "torch": torch.__version__,
     }
@@ -175,6 +179,8 @@ def train(config: Config, out: Path, command: str, progress: bool = True,
                 bigram_heldout_loss=round(bigram, 5), bigram_beta=beta,
                 eval={"windows": tc.eval_windows, "seq_len": tc.seq_len})
     save_checkpoint(model, tokenizer, meta, out)
+    run = {"train_seconds": round(train_seconds, 1),
+           "train_tokens_per_second": round(tc.steps * tokens_per_step / train_seconds)}
     log(f"held-out loss {loss:.4f} nats/token (ppl {math.exp(loss):.2f}); bigram baseline "
-        f"{bigram:.4f} (beta {beta}); {meta['train_tokens_per_second']} tokens/s")
-    return load_checkpoint(out).meta
+        f"{bigram:.4f} (beta {beta}); {run['train_tokens_per_second']} tokens/s")
+    return {**load_checkpoint(out).meta, **run}

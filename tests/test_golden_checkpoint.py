@@ -38,3 +38,20 @@ def test_metadata_records_provenance(shipped):
     assert meta["command"].startswith("edgexpert train")
     assert meta["seed"] == meta["train"]["seed"]
     assert meta["model"]["n_experts"] >= 32 and meta["model"]["top_k"] >= 4
+
+
+def test_safetensors_follow_the_umask_with_safetensors_bytes(tmp_path):
+    import os
+
+    import torch
+    from safetensors.torch import save
+
+    from edgexpert.golden.checkpoint import save_tensors
+    tensors = {"a": torch.arange(6, dtype=torch.float16).view(2, 3), "b": torch.ones(4)}
+    umask = os.umask(0o022)
+    try:
+        path = save_tensors(tensors, tmp_path / "x.safetensors")
+    finally:
+        os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o644     # safetensors' save_file gives 0600
+    assert path.read_bytes() == save(tensors)

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import load_config
+from edgexpert.contracts.trace import PassKind
 from edgexpert.golden.decode import decode_speculative
 from edgexpert.golden.int_model import IntModel
 from edgexpert.golden.masks import coalesced_masks
 from edgexpert.golden.model import MoEModel
-from edgexpert.golden.traces import KINDS, build_trace
+from edgexpert.golden.traces import build_trace
 from edgexpert.contracts.weight_layout import Matrix
 
 DECODE = ["decode.max_new_tokens=8", "decode.max_depth=3", "decode.max_candidates=10",
@@ -32,7 +33,7 @@ def test_ratio_and_importance(trace):
     assert all(len(e.channels) == (12 if e.matrix == Matrix.GATE_UP else 4) for e in entries)
     # recompute the first entry's importance by hand
     first = entries[0]
-    verify = np.flatnonzero(trace["row_kind"] == KINDS["verify"])
+    verify = np.flatnonzero(trace["row_kind"] == PassKind.VERIFY)
     layer_rows = verify[trace["row_layer"][verify] == first.layer]
     rows = layer_rows[trace["row_pass"][layer_rows] == trace["row_pass"][layer_rows].min()]
     group = rows[trace["row_depth"][rows] == trace["row_depth"][rows].min()]

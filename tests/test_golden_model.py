@@ -69,8 +69,8 @@ def test_grouped_dispatch_equals_the_per_expert_loop(model):
     logits = moe.router(x)
     idx = torch.sort(-logits, dim=-1, stable=True).indices[:, :2]
     weights = torch.softmax(torch.gather(logits, -1, idx), -1)
-    grouped = moe._dispatch_grouped(x, idx, weights)
-    loop = moe._dispatch_loop(x, idx, weights)
+    grouped = moe.dispatch_grouped(x, idx, weights)
+    loop = moe.dispatch_loop(x, idx, weights)
     assert torch.allclose(grouped, loop, atol=1e-6)
     g1 = torch.autograd.grad(grouped.sum(), moe.w_gate, retain_graph=True)[0]
     g2 = torch.autograd.grad(loop.sum(), moe.w_gate)[0]

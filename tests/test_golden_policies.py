@@ -8,8 +8,9 @@ import torch
 from edgexpert.contracts.config import load_config
 from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.evaluate import quality, run_policy, teacher_forced
-from edgexpert.golden.policies import Autoregressive, CoalescingHook, EdgeXpert, MoESpec, pruning_masks
+from edgexpert.golden.policies import Autoregressive, CoalescingHook, EdgeXpert, MoESpec
 from edgexpert.golden.policy import PassFetches, Policy
+from edgexpert.golden.prune import pruning_masks
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
 
@@ -139,8 +140,27 @@ def test_compare_reports_every_policy_with_the_promised_keys(setting, policy_ove
 
 def test_bad_budget_names_the_key(setting, small_model):
     from edgexpert.contracts.config import ConfigError
-    from edgexpert.golden.evaluate import build_policies
+    from edgexpert.golden.policies import build_policies
     _, model, _, layout = setting
     config = load_config(overrides=small_model + ["policies.moe_spec_budget=12"])
     with pytest.raises(ConfigError, match="policies.moe_spec_budget: budget = 12 is out of range: accepted 2..8"):
         build_policies(config, model, layout)
+
+
+def test_registry_builds_every_policy_by_its_name_from_the_config(setting, policy_overrides):
+    from edgexpert.golden.policies import COMPARED, POLICIES, build_policy, build_policies
+    _, model, _, layout = setting
+    config = load_config(overrides=policy_overrides + ["policies.moe_spec_budget=4",
+                                                       "policies.prefill_chunk=5",
+                                                       "policies.coalescing_ratio=0.6",
+                                                       "policies.specter_chain=3"])
+    assert set(COMPARED) < set(POLICIES) and len(set(COMPARED)) == len(COMPARED) == 8
+    for name in POLICIES:
+        policy = build_policy(name, config, model, layout)
+        assert policy.name == name and policy.prefill_chunk == 5
+    assert [p.name for p in build_policies(config, model, layout)] == list(COMPARED)
+    assert build_policy("moe_spec", config, model, layout).budget == 4
+    assert build_policy("edgexpert", config, model, layout).ratio == 0.6
+    assert build_policy("specter", config, model, layout).decode.max_depth == 3
+    with pytest.raises(ValueError, match="unknown policy 'x': accepted ar, naive_sd, edgexpert"):
+        build_policy("x", config, model, layout)

@@ -10,15 +10,15 @@ import torch
 
 from edgexpert.cli import main
 from edgexpert.contracts.config import load_config
-from edgexpert.golden.checkpoint import CheckpointError, load_checkpoint
+from edgexpert.golden.checkpoint import CheckpointError, load_checkpoint, weights_sha256
 from edgexpert.golden.corpus import load_corpus
 from edgexpert.golden.decode import FloatEngine
-from edgexpert.golden.evaluate import build_policies, quality
+from edgexpert.golden.evaluate import quality
 from edgexpert.golden.model import MoEModel
-from edgexpert.golden.policies import CoalescingHook, pruning_masks
+from edgexpert.golden.policies import CoalescingHook, build_policies
 from edgexpert.golden.policy import Policy
-from edgexpert.golden.prune import (MASK_RULE, bundled_pruned_dir, load_pruned_checkpoint, recover,
-                                    weights_sha256)
+from edgexpert.golden.prune import (MASK_RULE, bundled_pruned_dir, load_pruned_checkpoint,
+                                    pruning_masks, recover)
 from edgexpert.golden.train import token_streams, train
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
@@ -57,7 +57,7 @@ def test_mask_held_at_zero_and_the_rest_trained(pruned):
         assert all(torch.equal(m[k], own[k]) for k in m)
 
 
-def test_recovery_is_deterministic_and_meta_records_it(pruned):
+def test_recovery_is_deterministic_and_meta_records_it(pruned, corpus_root):
     _, parent, a, b = pruned
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
     meta = load_checkpoint(a).meta
@@ -68,6 +68,9 @@ def test_recovery_is_deterministic_and_meta_records_it(pruned):
     # masking without recovery loses; recovery wins some of it back
     assert prune["masked_heldout_loss"] > prune["parent_heldout_loss"]
     assert math.isfinite(meta["heldout_loss"])
+    # the parent and the corpus by folder name, no wall time
+    assert prune["parent"] == parent.path.name and "train_seconds" not in prune
+    assert meta["corpus"]["root"] == corpus_root.name
 
 
 def test_pruned_checkpoint_refused_with_another_parent(pruned):

@@ -6,10 +6,9 @@ import torch
 
 from edgexpert.contracts.config import ConfigError, load_config
 from edgexpert.golden.decode import FloatEngine, Tree, decode_ar, decode_speculative
-from edgexpert.golden.evaluate import on_chip_slots
 from edgexpert.golden.model import LayerTrace
 from edgexpert.golden.policies import (AdaptiveExpansion, Combined, ResidentAR, S2MoE, SpecMoE,
-                                       Specter, affinity_order, quantized_experts,
+                                       Specter, affinity_order, on_chip_slots, quantized_experts,
                                        reuse_aware_router)
 from edgexpert.golden.policy import ExpertSlots, hottest
 from edgexpert.contracts.weight_layout import WeightLayout

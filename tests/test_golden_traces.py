@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import load_config
+from edgexpert.contracts.trace import PassKind, TraceError, read_trace, write_trace
 from edgexpert.golden.decode import FloatEngine, decode_speculative
 from edgexpert.golden.int_model import IntModel
 from edgexpert.golden.model import MoEModel
-from edgexpert.golden.traces import TraceError, build_trace, read_trace, write_trace
+from edgexpert.golden.traces import build_trace
 
 DECODE = ["decode.max_new_tokens=6", "decode.max_depth=3", "decode.max_candidates=8",
           "decode.width=3", "decode.branch=2"]
@@ -38,6 +39,16 @@ def test_round_trip(trace_file):
     passes = sum(len(r.traces) for r in runs)
     assert len(np.unique(back["row_prompt"] * 1000 + back["row_pass"])) == passes
 
+
+
+def test_pass_kinds_keep_their_disk_values(trace_file):
+    # docs/traces.md: row_kind 1 autoregressive, 2 draft, 3 verification
+    assert {k.name: int(k) for k in PassKind} == {"AR": 1, "DRAFT": 2, "VERIFY": 3}
+    _, trace, runs, _ = trace_file
+    for index, p in enumerate(runs[0].traces):
+        rows = (trace["row_prompt"] == 0) & (trace["row_pass"] == index)
+        assert set(trace["row_kind"][rows].tolist()) == {PassKind[p.kind.upper()]}, index
+    assert set(trace["row_kind"].tolist()) == {PassKind.DRAFT, PassKind.VERIFY}
 
 def test_rows_are_the_integer_path_values(trace_file):
     _, trace, runs, _ = trace_file

@@ -40,6 +40,12 @@ def test_training_is_deterministic_and_metadata_is_true(tmp_path, corpus_root):
     loss = heldout_loss(ckpt.model, eval_windows(heldout, 32, 4))
     assert loss == pytest.approx(meta_a["heldout_loss"], abs=1e-4)
     assert meta_a["corpus"]["manifest_sha256"] == corpus.manifest_hash
+    # stored: the corpus by folder name, no wall time; the run reports its speed
+    stored = json.loads((tmp_path / "a" / "meta.json").read_text())
+    assert stored["corpus"]["root"] == corpus_root.name
+    assert "train_seconds" not in stored and "train_tokens_per_second" not in stored
+    assert meta_a["train_seconds"] > 0 and meta_a["train_tokens_per_second"] > 0
+    assert (tmp_path / "a" / "model.safetensors").stat().st_mode & 0o044 == 0o044  # readable by all
 
 
 def test_broken_checkpoints(tmp_path, corpus_root):

@@ -2,17 +2,20 @@
 token encoder (bidirectional, deterministic, tied to its model), calibration's Pareto choice and
 the configuration's checks."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
 from edgexpert.contracts.config import ConfigError, DecodeConfig, load_config
-from edgexpert.golden.decode import FloatEngine, _pass
+from edgexpert.golden.checkpoint import weights_sha256
+from edgexpert.golden.decode import FloatEngine, run_pass
 from edgexpert.golden.model import KVCache, LayerTrace, MoEModel, route
 from edgexpert.golden.policies import EdgeXpert
 from edgexpert.golden.policy import Policy, chunked_expert_fetches
-from edgexpert.golden.prefill import (MAJOR, MINOR, TRIVIAL, EncoderError, EncoderSettings,
-                                      PrefillRouting, TokenEncoder, load_encoder, model_hash,
+from edgexpert.golden.prefill import (MAJOR, MINOR, MODEL_HASH_FORM, TRIVIAL, EncoderError,
+                                      EncoderSettings, PrefillRouting, TokenEncoder, load_encoder,
                                       prefill_pass, prefill_quality, random_classes, save_encoder,
                                       shared_set_route, spearman, token_classes, train_encoder)
 from edgexpert.golden.prefill_calibration import choose, default_grid, pareto_front, sweep
@@ -121,8 +124,11 @@ def test_encoder_training_is_deterministic_and_round_trips(small, tmp_path):
     b, _ = train_encoder(model, stream, stream[::-1].copy(), TINY, log=lambda *x: None)
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(x, y), name
-    assert meta["model_sha256"] == model_hash(model) and -1 <= meta["heldout_spearman"] <= 1
-    save_encoder(a, meta, tmp_path)
+    assert meta["model_sha256"] == weights_sha256(model, **MODEL_HASH_FORM) and -1 <= meta["heldout_spearman"] <= 1
+    assert meta["train_seconds"] >= 0     # reported by the run, not stored
+    save_encoder(a, {**meta, "checkpoint": str(tmp_path.resolve() / "ckpt")}, tmp_path)
+    stored = json.loads((tmp_path / "encoder.json").read_text())
+    assert "train_seconds" not in stored and stored["checkpoint"] == "ckpt"
     loaded, _ = load_encoder(model, tmp_path)
     tokens = torch.tensor([[1, 2, 3, 4]])
     with torch.no_grad():
@@ -133,7 +139,7 @@ def test_bundled_encoder_loads_and_refuses_another_model(small, tmp_path):
     from edgexpert.golden.checkpoint import load_checkpoint
     ckpt = load_checkpoint()
     encoder, meta = load_encoder(ckpt.model)
-    assert meta["heldout_spearman"] > 0.3 and meta["model_sha256"] == model_hash(ckpt.model)
+    assert meta["heldout_spearman"] > 0.3 and meta["model_sha256"] == weights_sha256(ckpt.model, **MODEL_HASH_FORM)
     with torch.no_grad():
         assert abs(float(encoder(torch.tensor([[1, 2, 3]])).sum()) - 1) < 1e-6
     _, model = small
@@ -172,8 +178,9 @@ def test_edgexpert_prefill_routes_by_class(small):
     # every token trivial with n = 1: one expert each, fewer bytes
     cut = policy(1000.0, 1000.0, 1, 1)
     n = len(prompt)
-    _, traces, _ = _pass(engine, cut, "prefill", torch.tensor(prompt), torch.arange(n), KVCache(),
-                         torch.tril(torch.ones(n, n, dtype=torch.bool)), torch.zeros(n, dtype=torch.long))
+    _, traces, _ = run_pass(engine, cut, "prefill", torch.tensor(prompt), torch.arange(n), KVCache(),
+                            torch.tril(torch.ones(n, n, dtype=torch.bool)),
+                            torch.zeros(n, dtype=torch.long))
     for t in traces:
         assert (t.experts[:, 0] >= 0).all() and (t.experts[:, 1:] == -1).all()
     q = prefill_quality(engine, cut, native, [prompt])
@@ -242,13 +249,13 @@ def test_prefill_config_errors_are_one_line(override, message):
 
 
 def test_prefill_budget_is_checked_against_the_routed_model(small_model):
-    from edgexpert.golden.evaluate import prefill_routing
+    from edgexpert.golden.prefill import prefill_routing
     # a model with a smaller top-k loads with the default budgets: only routing it checks them
     config = load_config(overrides=[o for o in small_model if "prefill_budget" not in o])
     assert config.policies.prefill_budget_minor > config.model.top_k
     with pytest.raises(ConfigError, match=r"policies.prefill_budget_minor = 4 is out of range: "
                                           r"accepted 1..model.top_k \(= 2\)"):
-        prefill_routing(config, None, config.model.top_k)
+        prefill_routing(config.policies, None, config.model.top_k)
 
 
 @pytest.mark.parametrize("args, message", [
