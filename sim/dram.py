@@ -2,11 +2,10 @@
 event-level model that turns a stream of reads [(address, bytes)] into time and energy.
 
 What is modelled (docs/performance-model.md):
-- **Address mapping** `row : bank : column : channel : offset`: the address space is cut into
-  `interleave_bytes` chunks dealt round-robin over the channels; inside a channel, consecutive
-  bytes fill a row (`row_bytes`, the page of one x16 channel), then the next bank, then the next
-  row. Bank groups (LPDDR5) are the low bits of the bank number, so neighbouring rows fall in
-  different groups.
+- **Address mapping** `row : bank : column : bank group : burst : channel : offset`: the address
+  space is cut into `interleave_bytes` chunks dealt round-robin over the channels; inside a
+  channel, consecutive bursts rotate over the bank groups (LPDDR5; LPDDR4X has none), then fill
+  a row (`row_bytes`, the page of one x16 channel), then the next bank, then the next row.
 - **Reads only, in issue order per channel** (an in-order controller: a read's column command
   never passes an earlier one's), each cut into device bursts of `burst_bytes` (BL16 x 16 bits =
   32 bytes); a partial burst costs a whole one.
@@ -275,13 +274,18 @@ class DramModel:
         return self.channels * self.rate * 1e6 * self.device.width_bits / 8
 
     def locate(self, address: int) -> tuple[int, int, int]:
-        """(channel, bank, row) of a byte address (mapping row : bank : column : channel)."""
+        """(channel, bank, row) of a byte address; bank = bank in its group x groups + group."""
         d = self.device
         chunk, offset = divmod(address, self.interleave)
         local_chunk, channel = divmod(chunk, self.channels)
         local = local_chunk * self.interleave + offset
-        bank = (local // d.row_bytes) % d.banks
-        row = local // (d.row_bytes * d.banks)
+        # bank groups rotate every burst, so a stream alternates groups (tCCD_S, not tCCD_L)
+        bursts, offset = divmod(local, d.burst_bytes)
+        bursts, group = divmod(bursts, d.bank_groups)
+        local = bursts * d.burst_bytes + offset
+        per_group = d.banks // d.bank_groups
+        bank = (local // d.row_bytes) % per_group * d.bank_groups + group
+        row = local // (d.row_bytes * per_group)
         return channel, bank, row
 
     def _refresh(self, ch: _Channel) -> None:

@@ -76,13 +76,20 @@ def test_one_burst_per_row_across_banks_is_bound_by_trrd_and_tfaw():
     assert r.efficiency < 0.21
 
 
-def test_lpddr5_bank_groups_halve_same_group_streams():
-    # LPDDR5 in bank-group mode: back-to-back bursts to one bank group need tCCD_L = 2 bursts
-    # (4 tCK); a 2 KB row is 64 bursts of 2.5 ns at 6400 MT/s, read at 5 ns each.
-    m = DramModel(LPDDR5_6400, channels=1, interleave_bytes=64)
-    r = m.stream([(0, 2048)])
-    t_burst = 16 / 6400 * 1e3
-    assert r.time_s == pytest.approx((18.0 + 17 * 1.25 + 63 * 2 * t_burst + t_burst) * 1e-9)
+def test_lpddr5_streams_alternate_bank_groups():
+    # LPDDR5 in bank-group mode: consecutive bursts rotate over the 4 bank groups, so a stream
+    # runs at tCCD_S (one BL16 = 2.5 ns at 6400 MT/s); the four groups' rows open tRRD = 5 ns
+    # apart, so the fourth burst's column command waits until 3 x 5 + 18 ns.
+    t_burst, rl = 16 / 6400 * 1e3, 17 * 1.25
+    r = DramModel(LPDDR5_6400, channels=1, interleave_bytes=64).stream([(0, 2048)])
+    assert r.activates == 4
+    assert r.time_s == pytest.approx((3 * 5.0 + 18.0 + 60 * t_burst + rl + t_burst) * 1e-9)
+    # bursts that all fall in one bank group (every fourth burst, one row) go at tCCD_L = 2
+    # bursts
+    r = DramModel(LPDDR5_6400, channels=1, interleave_bytes=64).stream(
+        [(i * 4 * 32, 32) for i in range(16)])
+    assert r.activates == 1
+    assert r.time_s == pytest.approx((18.0 + 15 * 2 * t_burst + rl + t_burst) * 1e-9)
 
 
 def test_energy_of_sequential_bytes_is_the_hand_formula():
