@@ -39,8 +39,9 @@ returns, per run, the model's cycles against the RTL's.
 
 from __future__ import annotations
 
+import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Protocol
 
@@ -111,19 +112,23 @@ class FixedLatencyMemory:
 
 @dataclass
 class DramMemory:
-    """A DRAM device behind the AXI port (sim/dram.py): the burst is handed to the DRAM model
-    when its AR leaves, its beats are ready when the DRAM has moved their bytes;
-    `extra_latency_cycles` is the controller and PHY pipeline the DRAM timing leaves out."""
+    """A DRAM behind the AXI port (sim/dram.py): a burst reaches the DRAM model when its AR is on
+    the bus (the cycle after it is loaded: arvalid is registered) and its beats can go once the
+    DRAM has moved their bytes; `extra_latency_cycles` is the memory controller's and PHY's own
+    pipeline, which the DRAM timing leaves out."""
     dram: DramModel
     clock_hz: float
     extra_latency_cycles: int = 0
 
+    def _cycle(self, t_s: float) -> int:
+        # the first clock edge at or after t (a nanosecond-scale tolerance for float rounding)
+        return math.ceil(t_s * self.clock_hz - 1e-6)
+
     def burst(self, ar_cycle, address, beats, beat_bytes):
-        first_s, last_s = self.dram.access(ar_cycle / self.clock_hz, address, beats * beat_bytes)
-        first = -(-int(round(first_s * self.clock_hz * 1e6)) // 1_000_000)
-        last = -(-int(round(last_s * self.clock_hz * 1e6)) // 1_000_000)
-        return (max(first, ar_cycle + 1) + self.extra_latency_cycles,
-                max(last, ar_cycle + 1) + self.extra_latency_cycles)
+        first_s, last_s = self.dram.access((ar_cycle + 1) / self.clock_hz, address,
+                                           beats * beat_bytes)
+        return (self._cycle(first_s) + self.extra_latency_cycles,
+                self._cycle(last_s) + self.extra_latency_cycles)
 
 
 @dataclass
@@ -135,7 +140,6 @@ class EmaRun:
     descriptors: int = 0
     reads: int = 0
     decoder_cycles: int = 0
-    burst_beats: list[int] = field(default_factory=list)
 
     @property
     def utilization(self) -> float:
@@ -212,33 +216,101 @@ def _decoder_ops(d: Descriptor, fetch: list[int], want_scale: bool, layout: Weig
 
 
 # --- the pipeline ----------------------------------------------------------------------------
+class _Pipeline:
+    """Stages 2-4 (emit stage, AR issue, R side) as recurrences over items in emit order. Each
+    list holds, per item, entry or burst, the cycle of one event; queue capacities look back by
+    the queue's depth."""
+
+    def __init__(self, params: EmaParameters, memory: Memory, run: EmaRun):
+        self.params, self.memory, self.run = params, memory, run
+        self.outstanding = params.outstanding
+        # SyncFIFOBuffered(depth=outstanding + 3): the output register and outstanding + 2 inside
+        self.inflight_inner = params.outstanding + 2
+        self.taken: list[int] = []        # per item: the emit stage hands it on
+        self.read: list[int] = []         # per item: the AR issuer takes it from the work queue
+        self.loc_read: list[int] = []     # per run or scale block: the location writer takes it
+        self.loc_count: list[int] = []    # ... and writes this many entries
+        self.moved: list[int] = []        # per in-flight entry: it leaves the inner queue
+        self.burst_end: list[int] = []    # per burst: its last beat
+        self.issuer_done = -1             # the issuer finished its current item
+        self.last_write = -1              # the last in-flight queue write (an AR or a marker)
+        self.r_done = -1                  # the R side finished its last entry
+
+    def emit(self, kind: str, read, ready: int) -> int:
+        """The decoder emits an item at `ready` or later; returns the cycle it does."""
+        f = max(ready, self.taken[-1] if self.taken else ready)   # the item register is free
+        g = f + 1
+        if len(self.read) >= WORK_QUEUE_DEPTH:
+            g = max(g, self.read[-WORK_QUEUE_DEPTH] + 1)
+        if kind != "marker":
+            if len(self.loc_read) >= LOCATION_QUEUE_DEPTH:
+                g = max(g, self.loc_read[-LOCATION_QUEUE_DEPTH] + 1)
+            taken_by_writer = g + 1
+            if self.loc_read:
+                taken_by_writer = max(taken_by_writer, self.loc_read[-1] + self.loc_count[-1])
+            self.loc_read.append(taken_by_writer)
+            self.loc_count.append(read.count)
+        self.taken.append(g)
+        r = max(g + 1, self.issuer_done)
+        self.read.append(r)
+        if kind == "marker":
+            self.issuer_done = self._marker(r + 1)
+        else:
+            self.run.reads += 1
+            u = r + 1
+            for address, beats in split_bursts(read.address, read.beats, self.params.beat_bytes):
+                u = self._burst(u, address, beats) + 1
+            self.issuer_done = u - 1
+        return f
+
+    def _write_slot(self, u: int) -> int:
+        """The first cycle from `u` at which the in-flight queue takes a write."""
+        u = max(u, self.last_write + 1)
+        e = len(self.moved)
+        if e >= self.inflight_inner:
+            u = max(u, self.moved[e - self.inflight_inner] + 1)
+        return u
+
+    def _burst(self, u: int, address: int, beats: int) -> int:
+        b = len(self.burst_end)
+        u = self._write_slot(u)
+        if b >= self.outstanding:
+            u = max(u, self.burst_end[b - self.outstanding] + 1)
+        self.last_write = u
+        first, last = self.memory.burst(u, address, beats, self.params.beat_bytes)
+        head = max(u + 2, self.r_done + 1)
+        self.moved.append(head - 1)
+        begin = max(head, first, last - beats + 1)
+        self.r_done = begin + beats - 1
+        self.burst_end.append(self.r_done)
+        self.run.beats += beats
+        self.run.bursts += 1
+        return u
+
+    def _marker(self, u: int) -> int:
+        u = self._write_slot(u)
+        self.last_write = u
+        head = max(u + 2, self.r_done + 1)
+        self.moved.append(head - 1)
+        self.r_done = head                # one cycle at the head, rready low
+        return u
+
+
 def simulate_ema(layout: WeightLayout, params: EmaParameters, steps: Iterable[Iterable[Descriptor]],
                  memory: Memory) -> EmaRun:
     """Busy cycles of the controller on `steps` (each sent as NEW_STEP + its descriptors, all
     back to back), with `memory` behind the AXI port."""
     ref = EmaReference(layout, params.beat_bytes, params.buffer_bytes, params.slots)
-    N = params.outstanding
-    inflight_inner = N + 2                        # SyncFIFOBuffered(depth=N+3): N+2 inside
-    out = EmaRun()
-    t = 0                                         # the decoder's next cycle
-    start = None
-    g_prev = -1                                   # cycle the emit stage took the last item
-    g_hist: list[int] = []                        # per item: emit-stage take cycle
-    r_hist: list[int] = []                        # per item: read by the AR issuer
-    loc_read: list[int] = []                      # per location item: read by the writer
-    loc_count: list[int] = []
-    h_done = -1                                   # the issuer finished its last item
-    last_ar = -1
-    moved: list[int] = []                         # per in-flight entry: left the inner queue
-    c_last = -1                                   # the R side finished its last entry
-    burst_end: list[int] = []                     # per burst: its last beat
+    run = EmaRun()
+    pipe = _Pipeline(params, memory, run)
+    t = 0                                 # the decoder's next cycle
+    start = None                          # the first descriptor is accepted
     for step in steps:
         step = list(step)
-        result = ref.step(step)
-        reads = iter(result.reads)
+        reads = iter(ref.step(step).reads)   # the reads, in the order the decoder emits them
         resident: dict = {}
         scales_in: set = set()
-        t += 1                                    # Idle: NEW_STEP
+        t += 1                            # Idle: NEW_STEP
         for d in step:
             key = (d.layer, d.expert, d.matrix)
             have = resident.setdefault(key, set())
@@ -248,79 +320,19 @@ def simulate_ema(layout: WeightLayout, params: EmaParameters, steps: Iterable[It
             if want_scale:
                 scales_in.add(key)
             ops = _decoder_ops(d, fetch, want_scale, layout)
-            out.descriptors += 1
+            n_runs = sum(op is EMIT for op in ops) - 1 - want_scale
+            items = [("scale", next(reads))] if want_scale else []
+            items = iter(items + [("run", next(reads)) for _ in range(n_runs)]
+                         + [("marker", None)])
+            run.descriptors += 1
             if start is None:
                 start = t
-            items = ([("scale", next(reads))] if want_scale else [])
-            n_runs = sum(op is EMIT for op in ops) - 1 - want_scale
-            items += [("run", next(reads)) for _ in range(n_runs)]
-            items.append(("marker", None))
-            items = iter(items)
             for op in ops:
-                if op is NOP:
-                    t += 1
-                    continue
-                kind, read = next(items)
-                f = max(t, g_prev)                # the item register is free
-                t = f + 1
-                # emit stage: the work queue (and the location queue) have room
-                i = len(g_hist)
-                g = f + 1
-                if i >= WORK_QUEUE_DEPTH:
-                    g = max(g, r_hist[i - WORK_QUEUE_DEPTH] + 1)
-                if kind != "marker":
-                    j = len(loc_read)
-                    if j >= LOCATION_QUEUE_DEPTH:
-                        g = max(g, loc_read[j - LOCATION_QUEUE_DEPTH] + 1)
-                    lr = g + 1
-                    if loc_read:
-                        lr = max(lr, loc_read[-1] + loc_count[-1])
-                    loc_read.append(lr)
-                    loc_count.append(1 if kind == "scale" else read.count)
-                g_hist.append(g)
-                g_prev = g
-                # AR issuer: takes the item when the previous one is done
-                r = max(g + 1, h_done)
-                r_hist.append(r)
-                u = r + 1
-                pieces = ([] if kind == "marker" else
-                          split_bursts(read.address, read.beats, params.beat_bytes))
-                if kind != "marker":
-                    out.reads += 1
-                for address, beats in pieces:
-                    b = len(burst_end)
-                    e = len(moved)
-                    u = max(u, last_ar + 1)
-                    if b >= N:
-                        u = max(u, burst_end[b - N] + 1)
-                    if e >= inflight_inner:
-                        u = max(u, moved[e - inflight_inner] + 1)
-                    last_ar = u
-                    first, last = memory.burst(u, address, beats, params.beat_bytes)
-                    head = max(u + 2, c_last + 1)
-                    moved.append(head - 1)
-                    begin = max(head, first, last - beats + 1)
-                    c_last = begin + beats - 1
-                    burst_end.append(c_last)
-                    out.beats += beats
-                    out.bursts += 1
-                    out.burst_beats.append(beats)
-                    u += 1
-                if kind == "marker":
-                    e = len(moved)
-                    u = max(u, last_ar + 1)
-                    if e >= inflight_inner:
-                        u = max(u, moved[e - inflight_inner] + 1)
-                    last_ar = u
-                    head = max(u + 2, c_last + 1)
-                    moved.append(head - 1)
-                    c_last = head
-                    h_done = u
-                else:
-                    h_done = u - 1
-    out.decoder_cycles = t - (start or 0)
-    out.busy_cycles = max(0, c_last - (start or 0))
-    return out
+                t = (pipe.emit(*next(items), t) if op is EMIT else t) + 1
+    start = start or 0
+    run.decoder_cycles = t - start
+    run.busy_cycles = max(0, pipe.r_done - start)
+    return run
 
 
 # --- the utilization benchmark's workloads and the calibration -------------------------------

@@ -43,6 +43,25 @@ def test_model_reproduces_the_documented_default_benchmark():
         assert round(run.utilization, 4) == utilization
 
 
+def test_repeated_matrices_fetch_what_the_reference_fetches():
+    # a depth group asking again for a matrix already in the step: its scale block and the
+    # resident channels are not fetched again; the model moves exactly the reference's bursts
+    from edgexpert.contracts.ema import Descriptor
+    from edgexpert.contracts.weight_layout import Matrix
+    from edgexpert.golden.ema import EmaReference
+
+    layout = BENCH_LAYOUT
+    params = EmaParameters(64, 4, 16384, 8)
+    step = [Descriptor(0, 0, 1, Matrix.GATE_UP, range(0, 64, 3), True),
+            Descriptor(1, 0, 1, Matrix.GATE_UP, range(0, 64, 2), True),
+            Descriptor(2, 1, 0, Matrix.DOWN, [], True)]
+    ref = EmaReference(layout, 8, 16384, 8)
+    bursts = ref.bursts(ref.step(step))
+    run = simulate_ema(layout, params, [step], FixedLatencyMemory(20))
+    assert (run.bursts, run.beats) == (len(bursts), sum(b for _, b in bursts))
+    assert run.descriptors == 3 and run.busy_cycles > run.beats
+
+
 @pytest.mark.parametrize("case", ["w64"])
 def test_model_within_tolerance_of_the_rtl(case):
     """Every run of the utilization benchmark on the bench's small layout (64-bit bus, 4
