@@ -29,7 +29,7 @@ one beat per cycle); `DramMemory` puts the DRAM model of `sim/dram.py` behind th
 estimates.
 
 Busy cycles (the controller's BUSY_CYCLES counter, the denominator of the benchmark's utilization)
-run from the cycle after the first descriptor is accepted to the cycle its last marker leaves the
+run from the cycle after the first descriptor is accepted to the cycle the last marker leaves the
 in-flight queue; commands arrive back to back, so the engine never idles in between.
 
 `calibrate(summary)` rebuilds the utilization benchmark's workloads from the summary that
@@ -46,18 +46,16 @@ from pathlib import Path
 from typing import Iterable, Protocol
 
 from ..contracts.config import DramConfig
-from ..contracts.ema import Descriptor
+from ..contracts.ema import MASK_BITS, Descriptor
 from ..contracts.mask_trace import read_mask_trace
 from ..contracts.weight_layout import Matrix, WeightLayout
 from ..golden.ema import EmaReference, split_bursts
 from .dram import DramModel
 
-__all__ = ["MASK_BITS", "WORK_QUEUE_DEPTH", "LOCATION_QUEUE_DEPTH", "BENCH_R_PIPELINE",
+__all__ = ["WORK_QUEUE_DEPTH", "LOCATION_QUEUE_DEPTH", "BENCH_R_PIPELINE",
            "EmaParameters", "Memory", "FixedLatencyMemory", "DramMemory", "EmaRun",
            "simulate_ema", "bench_workload", "calibrate", "CALIBRATION_TOLERANCE", "fetch_on_dram"]
 
-#: channels per mask word (hw/ema.py: one residency word, one command beat)
-MASK_BITS = 32
 #: hw/ema.py: `work = SyncFIFO(..., depth=4)` between the emit stage and the AR issuer
 WORK_QUEUE_DEPTH = 4
 #: hw/ema.py: `locq = SyncFIFO(..., depth=4)` in front of the location writer
