@@ -111,3 +111,54 @@ def test_config_is_immutable():
     config = load_config()
     with pytest.raises(AttributeError):
         config.hardware.mac_lane.pairs_per_beat = 8
+
+
+def test_platform_defaults_are_edgexperts_point_and_rtl_yaml_is_ours():
+    from importlib import resources
+
+    p = load_config().platform
+    assert (p.clock_hz, p.macs, p.mac_clusters, p.sram_bytes) == (800_000_000, 8192, 8, 524288)
+    assert (p.dram.type, p.dram.channels, p.dram.data_rate_mtps) == ("LPDDR4X", 2, 4000)
+    assert p.dram.peak_bytes_per_s == 16e9            # EdgeXpert's 16 GB/s
+    rtl_yaml = resources.files("edgexpert.contracts").joinpath("configs/rtl.yaml")
+    config = load_config(str(rtl_yaml))
+    hw = config.hardware.ema
+    # the RTL point is what hardware.* elaborates, and only platform changes
+    assert (config.platform.ema_bus_bits, config.platform.ema_outstanding) == \
+        (hw.axi_data_width, hw.outstanding_reads)
+    assert (config.platform.sram_bytes, config.platform.sram_banks) == \
+        (hw.buffer_bytes, hw.buffer_banks)
+    assert config.platform.macs == config.hardware.mac_lane.pairs_per_beat
+    assert config.model == load_config().model and config.hardware == load_config().hardware
+
+
+@pytest.mark.parametrize("override, message", [
+    ("platform.clock_hz=0",
+     "platform.clock_hz = 0 is out of range: accepted integers 1000000..5000000000"),
+    ("platform.ema_bus_bits=512",
+     "platform.ema_bus_bits = 512 is not accepted: accepted 64, 128, 256"),
+    ("platform.ema_outstanding=65",
+     "platform.ema_outstanding = 65 is out of range: accepted integers 1..64"),
+    ("platform.macs=100",
+     "platform.mac_clusters = 8 does not divide platform.macs = 100: accepted divisors of macs"),
+    ("platform.dram.type=DDR4",
+     "platform.dram.type = 'DDR4' is not accepted: accepted LPDDR4X, LPDDR5"),
+    ("platform.dram.data_rate_mtps=6400",
+     "platform.dram.data_rate_mtps = 6400 is out of range for LPDDR4X: accepted integers "
+     "200..4266"),
+    ("platform.dram.channels=0",
+     "platform.dram.channels = 0 is out of range: accepted integers 1..16"),
+    ("platform.dram.interleave_bytes=48",
+     "platform.dram.interleave_bytes = 48 is not accepted: accepted 32, 64, 128, 256, 512, "
+     "1024, 2048"),
+])
+def test_bad_platform_values_name_the_accepted_range(override, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=[override])
+    assert str(info.value) == message
+
+
+def test_lpddr5_accepts_its_own_speed_bin():
+    dram = load_config(overrides=["platform.dram.type=LPDDR5",
+                                  "platform.dram.data_rate_mtps=6400"]).platform.dram
+    assert dram.peak_bytes_per_s == 2 * 6400e6 * 2

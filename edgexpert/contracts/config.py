@@ -22,7 +22,7 @@ from .errors import InputError
 
 __all__ = [
     "ConfigError", "MacLaneConfig", "EmaConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
-    "PolicyConfig", "SynthConfig",
+    "PolicyConfig", "SynthConfig", "DramConfig", "PlatformConfig", "DRAM_MAX_DATA_RATE_MTPS",
     "Config",
     "load_config", "apply_overrides", "build_dataclass",
 ]
@@ -213,6 +213,55 @@ class SynthConfig:
                                  "figures are scaled to (EdgeXpert: 1.0 V)")
 
 
+#: the fastest speed bin of each DRAM type sim/dram.py models, MT/s per pin: LPDDR4X-4266
+#: (JEDEC JESD209-4-1), LPDDR5-6400 (JEDEC JESD209-5)
+DRAM_MAX_DATA_RATE_MTPS = {"LPDDR4X": 4266, "LPDDR5": 6400}
+
+
+@dataclass(frozen=True)
+class DramConfig:
+    """External memory of the performance model (sim/dram.py, docs/performance-model.md)."""
+    type: str = _choice(tuple(DRAM_MAX_DATA_RATE_MTPS), "LPDDR4X", "DRAM type (its timing "
+                        "and currents are in sim/dram.py)")
+    channels: int = _int(1, 16, 2, "x16 channels")
+    data_rate_mtps: int = _int(200, 6400, 4000, "data rate per pin, MT/s (at most the type's "
+                               "speed bin: LPDDR4X 4266, LPDDR5 6400)")
+    interleave_bytes: int = _choice((32, 64, 128, 256, 512, 1024, 2048), 64, "bytes of "
+                                    "consecutive addresses on one channel before the next")
+
+    def __post_init__(self):
+        top = DRAM_MAX_DATA_RATE_MTPS[self.type]
+        if self.data_rate_mtps > top:
+            raise ConfigError(f"platform.dram.data_rate_mtps = {self.data_rate_mtps} is out of "
+                              f"range for {self.type}: accepted integers 200..{top}")
+
+    @property
+    def peak_bytes_per_s(self) -> float:
+        """x16 channels: 2 bytes per transfer."""
+        return self.channels * self.data_rate_mtps * 1e6 * 2
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    """The machine a performance estimate is for (sim/, docs/performance-model.md). Independent
+    of `hardware.*`, which is what the RTL is elaborated with: `configs/rtl.yaml` sets this
+    section to what our RTL synthesizes to."""
+    clock_hz: int = _int(1_000_000, 5_000_000_000, 800_000_000, "clock of the accelerator, Hz")
+    macs: int = _int(1, 1 << 20, 8192, "A8W4 multiply-accumulate units")
+    mac_clusters: int = _int(1, 1024, 8, "clusters the MACs are split into")
+    sram_bytes: int = _int(1024, 1 << 30, 524288, "on-chip SRAM shared by weights and "
+                           "activations, bytes")
+    sram_banks: int = _int(1, 1024, 8, "SRAM banks read in parallel")
+    ema_bus_bits: int = _choice((64, 128, 256), 256, "width of the EMA's AXI read bus, bits")
+    ema_outstanding: int = _int(1, 64, 48, "AXI read bursts the EMA keeps in flight")
+    dram: DramConfig = field(default_factory=DramConfig)
+
+    def __post_init__(self):
+        if self.macs % self.mac_clusters:
+            raise ConfigError(f"platform.mac_clusters = {self.mac_clusters} does not divide "
+                              f"platform.macs = {self.macs}: accepted divisors of macs")
+
+
 def check_prefill_budgets(policies: PolicyConfig, top_k: int) -> None:
     """The prefill budgets against the top-k of the model they route (checked when the prefill
     routing is built, so that other model sizes load without setting them)."""
@@ -229,6 +278,7 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     policies: PolicyConfig = field(default_factory=PolicyConfig)
     synth: SynthConfig = field(default_factory=SynthConfig)
+    platform: PlatformConfig = field(default_factory=PlatformConfig)
 
     def __post_init__(self):
         if self.decode.draft_experts > self.model.top_k:
