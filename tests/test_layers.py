@@ -1,0 +1,136 @@
+"""Imports go one way (docs/architecture.md, "Layers"): the contracts at the bottom; hw/ and
+golden/ above them and blind to each other; sim/ above both; synth/ and the benches above sim/;
+the block registry above those; the command line on top. The test reads every module's imports
+with `ast` (function-local ones included, so a cycle cannot hide behind one) and fails on an
+import that is not allowed and on any cycle between modules."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+#: package (or module) -> the project packages it may import, besides itself and `edgexpert`
+ALLOWED = {
+    "edgexpert.contracts": set(),
+    "edgexpert.hw": {"edgexpert.contracts"},
+    "edgexpert.golden": {"edgexpert.contracts"},
+    "edgexpert.sim": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden"},
+    "edgexpert.synth": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden",
+                        "edgexpert.sim"},
+    "edgexpert.cocotb_tests": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden",
+                               "edgexpert.sim"},
+    "edgexpert.blocks": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden",
+                         "edgexpert.sim"},
+    "edgexpert.plot": set(),
+    "edgexpert.cli": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden", "edgexpert.sim",
+                      "edgexpert.synth", "edgexpert.cocotb_tests", "edgexpert.blocks",
+                      "edgexpert.plot"},
+    "edgexpert.__main__": {"edgexpert.cli"},
+}
+
+
+def _folder(package: str) -> Path:
+    return Path(importlib.util.find_spec(package).submodule_search_locations[0])
+
+
+def project_modules() -> dict[str, Path]:
+    """Every module of the installed distribution, by import name, found from the folders the
+    packages are installed from (so the test reads what the wheel would hold)."""
+    root = _folder("edgexpert")
+    folders = {"edgexpert": root}
+    for name in ("hw", "golden", "sim", "synth", "cocotb_tests"):
+        folders[f"edgexpert.{name}"] = _folder(f"edgexpert.{name}")
+    out = {}
+    for package, folder in folders.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join([package, *parts])] = path
+    return out
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules `name` imports, at module level or inside functions."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                base = base[:len(base) - node.level + (1 if is_package else 0)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            targets = [(module, a.name) for a in node.names]
+        else:
+            continue
+        for module, member in targets:
+            if not module.startswith("edgexpert"):
+                continue
+            submodule = f"{module}.{member}" if member else None
+            found.add(submodule if submodule in modules else module)
+    found.discard(name)
+    return found
+
+
+def unit_of(module: str) -> str:
+    matches = [u for u in ALLOWED if module == u or module.startswith(u + ".")]
+    return max(matches, key=len) if matches else module
+
+
+def test_every_module_belongs_to_a_layer():
+    stray = [m for m in project_modules() if m != "edgexpert" and unit_of(m) not in ALLOWED]
+    assert not stray, f"modules outside every layer (add them to ALLOWED): {stray}"
+
+
+def test_no_import_goes_up_or_sideways():
+    modules = project_modules()
+    bad = []
+    for name, path in modules.items():
+        unit = unit_of(name)
+        for target in imports_of(name, path, modules):
+            to = unit_of(target)
+            if target != "edgexpert" and to != unit and to not in ALLOWED.get(unit, set()):
+                bad.append(f"{name} imports {target} ({unit} may import only "
+                           f"{sorted(ALLOWED.get(unit, set()))})")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycle_between_modules():
+    modules = project_modules()
+    graph = {name: imports_of(name, path, modules) & modules.keys()
+             for name, path in modules.items()}
+    # iterative depth-first search: a back edge closes a cycle
+    state, cycles = {}, []
+    for start in sorted(graph):
+        if start in state:
+            continue
+        stack = [(start, iter(sorted(graph[start])))]
+        state[start] = "open"
+        while stack:
+            node, edges = stack[-1]
+            for nxt in edges:
+                if state.get(nxt) == "open":
+                    path = [n for n, _ in stack]
+                    cycles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+                elif nxt not in state:
+                    state[nxt] = "open"
+                    stack.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+            else:
+                state[node] = "done"
+                stack.pop()
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_checker_sees_a_planted_upward_import(tmp_path):
+    """The walk resolves relative imports: a hw module importing golden is caught."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f():\n    from ..golden.model import MoEModel\n")
+    modules = {"edgexpert.golden.model": planted}
+    assert imports_of("edgexpert.hw.planted", planted, modules) == {"edgexpert.golden.model"}
+    assert unit_of("edgexpert.golden.model") not in ALLOWED[unit_of("edgexpert.hw.planted")]
