@@ -19,53 +19,30 @@ so a fast but wrong engine cannot report a number.
 from __future__ import annotations
 
 import os
-import random
 
 import cocotb
 
 from edgexpert.cocotb_tests.ema import UTILIZATION_CASES, UTILIZATION_LATENCIES
 from edgexpert.cocotb_tests.ema.harness import EmaTB, decode_status
-from edgexpert.contracts.ema import Descriptor, encode_step
-from edgexpert.contracts.ema import EmaError, EmaStatus
+from edgexpert.contracts.ema import Descriptor, EmaError, EmaStatus, encode_step
 from edgexpert.contracts.mask_trace import read_mask_trace
+from edgexpert.sim.ema_model import EmaParameters, bench_workload
 from edgexpert.sim.runner import bench_params, write_bench_report
-from edgexpert.contracts.weight_layout import Matrix
 
 _report: dict = {}
 
 
 def _workload(tb: EmaTB, case: str) -> tuple[list[list[Descriptor]], str]:
-    lay = tb.layout
-    if case == "dense":
-        per_step = max(1, min(4, tb.g.buffer_bytes // lay.expert_bytes))
-        experts = [(layer, expert) for layer in range(lay.n_layers)
-                   for expert in range(lay.experts_per_layer)][:2 * per_step]
-        steps = []
-        for s in range(0, len(experts), per_step):
-            steps.append([Descriptor(0, layer, expert, matrix, range(lay.in_channels(matrix)),
-                                     True)
-                          for layer, expert in experts[s:s + per_step] for matrix in Matrix])
-        return _tagged(steps), "dense"
-    trace = read_mask_trace(bench_params()["trace_file"], lay)
-    if case == "trace":
-        steps = [[Descriptor(0, e.layer, e.expert, e.matrix, e.channels, True) for e in step]
-                 for step in trace.steps]
-        return _tagged(steps), trace.source
+    """The case's steps, built by the same definition the performance model calibrates on
+    (`sim.ema_model.bench_workload`), and where its masks come from."""
+    trace_file = bench_params()["trace_file"]
+    params = EmaParameters(tb.g.data_width, tb.outstanding, tb.g.buffer_bytes, tb.g.slots)
     # the run's seed, not the test's (cocotb derives that from the test name): every latency
-    # sees the same masks
-    rng = random.Random(f"{os.environ['COCOTB_RANDOM_SEED']}-random50")
-    steps = []
-    for step in trace.steps:
-        # one random half per matrix of the step, repeated wherever the trace repeats the
-        # matrix (as its depth groups do), so the step holds no more than the trace's step does
-        masks: dict = {}
-        for e in step:
-            if (e.layer, e.expert, e.matrix) not in masks:
-                masks[e.layer, e.expert, e.matrix] = [
-                    c for c in range(lay.in_channels(e.matrix)) if rng.random() < 0.5]
-        steps.append([Descriptor(0, e.layer, e.expert, e.matrix,
-                                 masks[e.layer, e.expert, e.matrix], True) for e in step])
-    return _tagged(steps), "random-50%"
+    # sees the same random masks
+    steps = bench_workload(case, tb.layout, params, trace_file,
+                           int(os.environ["COCOTB_RANDOM_SEED"]))
+    source = {"dense": "dense", "random50": "random-50%"}.get(case)
+    return _tagged(steps), source or read_mask_trace(trace_file, tb.layout).source
 
 
 def _tagged(steps):
