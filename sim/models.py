@@ -163,6 +163,14 @@ class MoEModelSpec:
         return (self.n_layers * proj + self.moe_layers * d * self.n_experts
                 + self.dense_layers * 3 * d * self.dense_ffn)
 
+    def params(self, active: bool = False) -> int:
+        """Weights (all, or what one token uses: top-k routed experts), embeddings included
+        once when tied: to check a shape against the model card's parameter count."""
+        routed = self.top_k if active else self.n_experts
+        experts = self.moe_layers * (routed + self.n_shared_experts) * self.expert_macs
+        embeddings = self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2)
+        return experts + self.nonexpert_macs + embeddings
+
     @property
     def head_macs(self) -> int:
         return self.d_model * self.vocab_size

@@ -1,0 +1,247 @@
+"""Latency and energy per token of decoding policies on full-size MoE models (issue 12 item 6's
+function; docs/performance-model.md, "Estimate").
+
+`estimate(config, models, policies)` builds each (model, policy)'s `StepPlan` (sim/passes.py)
+from a routing model and costs it on `config.platform`. Routing is "synthetic" for every model
+here (labelled so in every entry): the full-size models' from cited measurements and a
+statistical model of distinct experts; the bundled model's from its measured per-token
+statistics (docs/policies.md). Plain decoding is exact either way (top-k experts per token).
+
+Synthetic routing, full-size models (docs/performance-model.md, "Synthetic routing"):
+- distinct experts per MoE layer of n tokens: E (1 - (1 - k/E)^(rho n)): n tokens behave as
+  rho n independent uniform top-k draws. rho_tree is fitted on EdgeXpert's measurement
+  (Qwen3-30B-A3B + EAGLE-3, 64 candidates: 52.1 experts per layer per step, 6.5x top-8);
+  rho_prefill on the bundled model's prefill (16-token chunks: 102,311 expert bytes per prompt
+  token, docs/policies.md).
+- tokens per step (accepted + bonus) of the EAGLE-3 tree: 4.3 (EdgeXpert's Qwen3 figure, taken
+  for every model); EdgeXpert's coalescing keeps 4.38 / 4.57 of it (the bundled model's
+  measurement at coalescing ratio 0.75: a 4 % shorter acceptance).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..contracts.config import Config
+from .models import BUNDLED, MoEModelSpec, linear_bytes, model_names, model_spec
+from .passes import Pass, PassCoster, StepPlan
+
+__all__ = ["POLICIES", "estimate", "plan_step", "plan_prefill", "distinct_experts",
+           "CONTEXT_TOKENS", "RHO_TREE", "RHO_PREFILL"]
+
+#: policies the estimate knows
+POLICIES = ("ar", "naive_sd", "edgexpert", "combined")
+
+#: tokens already in the KV cache when a token is generated (open: EdgeXpert does not state its
+#: sequence length; our choice, a 512-token context)
+CONTEXT_TOKENS = 512
+
+#: EdgeXpert (MICRO 2026, arXiv 2608.05303; /work/shared/REFERENCES.md): Qwen3-30B-A3B with
+#: EAGLE-3 (64 candidates, depth 6) accepts 4.3 tokens and activates 52.1 experts per step
+EAGLE3_TOKENS_PER_STEP = 4.3
+EAGLE3_EXPERTS_PER_LAYER = 52.1
+_QWEN3_E, _QWEN3_K, _TREE = 128, 8, 64
+#: rho for the tree's candidates, fitted on the figures above: 0.1262
+RHO_TREE = math.log(1 - EAGLE3_EXPERTS_PER_LAYER / _QWEN3_E) / math.log(1 - _QWEN3_K / _QWEN3_E) / _TREE
+
+#: the bundled model's measurements (docs/policies.md, `edgexpert compare`, 8 prompts x 64
+#: tokens): tokens per step, passes per token, routed-expert EMA bytes per decoded token and per
+#: prompt token
+BUNDLED_MEASURED = {
+    "ar": (1.00, 1.00, 305_152, 102_311),
+    "naive_sd": (4.57, 1.53, 752_972, 102_311),
+    "edgexpert": (4.38, 1.60, 658_857, 90_918),
+    "combined": (1.30, 3.15, 182_413, 102_311),
+}
+#: rho for a prefill chunk, fitted on the bundled model (4 MoE layers, 32 experts, top-4,
+#: 19,072-byte experts, 16-token chunks): 102,311 x 16 / 19,072 / 4 = 21.46 experts per layer
+_B_PER_LAYER = BUNDLED_MEASURED["ar"][3] * 16 / 19_072 / 4
+RHO_PREFILL = math.log(1 - _B_PER_LAYER / 32) / math.log(1 - 4 / 32) / 16
+#: EdgeXpert's coalescing shortens acceptance (bundled model: 4.38 vs 4.57 tokens per step)
+EDGEXPERT_ACCEPTANCE = BUNDLED_MEASURED["edgexpert"][0] / BUNDLED_MEASURED["naive_sd"][0]
+#: EdgeXpert's prompt-wise expert reuse: prefill expert traffic -55.7 % (EdgeXpert, MICRO 2026)
+EDGEXPERT_PREFILL_KEEP = 1 - 0.557
+#: EAGLE-3's draft vocabulary (Li et al., "EAGLE-3", arXiv 2503.01840; the reference code's
+#: draft_vocab_size 32000)
+EAGLE3_DRAFT_VOCAB = 32000
+
+
+def distinct_experts(n_experts: int, top_k: int, tokens: float, rho: float) -> float:
+    """Mean distinct experts of one MoE layer over `tokens` tokens (the synthetic model)."""
+    return n_experts * (1 - (1 - top_k / n_experts) ** (rho * tokens))
+
+
+def _eagle3_draft_bytes(m: MoEModelSpec) -> int:
+    """EAGLE-3's draft head: the feature fusion (3d -> d), one decoder layer whose attention
+    reads [embedding, feature] (2d wide) with the target's head shapes, a dense SwiGLU FFN of
+    width 3d (open: our choice), its int8 head over the draft vocabulary."""
+    d, hd = m.d_model, m.head_dim
+    attention = (linear_bytes(2 * d, m.n_heads * hd) + 2 * linear_bytes(2 * d, m.n_kv_heads * hd)
+                 + linear_bytes(m.n_heads * hd, d))
+    ffn = 2 * linear_bytes(d, 3 * d) + linear_bytes(3 * d, d)
+    return linear_bytes(3 * d, d) + attention + ffn + linear_bytes(d, EAGLE3_DRAFT_VOCAB, 8)
+
+
+def _eagle3_draft_macs(m: MoEModelSpec) -> int:
+    d, hd = m.d_model, m.head_dim
+    return (3 * d * d + 2 * d * (m.n_heads + 2 * m.n_kv_heads) * hd + m.n_heads * hd * d
+            + 9 * d * d + d * EAGLE3_DRAFT_VOCAB)
+
+
+def _target_pass(m: MoEModelSpec, kind: str, tokens: int, experts_per_layer: float,
+                 context: int, kv_written: float, ratio: float = 1.0, head: bool = True) -> Pass:
+    """A pass of the target model: `experts_per_layer` distinct routed experts fetched in every
+    MoE layer (their `ratio` share of channels), shared experts always, every non-expert weight."""
+    routed = m.moe_layers * experts_per_layer * m.expert_bytes * ratio
+    shared = m.moe_layers * m.n_shared_experts * m.expert_bytes
+    nonexpert = m.nonexpert_bytes - (0 if head else m.head_bytes) + tokens * m.embedding_row_bytes
+    macs = {"expert": tokens * m.moe_layers * (m.top_k * ratio + m.n_shared_experts)
+            * m.expert_macs,
+            "projection": tokens * m.nonexpert_macs,
+            "attention": tokens * m.attention_macs(context),
+            "head": tokens * m.head_macs if head else 0}
+    return Pass(kind, tokens, routed + shared, nonexpert, context * m.kv_bytes_per_token,
+                kv_written * m.kv_bytes_per_token, macs, expert_channel_ratio=ratio)
+
+
+def _bundled_step(m: MoEModelSpec, policy: str, config: Config, context: int) -> StepPlan:
+    """The bundled model from its measured per-token statistics: a step's routed bytes spread
+    evenly over its passes (issue 11 fills them per pass from golden/)."""
+    tokens, passes_per_token, expert_per_token, _ = BUNDLED_MEASURED[policy]
+    if policy == "ar":
+        return StepPlan(policy, m.name, "synthetic", 1.0, (
+            (_target_pass(m, "plain", 1, m.top_k, context, 1), 1.0),),
+            ("plain decoding: top-k experts per token, exact",))
+    runs = passes_per_token * tokens
+    verify_tokens = config.decode.max_candidates
+    draft_tokens = config.decode.width
+    ratio = config.policies.coalescing_ratio if policy == "edgexpert" else 1.0
+    per_pass = expert_per_token * tokens / runs / (m.moe_layers * m.expert_bytes * ratio)
+    verify = _target_pass(m, "verify", verify_tokens, per_pass, context, tokens, ratio)
+    draft = _target_pass(m, "draft", draft_tokens, per_pass, context, draft_tokens, ratio)
+    return StepPlan(policy, m.name, "synthetic", tokens, ((verify, 1.0), (draft, runs - 1)), (
+        "bundled model: measured tokens/step, passes/token and expert bytes/token "
+        "(docs/policies.md), spread evenly over the step's passes; verify tokens = "
+        "decode.max_candidates (an upper bound where the tree stops early)",))
+
+
+def _onchip_slots(m: MoEModelSpec, config: Config) -> int:
+    return config.policies.onchip_expert_kib * 1024 // (m.moe_layers * m.expert_bytes)
+
+
+def plan_step(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS
+              ) -> StepPlan:
+    """One decoding step of `policy` on model `m` (synthetic routing)."""
+    if m.name == BUNDLED:
+        return _bundled_step(m, policy, config, context)
+    ar = StepPlan(policy, m.name, "synthetic", 1.0, (
+        (_target_pass(m, "plain", 1, m.top_k, context, 1), 1.0),),
+        ("plain decoding: top-k experts per token",))
+    if policy == "ar":
+        return ar
+    if policy == "combined":
+        slots = _onchip_slots(m, config)
+        if slots == 0:
+            # the resident draft (SpecMoE) drafts on the experts kept on chip; none fits
+            return StepPlan(policy, m.name, "synthetic", 1.0, ar.passes, (
+                f"no expert fits on chip ({config.policies.onchip_expert_kib} KiB over "
+                f"{m.moe_layers} layers, {m.expert_bytes} B per expert): the resident draft has "
+                "nothing to draft with, so the combined policy is plain decoding",))
+        raise NotImplementedError(f"combined with {slots} on-chip experts per layer on "
+                                  f"{m.name}: no synthetic model yet")
+    d = config.decode
+    tokens = EAGLE3_TOKENS_PER_STEP
+    ratio = 1.0
+    if policy == "edgexpert":
+        tokens *= EDGEXPERT_ACCEPTANCE
+        ratio = config.policies.coalescing_ratio
+    experts = distinct_experts(m.n_experts, m.top_k, d.max_candidates, RHO_TREE)
+    verify = _target_pass(m, "verify", d.max_candidates, experts, context, tokens, ratio)
+    draft_bytes = _eagle3_draft_bytes(m)
+    layer_kv = m.kv_bytes_per_token / m.n_layers
+    draft = Pass("draft", d.width, 0.0, 0.0, context * layer_kv, d.width * layer_kv,
+                 {"draft_head": d.width * _eagle3_draft_macs(m)}, draft_head_bytes=draft_bytes)
+    return StepPlan(policy, m.name, "synthetic", tokens, ((verify, 1.0), (draft, d.max_depth)), (
+        f"EAGLE-3 draft head ({draft_bytes} B, no experts), {d.max_depth} draft passes of "
+        f"{d.width} tokens; verification of {d.max_candidates} candidates activates "
+        f"{experts:.1f} experts per layer (rho {RHO_TREE:.4f}); {tokens:.2f} tokens per step",))
+
+
+def plan_prefill(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS
+                 ) -> StepPlan:
+    """One prefill chunk (`policies.prefill_chunk` prompt tokens, each expert streamed once per
+    chunk); the head is read by the last chunk only and left out here."""
+    chunk = config.policies.prefill_chunk
+    if m.name == BUNDLED:
+        experts = BUNDLED_MEASURED[policy][3] * chunk / (m.moe_layers * m.expert_bytes)
+    else:
+        experts = distinct_experts(m.n_experts, m.top_k, chunk, RHO_PREFILL)
+        if policy == "edgexpert":
+            experts *= EDGEXPERT_PREFILL_KEEP
+    # the chunk's tokens attend to the half of the prompt before them on average
+    p = _target_pass(m, "prefill", chunk, experts, context // 2, chunk, head=False)
+    return StepPlan(policy, m.name, "synthetic", float(chunk), ((p, 1.0),),
+                    (f"prefill chunks of {chunk} tokens, {experts:.1f} experts per layer",))
+
+
+def _cost_plan(plan: StepPlan, coster: PassCoster) -> dict:
+    time_s, energy = 0.0, {"dram": 0.0, "sram": 0.0, "mac": 0.0, "control": 0.0}
+    for p, runs in plan.passes:
+        c = coster.cost(p)
+        time_s += runs * c.time_s
+        for k, v in c.energy_j.items():
+            energy[k] += runs * v
+    n = plan.tokens_per_step
+    return {"time_s": time_s / n, "energy": {k: v / n for k, v in energy.items()},
+            "bytes": plan.per_token("fetch_bytes"), "macs": plan.per_token("total_macs")}
+
+
+def _check(names, accepted, what: str) -> None:
+    for name in names:
+        if name not in accepted:
+            raise ValueError(f"{what} {name!r} is not known: accepted {', '.join(accepted)}")
+
+
+def estimate(config: Config, models: list[str], policies: list[str],
+             context: int = CONTEXT_TOKENS, cost_table: dict | None = None) -> list[dict]:
+    """Per model and policy: latency, throughput, energy per generated token (split), DRAM
+    utilization, roofline ratio, bytes per token (split), prefill per prompt token."""
+    _check(models, model_names(), "model")
+    _check(policies, POLICIES, "policy")
+    out = []
+    for name in models:
+        m = model_spec(name)
+        coster = PassCoster(config.platform, m.layout, cost_table)
+        peak_macs_per_s = config.platform.macs * config.platform.clock_hz
+        for policy in policies:
+            plan = plan_step(m, policy, config, context)
+            decode = _cost_plan(plan, coster)
+            prefill = _cost_plan(plan_prefill(m, policy, config, context), coster)
+            t = decode["time_s"]
+            energy = decode["energy"]
+            out.append({
+                "model": m.name, "policy": policy, "routing": plan.routing,
+                "tokens_per_step": round(plan.tokens_per_step, 3),
+                "passes_per_token": round(plan.passes_per_token, 3),
+                "latency_s_per_token": t,
+                "tokens_per_s": 1.0 / t,
+                "energy_j_per_token": sum(energy.values()),
+                "energy_j_per_token_split": energy,
+                "dram_utilization": decode["bytes"] / (coster.peak_bytes_per_s * t),
+                # the roofline: the larger of the bytes at the DRAM's peak and the MACs at the
+                # array's peak, over the modelled time (1: the modelled time is the bound)
+                "roofline_ratio": max(decode["bytes"] / coster.peak_bytes_per_s,
+                                      decode["macs"] / peak_macs_per_s) / t,
+                "bytes_per_token": {
+                    "expert": plan.per_token("expert_bytes"),
+                    "nonexpert": plan.per_token("nonexpert_bytes"),
+                    "draft": plan.per_token("draft_head_bytes"),
+                    "kv": plan.per_token("kv_read_bytes") + plan.per_token("kv_write_bytes")},
+                "prefill": {"latency_s_per_prompt_token": prefill["time_s"],
+                            "energy_j_per_prompt_token": sum(prefill["energy"].values()),
+                            "bytes_per_prompt_token": prefill["bytes"]},
+                "context_tokens": context,
+                "notes": list(plan.notes),
+                "cost_sources": coster.cost_sources,
+            })
+    return out

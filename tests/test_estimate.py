@@ -1,0 +1,92 @@
+"""sim/estimate.py and sim/passes.py: bounds every estimate must obey, and plain decoding of the
+bundled model by hand."""
+
+from dataclasses import replace
+
+import pytest
+
+from edgexpert.contracts.config import load_config
+from edgexpert.sim.estimate import POLICIES, estimate
+from edgexpert.sim.models import model_names
+
+MODELS = ["bundled", "olmoe-1b-7b", "qwen3-30b-a3b", "deepseek-v2-lite", "granite-1b-a400m",
+          "mixtral-8x7b"]
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config()
+
+
+@pytest.fixture(scope="module")
+def results(config):
+    return estimate(config, MODELS, list(POLICIES))
+
+
+def test_every_model_and_policy_is_estimated(results):
+    assert {(r["model"], r["policy"]) for r in results} == {(m, p) for m in MODELS
+                                                            for p in POLICIES}
+    assert all(r["routing"] == "synthetic" for r in results)
+
+
+def test_roofline_bound(results, config):
+    peak = config.platform.dram.peak_bytes_per_s
+    for r in results:
+        nbytes = sum(r["bytes_per_token"].values())
+        assert r["latency_s_per_token"] >= nbytes / peak
+        assert 0 < r["dram_utilization"] <= 1 and 0 < r["roofline_ratio"] <= 1
+        assert r["tokens_per_s"] == pytest.approx(1 / r["latency_s_per_token"])
+        assert r["prefill"]["latency_s_per_prompt_token"] > 0
+
+
+def test_energies_add_up(results):
+    for r in results:
+        split = r["energy_j_per_token_split"]
+        assert set(split) == {"dram", "sram", "mac", "control"}
+        assert all(v > 0 for v in split.values())
+        assert r["energy_j_per_token"] == pytest.approx(sum(split.values()), rel=1e-12)
+
+
+def test_doubling_dram_bandwidth_cannot_slow_a_token(config, results):
+    platform = replace(config.platform, dram=replace(config.platform.dram, channels=4))
+    faster = estimate(replace(config, platform=platform), MODELS, list(POLICIES))
+    for slow, fast in zip(results, faster):
+        assert fast["latency_s_per_token"] <= slow["latency_s_per_token"]
+        assert (fast["prefill"]["latency_s_per_prompt_token"]
+                <= slow["prefill"]["latency_s_per_prompt_token"])
+    # decoding is bandwidth-bound at EdgeXpert's point: twice the bandwidth, much faster
+    assert faster[4]["latency_s_per_token"] < 0.6 * results[4]["latency_s_per_token"]
+
+
+def test_plain_decoding_of_the_bundled_model_by_hand(results):
+    ar = next(r for r in results if r["model"] == "bundled" and r["policy"] == "ar")
+    # 4 layers x top-4 experts x 19,072 B (docs/policies.md: 305,152 B per plain token)
+    assert ar["bytes_per_token"]["expert"] == 4 * 4 * 19_072 == 305_152
+    attention = 4 * 4 * (192 * 192 // 2 + 2 * 192)      # q, k, v, o: int4 + 16-bit scales
+    router = 4 * (192 * 32 + 2 * 32)                     # int8 + scales
+    norms = (2 * 4 + 1) * 192 * 2                        # 16-bit RMSNorm weights
+    head = 4096 * 192 + 2 * 4096                         # int8 head + per-row scales
+    embedding_row = 192 + 2
+    assert ar["bytes_per_token"]["nonexpert"] == attention + router + norms + head + embedding_row
+    assert ar["bytes_per_token"]["draft"] == 0
+    # one pass per token, the 512-token context's int8 K and V read, one token's written
+    assert ar["bytes_per_token"]["kv"] == (512 + 1) * 4 * 2 * 192
+
+
+def test_unknown_names_are_one_line_with_the_accepted(config):
+    with pytest.raises(ValueError) as err:
+        estimate(config, ["olmoe"], ["ar"])
+    assert "\n" not in str(err.value) and all(n in str(err.value) for n in model_names())
+    with pytest.raises(ValueError) as err:
+        estimate(config, ["bundled"], ["eagle"])
+    assert "\n" not in str(err.value) and all(p in str(err.value) for p in POLICIES)
+
+
+def test_cost_sources_say_which_table_was_used(config):
+    table = {"costs": {"mac_lane.energy_per_mac": {"value": 1e-12, "unit": "J",
+                                                   "source": "a test"}}}
+    r = estimate(config, ["olmoe-1b-7b"], ["ar"], cost_table=table)[0]
+    base = estimate(config, ["olmoe-1b-7b"], ["ar"], cost_table={})[0]
+    assert "a test" in r["cost_sources"]["mac_lane.energy_per_mac"]
+    assert base["cost_sources"]["mac_lane.energy_per_mac"].startswith("cited default")
+    assert r["energy_j_per_token_split"]["mac"] > base["energy_j_per_token_split"]["mac"]
