@@ -29,8 +29,8 @@ from .passes import Pass, PassCoster, StepPlan
 __all__ = ["POLICIES", "estimate", "plan_step", "plan_prefill", "distinct_experts",
            "CONTEXT_TOKENS", "RHO_TREE", "RHO_PREFILL"]
 
-#: policies the estimate knows
-POLICIES = ("ar", "naive_sd", "edgexpert", "combined")
+#: policies the estimate knows: `edgexpert compare`'s, in its order (golden/policies.py COMPARED)
+POLICIES = ("ar", "naive_sd", "edgexpert", "moe_spec", "s2moe", "specmoe", "specter", "combined")
 
 #: tokens already in the KV cache when a token is generated (open: EdgeXpert does not state its
 #: sequence length; our choice, a 512-token context)
@@ -51,8 +51,17 @@ BUNDLED_MEASURED = {
     "ar": (1.00, 1.00, 305_152, 102_311),
     "naive_sd": (4.57, 1.53, 752_972, 102_311),
     "edgexpert": (4.38, 1.60, 658_857, 90_918),
+    "moe_spec": (4.41, 1.59, 579_349, 102_311),
+    "s2moe": (1.35, 2.66, 580_355, 102_311),
+    "specmoe": (2.60, 2.69, 493_823, 102_311),
+    "specter": (1.75, 1.14, 327_614, 102_311),
     "combined": (1.30, 3.15, 182_413, 102_311),
 }
+#: the bundled model's experts per layer (its ModelConfig), against which policies.moe_spec_budget
+#: is set; a full-size model keeps the same share of its experts
+BUNDLED_EXPERTS = 32
+#: MoE-Spec's budgeted verification shortens acceptance by 1.4 % (MoE-Spec, arXiv 2602.16052)
+MOE_SPEC_ACCEPTANCE = 1 - 0.014
 #: rho for a prefill chunk, fitted on the bundled model (4 MoE layers, 32 experts, top-4,
 #: 19,072-byte experts, 16-token chunks): 102,311 x 16 / 19,072 / 4 = 21.46 experts per layer
 _B_PER_LAYER = BUNDLED_MEASURED["ar"][3] * 16 / 19_072 / 4
@@ -89,10 +98,12 @@ def _eagle3_draft_macs(m: MoEModelSpec) -> int:
 
 
 def _target_pass(m: MoEModelSpec, kind: str, tokens: int, experts_per_layer: float,
-                 context: int, kv_written: float, ratio: float = 1.0, head: bool = True) -> Pass:
+                 context: int, kv_written: float, ratio: float = 1.0, head: bool = True,
+                 expert_bits: int = 4) -> Pass:
     """A pass of the target model: `experts_per_layer` distinct routed experts fetched in every
-    MoE layer (their `ratio` share of channels), shared experts always, every non-expert weight."""
-    routed = m.moe_layers * experts_per_layer * m.expert_bytes * ratio
+    MoE layer (their `ratio` share of channels, at `expert_bits`), shared experts always, every
+    non-expert weight."""
+    routed = m.moe_layers * experts_per_layer * m.expert_bytes * ratio * expert_bits / 4
     shared = m.moe_layers * m.n_shared_experts * m.expert_bytes
     nonexpert = m.nonexpert_bytes - (0 if head else m.head_bytes) + tokens * m.embedding_row_bytes
     macs = {"expert": tokens * m.moe_layers * (m.top_k * ratio + m.n_shared_experts)
@@ -104,14 +115,16 @@ def _target_pass(m: MoEModelSpec, kind: str, tokens: int, experts_per_layer: flo
                 kv_written * m.kv_bytes_per_token, macs, expert_channel_ratio=ratio)
 
 
-def _bundled_step(m: MoEModelSpec, policy: str, config: Config, context: int) -> StepPlan:
-    """The bundled model from its measured per-token statistics: a step's routed bytes spread
-    evenly over its passes (issue 11 fills them per pass from golden/)."""
+def _measured_step(m: MoEModelSpec, policy: str, config: Config, context: int) -> StepPlan:
+    """A policy from the bundled model's measured per-token statistics: tokens per step, passes
+    per token, and routed-expert bytes per token (for a full-size model: its plain decoding's
+    times the bundled policy's ratio to plain decoding). A step's routed bytes are spread evenly
+    over its passes, each of which reads the non-expert weights (every one of these drafts is
+    the target's own layers); issue 11 fills them per pass from golden/ for the bundled model."""
     tokens, passes_per_token, expert_per_token, _ = BUNDLED_MEASURED[policy]
-    if policy == "ar":
-        return StepPlan(policy, m.name, "synthetic", 1.0, (
-            (_target_pass(m, "plain", 1, m.top_k, context, 1), 1.0),),
-            ("plain decoding: top-k experts per token, exact",))
+    if m.name != BUNDLED:
+        expert_per_token *= (m.moe_layers * m.top_k * m.expert_bytes
+                             / BUNDLED_MEASURED["ar"][2])
     runs = passes_per_token * tokens
     verify_tokens = config.decode.max_candidates
     draft_tokens = config.decode.width
@@ -119,10 +132,11 @@ def _bundled_step(m: MoEModelSpec, policy: str, config: Config, context: int) ->
     per_pass = expert_per_token * tokens / runs / (m.moe_layers * m.expert_bytes * ratio)
     verify = _target_pass(m, "verify", verify_tokens, per_pass, context, tokens, ratio)
     draft = _target_pass(m, "draft", draft_tokens, per_pass, context, draft_tokens, ratio)
+    source = "" if m.name == BUNDLED else ", expert bytes scaled by plain decoding's"
     return StepPlan(policy, m.name, "synthetic", tokens, ((verify, 1.0), (draft, runs - 1)), (
-        "bundled model: measured tokens/step, passes/token and expert bytes/token "
-        "(docs/policies.md), spread evenly over the step's passes; verify tokens = "
-        "decode.max_candidates (an upper bound where the tree stops early)",))
+        f"the bundled model's measured tokens/step, passes/token and expert bytes/token "
+        f"(docs/policies.md){source}, spread evenly over the step's passes; verify tokens = "
+        f"decode.max_candidates (an upper bound where the tree stops early)",))
 
 
 def _onchip_slots(m: MoEModelSpec, config: Config) -> int:
@@ -132,30 +146,46 @@ def _onchip_slots(m: MoEModelSpec, config: Config) -> int:
 def plan_step(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS
               ) -> StepPlan:
     """One decoding step of `policy` on model `m` (synthetic routing)."""
-    if m.name == BUNDLED:
-        return _bundled_step(m, policy, config, context)
     ar = StepPlan(policy, m.name, "synthetic", 1.0, (
         (_target_pass(m, "plain", 1, m.top_k, context, 1), 1.0),),
-        ("plain decoding: top-k experts per token",))
+        ("plain decoding: top-k experts per token, exact",))
     if policy == "ar":
         return ar
-    if policy == "combined":
+    if m.name == BUNDLED:
+        return _measured_step(m, policy, config, context)
+    if policy in ("specmoe", "combined"):
         slots = _onchip_slots(m, config)
         if slots == 0:
             # the resident draft (SpecMoE) drafts on the experts kept on chip; none fits
             return StepPlan(policy, m.name, "synthetic", 1.0, ar.passes, (
                 f"no expert fits on chip ({config.policies.onchip_expert_kib} KiB over "
                 f"{m.moe_layers} layers, {m.expert_bytes} B per expert): the resident draft has "
-                "nothing to draft with, so the combined policy is plain decoding",))
-        raise NotImplementedError(f"combined with {slots} on-chip experts per layer on "
-                                  f"{m.name}: no synthetic model yet")
+                "nothing to draft with, so the policy is plain decoding",))
+        return _measured_step(m, policy, config, context)
+    if policy == "s2moe":
+        return _measured_step(m, policy, config, context)
+    if policy == "specter":
+        return _specter_step(m, config, context)
+    return _eagle3_step(m, policy, config, context)
+
+
+def _eagle3_step(m: MoEModelSpec, policy: str, config: Config, context: int) -> StepPlan:
+    """Unoptimized MoE + EAGLE-3 (naive_sd), EdgeXpert's coalescing on it, MoE-Spec's budget."""
     d = config.decode
     tokens = EAGLE3_TOKENS_PER_STEP
     ratio = 1.0
+    experts = distinct_experts(m.n_experts, m.top_k, d.max_candidates, RHO_TREE)
+    note = ""
     if policy == "edgexpert":
         tokens *= EDGEXPERT_ACCEPTANCE
         ratio = config.policies.coalescing_ratio
-    experts = distinct_experts(m.n_experts, m.top_k, d.max_candidates, RHO_TREE)
+        note = f"; coalescing ratio {ratio}"
+    elif policy == "moe_spec":
+        tokens *= MOE_SPEC_ACCEPTANCE
+        budget = max(m.top_k, round(config.policies.moe_spec_budget / BUNDLED_EXPERTS
+                                    * m.n_experts))
+        experts = min(experts, budget)
+        note = f"; budget {budget} experts per layer"
     verify = _target_pass(m, "verify", d.max_candidates, experts, context, tokens, ratio)
     draft_bytes = _eagle3_draft_bytes(m)
     layer_kv = m.kv_bytes_per_token / m.n_layers
@@ -164,7 +194,26 @@ def plan_step(m: MoEModelSpec, policy: str, config: Config, context: int = CONTE
     return StepPlan(policy, m.name, "synthetic", tokens, ((verify, 1.0), (draft, d.max_depth)), (
         f"EAGLE-3 draft head ({draft_bytes} B, no experts), {d.max_depth} draft passes of "
         f"{d.width} tokens; verification of {d.max_candidates} candidates activates "
-        f"{experts:.1f} experts per layer (rho {RHO_TREE:.4f}); {tokens:.2f} tokens per step",))
+        f"{experts:.1f} experts per layer (rho {RHO_TREE:.4f}){note}; {tokens:.2f} tokens "
+        f"per step",))
+
+
+def _specter_step(m: MoEModelSpec, config: Config, context: int) -> StepPlan:
+    """Specter: a chain of `specter_chain` draft tokens, each a pass of the target with its
+    routed experts at `specter_draft_bits`; verification of the chain and its root. Tokens per
+    step: the bundled model's measurement (chain of 1). Its LRU expert slots hold no expert of a
+    full-size model in 512 KB, so nothing is prefetched."""
+    p = config.policies
+    chain = p.specter_chain
+    tokens = BUNDLED_MEASURED["specter"][0]
+    draft = _target_pass(m, "draft", 1, m.top_k, context, 1, expert_bits=p.specter_draft_bits)
+    # the chain's tokens follow each other, as a prompt's do: the prefill's rho
+    experts = distinct_experts(m.n_experts, m.top_k, chain + 1, RHO_PREFILL)
+    verify = _target_pass(m, "verify", chain + 1, experts, context, tokens)
+    return StepPlan("specter", m.name, "synthetic", tokens, ((draft, chain), (verify, 1.0)), (
+        f"{chain} draft pass(es) with {p.specter_draft_bits}-bit experts, verification of "
+        f"{chain + 1} tokens ({experts:.1f} experts per layer); tokens per step measured on the "
+        f"bundled model; {_onchip_slots(m, config)} on-chip expert slots per layer",))
 
 
 def plan_prefill(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS

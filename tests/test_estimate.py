@@ -54,8 +54,11 @@ def test_doubling_dram_bandwidth_cannot_slow_a_token(config, results):
         assert fast["latency_s_per_token"] <= slow["latency_s_per_token"]
         assert (fast["prefill"]["latency_s_per_prompt_token"]
                 <= slow["prefill"]["latency_s_per_prompt_token"])
-    # decoding is bandwidth-bound at EdgeXpert's point: twice the bandwidth, much faster
-    assert faster[4]["latency_s_per_token"] < 0.6 * results[4]["latency_s_per_token"]
+    # plain decoding is bandwidth-bound at EdgeXpert's point: twice the bandwidth, much faster
+    plain = {r["model"]: r for r in results if r["policy"] == "ar"}
+    for r in faster:
+        if r["policy"] == "ar":
+            assert r["latency_s_per_token"] < 0.6 * plain[r["model"]]["latency_s_per_token"]
 
 
 def test_plain_decoding_of_the_bundled_model_by_hand(results):
