@@ -41,8 +41,9 @@ CONTEXT_TOKENS = 512
 EAGLE3_TOKENS_PER_STEP = 4.3
 EAGLE3_EXPERTS_PER_LAYER = 52.1
 _QWEN3_E, _QWEN3_K, _TREE = 128, 8, 64
-#: rho for the tree's candidates, fitted on the figures above: 0.1262
-RHO_TREE = math.log(1 - EAGLE3_EXPERTS_PER_LAYER / _QWEN3_E) / math.log(1 - _QWEN3_K / _QWEN3_E) / _TREE
+#: rho for the tree's candidates, fitted on the figures above: 0.1265
+RHO_TREE = (math.log(1 - EAGLE3_EXPERTS_PER_LAYER / _QWEN3_E) / math.log(1 - _QWEN3_K / _QWEN3_E)
+            / _TREE)
 
 #: the bundled model's measurements (docs/policies.md, `edgexpert compare`, 8 prompts x 64
 #: tokens): tokens per step, passes per token, routed-expert EMA bytes per decoded token and per
@@ -99,23 +100,27 @@ def _eagle3_draft_macs(m: MoEModelSpec) -> int:
 
 def _target_pass(m: MoEModelSpec, kind: str, tokens: int, experts_per_layer: float,
                  context: int, kv_written: float, ratio: float = 1.0, head: bool = True,
-                 expert_bits: int = 4) -> Pass:
+                 expert_bits: int = 4, resident: int = 0) -> Pass:
     """A pass of the target model: `experts_per_layer` distinct routed experts fetched in every
     MoE layer (their `ratio` share of channels, at `expert_bits`), shared experts always, every
-    non-expert weight."""
+    non-expert weight but the `resident` bytes kept on chip."""
     routed = m.moe_layers * experts_per_layer * m.expert_bytes * ratio * expert_bits / 4
     shared = m.moe_layers * m.n_shared_experts * m.expert_bytes
-    nonexpert = m.nonexpert_bytes - (0 if head else m.head_bytes) + tokens * m.embedding_row_bytes
+    weights = m.nonexpert_bytes - (0 if head else m.head_bytes)
+    resident = min(resident, weights)
+    nonexpert = weights - resident + tokens * m.embedding_row_bytes
     macs = {"expert": tokens * m.moe_layers * (m.top_k * ratio + m.n_shared_experts)
             * m.expert_macs,
             "projection": tokens * m.nonexpert_macs,
             "attention": tokens * m.attention_macs(context),
             "head": tokens * m.head_macs if head else 0}
     return Pass(kind, tokens, routed + shared, nonexpert, context * m.kv_bytes_per_token,
-                kv_written * m.kv_bytes_per_token, macs, expert_channel_ratio=ratio)
+                kv_written * m.kv_bytes_per_token, macs, resident_bytes=resident,
+                expert_channel_ratio=ratio)
 
 
-def _measured_step(m: MoEModelSpec, policy: str, config: Config, context: int) -> StepPlan:
+def _measured_step(m: MoEModelSpec, policy: str, config: Config, context: int,
+                   resident: int) -> StepPlan:
     """A policy from the bundled model's measured per-token statistics: tokens per step, passes
     per token, and routed-expert bytes per token (for a full-size model: its plain decoding's
     times the bundled policy's ratio to plain decoding). A step's routed bytes are spread evenly
@@ -130,8 +135,10 @@ def _measured_step(m: MoEModelSpec, policy: str, config: Config, context: int) -
     draft_tokens = config.decode.width
     ratio = config.policies.coalescing_ratio if policy == "edgexpert" else 1.0
     per_pass = expert_per_token * tokens / runs / (m.moe_layers * m.expert_bytes * ratio)
-    verify = _target_pass(m, "verify", verify_tokens, per_pass, context, tokens, ratio)
-    draft = _target_pass(m, "draft", draft_tokens, per_pass, context, draft_tokens, ratio)
+    verify = _target_pass(m, "verify", verify_tokens, per_pass, context, tokens, ratio,
+                          resident=resident)
+    draft = _target_pass(m, "draft", draft_tokens, per_pass, context, draft_tokens, ratio,
+                         resident=resident)
     source = "" if m.name == BUNDLED else ", expert bytes scaled by plain decoding's"
     return StepPlan(policy, m.name, "synthetic", tokens, ((verify, 1.0), (draft, runs - 1)), (
         f"the bundled model's measured tokens/step, passes/token and expert bytes/token "
@@ -143,16 +150,17 @@ def _onchip_slots(m: MoEModelSpec, config: Config) -> int:
     return config.policies.onchip_expert_kib * 1024 // (m.moe_layers * m.expert_bytes)
 
 
-def plan_step(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS
-              ) -> StepPlan:
-    """One decoding step of `policy` on model `m` (synthetic routing)."""
+def plan_step(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS,
+              resident: int = 0) -> StepPlan:
+    """One decoding step of `policy` on model `m` (synthetic routing); `resident` bytes of the
+    target's non-expert weights stay on chip."""
     ar = StepPlan(policy, m.name, "synthetic", 1.0, (
-        (_target_pass(m, "plain", 1, m.top_k, context, 1), 1.0),),
+        (_target_pass(m, "plain", 1, m.top_k, context, 1, resident=resident), 1.0),),
         ("plain decoding: top-k experts per token, exact",))
     if policy == "ar":
         return ar
     if m.name == BUNDLED:
-        return _measured_step(m, policy, config, context)
+        return _measured_step(m, policy, config, context, resident)
     if policy in ("specmoe", "combined"):
         slots = _onchip_slots(m, config)
         if slots == 0:
@@ -161,15 +169,16 @@ def plan_step(m: MoEModelSpec, policy: str, config: Config, context: int = CONTE
                 f"no expert fits on chip ({config.policies.onchip_expert_kib} KiB over "
                 f"{m.moe_layers} layers, {m.expert_bytes} B per expert): the resident draft has "
                 "nothing to draft with, so the policy is plain decoding",))
-        return _measured_step(m, policy, config, context)
+        return _measured_step(m, policy, config, context, resident)
     if policy == "s2moe":
-        return _measured_step(m, policy, config, context)
+        return _measured_step(m, policy, config, context, resident)
     if policy == "specter":
-        return _specter_step(m, config, context)
-    return _eagle3_step(m, policy, config, context)
+        return _specter_step(m, config, context, resident)
+    return _eagle3_step(m, policy, config, context, resident)
 
 
-def _eagle3_step(m: MoEModelSpec, policy: str, config: Config, context: int) -> StepPlan:
+def _eagle3_step(m: MoEModelSpec, policy: str, config: Config, context: int,
+                 resident: int) -> StepPlan:
     """Unoptimized MoE + EAGLE-3 (naive_sd), EdgeXpert's coalescing on it, MoE-Spec's budget."""
     d = config.decode
     tokens = EAGLE3_TOKENS_PER_STEP
@@ -186,7 +195,8 @@ def _eagle3_step(m: MoEModelSpec, policy: str, config: Config, context: int) -> 
                                     * m.n_experts))
         experts = min(experts, budget)
         note = f"; budget {budget} experts per layer"
-    verify = _target_pass(m, "verify", d.max_candidates, experts, context, tokens, ratio)
+    verify = _target_pass(m, "verify", d.max_candidates, experts, context, tokens, ratio,
+                          resident=resident)
     draft_bytes = _eagle3_draft_bytes(m)
     layer_kv = m.kv_bytes_per_token / m.n_layers
     draft = Pass("draft", d.width, 0.0, 0.0, context * layer_kv, d.width * layer_kv,
@@ -198,7 +208,7 @@ def _eagle3_step(m: MoEModelSpec, policy: str, config: Config, context: int) -> 
         f"per step",))
 
 
-def _specter_step(m: MoEModelSpec, config: Config, context: int) -> StepPlan:
+def _specter_step(m: MoEModelSpec, config: Config, context: int, resident: int) -> StepPlan:
     """Specter: a chain of `specter_chain` draft tokens, each a pass of the target with its
     routed experts at `specter_draft_bits`; verification of the chain and its root. Tokens per
     step: the bundled model's measurement (chain of 1). Its LRU expert slots hold no expert of a
@@ -206,18 +216,19 @@ def _specter_step(m: MoEModelSpec, config: Config, context: int) -> StepPlan:
     p = config.policies
     chain = p.specter_chain
     tokens = BUNDLED_MEASURED["specter"][0]
-    draft = _target_pass(m, "draft", 1, m.top_k, context, 1, expert_bits=p.specter_draft_bits)
+    draft = _target_pass(m, "draft", 1, m.top_k, context, 1, expert_bits=p.specter_draft_bits,
+                         resident=resident)
     # the chain's tokens follow each other, as a prompt's do: the prefill's rho
     experts = distinct_experts(m.n_experts, m.top_k, chain + 1, RHO_PREFILL)
-    verify = _target_pass(m, "verify", chain + 1, experts, context, tokens)
+    verify = _target_pass(m, "verify", chain + 1, experts, context, tokens, resident=resident)
     return StepPlan("specter", m.name, "synthetic", tokens, ((draft, chain), (verify, 1.0)), (
         f"{chain} draft pass(es) with {p.specter_draft_bits}-bit experts, verification of "
         f"{chain + 1} tokens ({experts:.1f} experts per layer); tokens per step measured on the "
         f"bundled model; {_onchip_slots(m, config)} on-chip expert slots per layer",))
 
 
-def plan_prefill(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS
-                 ) -> StepPlan:
+def plan_prefill(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS,
+                 resident: int = 0) -> StepPlan:
     """One prefill chunk (`policies.prefill_chunk` prompt tokens, each expert streamed once per
     chunk); the head is read by the last chunk only and left out here."""
     chunk = config.policies.prefill_chunk
@@ -228,7 +239,8 @@ def plan_prefill(m: MoEModelSpec, policy: str, config: Config, context: int = CO
         if policy == "edgexpert":
             experts *= EDGEXPERT_PREFILL_KEEP
     # the chunk's tokens attend to the half of the prompt before them on average
-    p = _target_pass(m, "prefill", chunk, experts, context // 2, chunk, head=False)
+    p = _target_pass(m, "prefill", chunk, experts, context // 2, chunk, head=False,
+                     resident=resident)
     return StepPlan(policy, m.name, "synthetic", float(chunk), ((p, 1.0),),
                     (f"prefill chunks of {chunk} tokens, {experts:.1f} experts per layer",))
 
@@ -252,20 +264,30 @@ def _check(names, accepted, what: str) -> None:
 
 
 def estimate(config: Config, models: list[str], policies: list[str],
-             context: int = CONTEXT_TOKENS, cost_table: dict | None = None) -> list[dict]:
+             context: int = CONTEXT_TOKENS, cost_table: dict | None = None,
+             resident_nonexpert_bytes: int = 0) -> list[dict]:
     """Per model and policy: latency, throughput, energy per generated token (split), DRAM
-    utilization, roofline ratio, bytes per token (split), prefill per prompt token."""
+    utilization, roofline ratio, bytes per token (split), prefill per prompt token.
+    `resident_nonexpert_bytes`: non-expert weights kept on chip (0 .. half the SRAM; the double
+    buffer keeps the rest), read from SRAM instead of DRAM by every target pass."""
     _check(models, model_names(), "model")
     _check(policies, POLICIES, "policy")
+    top = config.platform.sram_bytes // 2
+    if not 0 <= resident_nonexpert_bytes <= top:
+        raise ValueError(f"resident_nonexpert_bytes = {resident_nonexpert_bytes} is out of "
+                         f"range: accepted 0..{top} (half of platform.sram_bytes)")
+    if not 1 <= context:
+        raise ValueError(f"context = {context} is out of range: accepted integers >= 1")
     out = []
     for name in models:
         m = model_spec(name)
         coster = PassCoster(config.platform, m.layout, cost_table)
         peak_macs_per_s = config.platform.macs * config.platform.clock_hz
         for policy in policies:
-            plan = plan_step(m, policy, config, context)
+            plan = plan_step(m, policy, config, context, resident_nonexpert_bytes)
             decode = _cost_plan(plan, coster)
-            prefill = _cost_plan(plan_prefill(m, policy, config, context), coster)
+            prefill = _cost_plan(plan_prefill(m, policy, config, context,
+                                              resident_nonexpert_bytes), coster)
             t = decode["time_s"]
             energy = decode["energy"]
             out.append({
@@ -290,6 +312,7 @@ def estimate(config: Config, models: list[str], policies: list[str],
                             "energy_j_per_prompt_token": sum(prefill["energy"].values()),
                             "bytes_per_prompt_token": prefill["bytes"]},
                 "context_tokens": context,
+                "resident_nonexpert_bytes": resident_nonexpert_bytes,
                 "notes": list(plan.notes),
                 "cost_sources": coster.cost_sources,
             })

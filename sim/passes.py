@@ -36,9 +36,9 @@ import random
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..contracts.config import PlatformConfig
+from ..contracts.config import DramConfig, PlatformConfig
 from ..contracts.tools import build_root
-from ..contracts.weight_layout import Matrix, WeightLayout
+from ..contracts.weight_layout import Matrix, WeightLayout, channel_runs
 from .dram import DramModel
 
 __all__ = ["MAC_KINDS", "Pass", "StepPlan", "PassCoster", "PassCost", "COMPUTE_UTILIZATION",
@@ -145,7 +145,6 @@ def _dram_sample(dram_key: tuple, read_bytes: int, gap_bytes: int) -> tuple[floa
     """Efficiency, dynamic energy per byte (activate, read, I/O) and background + refresh power
     of the DRAM on a stream of `read_bytes` reads each followed by `gap_bytes` not read."""
     dram_type, channels, rate, interleave = dram_key
-    from ..contracts.config import DramConfig
     model = DramModel.from_config(DramConfig(dram_type, channels, rate, interleave))
     address, moved = 0, 0
     while moved < DRAM_SAMPLE_BYTES:
@@ -170,16 +169,11 @@ def expert_read_pattern(layout: WeightLayout, ratio: float, seed: int = 20261129
     reads, read_bytes, gap_bytes = 0, 0, 0
     for matrix in Matrix:
         n = layout.in_channels(matrix)
-        chosen = sorted(rng.sample(range(n), max(1, round(ratio * n))))
+        chosen = rng.sample(range(n), max(1, round(ratio * n)))
         stride = layout.column_stride(matrix)
-        runs = []
-        for ch in chosen:
-            if runs and runs[-1][1] == ch:
-                runs[-1][1] = ch + 1
-            else:
-                runs.append([ch, ch + 1])
+        runs = channel_runs(chosen)
         reads += len(runs)
-        read_bytes += sum((b - a) * stride for a, b in runs)
+        read_bytes += sum(count * stride for _, count in runs)
         gap_bytes += (n - len(chosen)) * stride
     return max(32, read_bytes // reads), gap_bytes // reads
 
@@ -230,7 +224,9 @@ class PassCoster:
         fetch_s = max(dram_s, p.fetch_bytes / self.bus_bytes_per_s)
         compute_s = p.total_macs / (self.platform.macs * self.platform.clock_hz
                                     * COMPUTE_UTILIZATION)
-        tiles = max(1, math.ceil(p.fetch_bytes / (self.platform.sram_bytes / 2)))
+        # the resident share takes its SRAM from the double buffer's two halves
+        half = (self.platform.sram_bytes - p.resident_bytes) / 2
+        tiles = max(1, math.ceil(p.fetch_bytes / half))
         time_s = max(fetch_s, compute_s) + min(fetch_s, compute_s) / tiles
         activation_bytes = (p.tokens * self.layout.n_layers * self.layout.d_model
                             * ACTIVATION_VECTORS_PER_LAYER)

@@ -93,3 +93,15 @@ def test_cost_sources_say_which_table_was_used(config):
     assert "a test" in r["cost_sources"]["mac_lane.energy_per_mac"]
     assert base["cost_sources"]["mac_lane.energy_per_mac"].startswith("cited default")
     assert r["energy_j_per_token_split"]["mac"] > base["energy_j_per_token_split"]["mac"]
+
+
+def test_a_resident_share_reads_fewer_bytes_and_is_checked(config):
+    base = estimate(config, ["bundled", "olmoe-1b-7b"], ["ar"])
+    kept = estimate(config, ["bundled", "olmoe-1b-7b"], ["ar"], resident_nonexpert_bytes=200_000)
+    for b, k in zip(base, kept):
+        assert k["bytes_per_token"]["nonexpert"] == b["bytes_per_token"]["nonexpert"] - 200_000
+        assert k["latency_s_per_token"] < b["latency_s_per_token"]
+        # kept weights still cost SRAM reads
+        assert k["energy_j_per_token_split"]["sram"] > 0
+    with pytest.raises(ValueError, match=r"accepted 0\.\.262144"):
+        estimate(config, ["bundled"], ["ar"], resident_nonexpert_bytes=300_000)
