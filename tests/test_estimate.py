@@ -105,3 +105,21 @@ def test_a_resident_share_reads_fewer_bytes_and_is_checked(config):
         assert k["energy_j_per_token_split"]["sram"] > 0
     with pytest.raises(ValueError, match=r"accepted 0\.\.262144"):
         estimate(config, ["bundled"], ["ar"], resident_nonexpert_bytes=300_000)
+
+
+def test_double_buffering_by_hand(config):
+    from edgexpert.sim.models import bundled_spec
+    from edgexpert.sim.passes import COMPUTE_UTILIZATION, Pass, PassCoster
+    platform = config.platform
+    coster = PassCoster(platform, bundled_spec().layout, cost_table={})
+    nbytes = 1 << 20                                    # 4 tiles of half the 512 KiB SRAM
+    fetch_s = nbytes / (platform.dram.peak_bytes_per_s * coster.seq[0])
+    macs = fetch_s * platform.macs * platform.clock_hz * COMPUTE_UTILIZATION
+    p = Pass("plain", 1, 0.0, nbytes, 0.0, 0.0, {"projection": macs})
+    cost = coster.cost(p)
+    assert cost.fetch_s == pytest.approx(fetch_s)
+    assert cost.compute_s == pytest.approx(fetch_s)
+    # balanced: all but one tile overlaps
+    assert cost.time_s == pytest.approx(fetch_s * (1 + 1 / 4))
+    with pytest.raises(ValueError, match="accepted prefill, plain, draft, verify"):
+        Pass("decode", 1, 0.0, 0.0, 0.0, 0.0, {})
