@@ -1,0 +1,80 @@
+"""The status register (the first error), the counters and the register read port (`EmaCsr`)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ...contracts.ema import (CSR_ADDR_BITS, CSR_DATA_BITS, MASK_BITS, TAG_BITS, EmaCsr,
+                              EmaError, ema_status_layout)
+from .geometry import COUNTER_BITS, EmaGeometry
+from .ports import ErrorSignature, ReadSignature
+
+__all__ = ["Registers"]
+
+
+class Registers(wiring.Component):
+    """Latches the first error reported (`beat_error`, the oldest in the pipeline, wins over
+    `buffer_error`, which wins over `command_error` on the same cycle) and says so on `stopped`
+    until reset. Counts the events it is shown (48-bit counters; the increments are registered,
+    so the counters lag one cycle and their adders stay off the paths that decide a beat or a
+    completion) and the most bursts ever in flight. `csr`: `EmaCsr` address in, the register one
+    cycle later."""
+    def __init__(self, geometry: EmaGeometry, outstanding: int):
+        self._g = geometry
+        super().__init__({
+            "csr": In(ReadSignature(CSR_ADDR_BITS, CSR_DATA_BITS)),
+            "beat_error": In(ErrorSignature), "buffer_error": In(ErrorSignature),
+            "command_error": In(ErrorSignature),
+            "stopped": Out(1),
+            "busy": In(1), "beat": In(1), "written": In(1), "burst": In(1), "completion": In(1),
+            "fetched": In(geometry.channel_bits), "skipped": In(range(MASK_BITS + 1)),
+            "in_flight": In(range(outstanding + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        error, code, tag = Signal(), Signal(EmaError), Signal(TAG_BITS)
+        with m.If(~error):
+            for i, source in enumerate((self.beat_error, self.buffer_error, self.command_error)):
+                with (m.Elif if i else m.If)(source.valid):
+                    m.d.sync += [error.eq(1), code.eq(source.payload.code),
+                                 tag.eq(source.payload.tag)]
+        m.d.comb += self.stopped.eq(error)
+        peak = Signal.like(self.in_flight)
+        with m.If(self.in_flight > peak):
+            m.d.sync += peak.eq(self.in_flight)
+
+        increments = {
+            "BYTES": Mux(self.written, self._g.beat_bytes, 0),
+            "BEATS": self.beat,
+            "BURSTS": self.burst,
+            "DESCRIPTORS": self.completion,
+            "BUSY_CYCLES": self.busy,
+            "STALL_CYCLES": self.busy & ~self.beat,
+            "FETCHED_CHANNELS": self.fetched,
+            "SKIPPED_CHANNELS": self.skipped,
+        }
+        counters = {}
+        for name, increment in increments.items():
+            counter = counters[name] = Signal(COUNTER_BITS, name=f"count_{name.lower()}")
+            step = Signal(len(Value.cast(increment)), name=f"inc_{name.lower()}")
+            m.d.sync += [step.eq(increment), counter.eq(counter + step)]
+
+        status = Signal(ema_status_layout)
+        m.d.comb += [status.busy.eq(self.busy), status.error.eq(error), status.code.eq(code),
+                     status.tag.eq(tag)]
+        data = Signal(CSR_DATA_BITS, reset_less=True)
+        m.d.comb += self.csr.data.eq(data)
+        with m.Switch(self.csr.addr):
+            with m.Case(EmaCsr.STATUS):
+                m.d.sync += data.eq(status.as_value())
+            for name, counter in counters.items():
+                with m.Case(EmaCsr[name]):
+                    m.d.sync += data.eq(counter)
+            with m.Case(EmaCsr.PEAK_OUTSTANDING):
+                m.d.sync += data.eq(peak)
+            with m.Default():
+                m.d.sync += data.eq(0)
+        return m
