@@ -1,4 +1,4 @@
-"""Cycle model of the EMA controller (hw/ema.py, docs/blocks/ema.md), calibrated on its RTL bench.
+"""Cycle model of the EMA controller (hw/ema/, docs/blocks/ema.md), calibrated on its RTL bench.
 
 The model runs a stream of steps (descriptors with channel masks) through the controller's four
 stages as max-plus recurrences over *items* (a scale block, a run of columns, a descriptor's
@@ -56,9 +56,9 @@ __all__ = ["WORK_QUEUE_DEPTH", "LOCATION_QUEUE_DEPTH", "BENCH_R_PIPELINE",
            "EmaParameters", "Memory", "FixedLatencyMemory", "DramMemory", "EmaRun",
            "simulate_ema", "bench_workload", "calibrate", "CALIBRATION_TOLERANCE", "fetch_on_dram"]
 
-#: hw/ema.py: `work = SyncFIFO(..., depth=4)` between the emit stage and the AR issuer
+#: hw/ema/controller.py: the `work` queue (SMALL_QUEUE_DEPTH = 4) between the allocator and the AR issuer
 WORK_QUEUE_DEPTH = 4
-#: hw/ema.py: `locq = SyncFIFO(..., depth=4)` in front of the location writer
+#: hw/ema/controller.py: the `locations` queue (SMALL_QUEUE_DEPTH = 4) in front of the location writer
 LOCATION_QUEUE_DEPTH = 4
 #: cycles from the controller loading an AR (`ar_load`) to the first R beat it can take, on top
 #: of the bench memory's latency: arvalid is registered (+1, the memory time-stamps the AR on
@@ -166,7 +166,7 @@ def _first_zero_from(w: int, p: int) -> int:
 
 
 def _word_ops(w: int, open_run: bool) -> tuple[list, bool]:
-    """The Runs state on one mask word (hw/ema.py, state "Runs"): one entry per cycle, EMIT when
+    """The Runs state on one mask word (hw/ema/decoder.py, state "Runs"): one entry per cycle, EMIT when
     the cycle emits a run; and whether a run is left open at the word's top."""
     ops: list = []
     start = True

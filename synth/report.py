@@ -92,7 +92,7 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
 def reference_srams(config: Config) -> dict[str, SramSpec]:
     """The SRAMs the cost table prices besides the blocks' memories: the reference sizes, and the
     configured weight buffer as one banked SRAM (hardware.ema: buffer_bytes over buffer_banks
-    banks, an AXI-data-wide line, one read and one write port per bank as hw/ema.py builds it)."""
+    banks, an AXI-data-wide line, one read and one write port per bank as hw/ema/ builds it)."""
     srams = {_size(kib): SramSpec(REFERENCE_PORT_BITS, kib * 8192 // REFERENCE_PORT_BITS,
                                   rw_ports=1) for kib in REFERENCE_SRAM_KIB}
     ema = config.hardware.ema

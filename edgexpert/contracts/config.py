@@ -56,7 +56,7 @@ class MacLaneConfig:
 
 @dataclass(frozen=True)
 class EmaConfig:
-    """The external-memory access controller (hw/ema.py, docs/blocks/ema.md)."""
+    """The external-memory access controller (hw/ema/, docs/blocks/ema.md)."""
     axi_data_width: int = _choice((64, 128, 256), 256, "AXI4 read data bus width, bits")
     axi_addr_width: int = _int(16, 64, 32, "AXI4 address width, bits (must cover the weights)")
     outstanding_reads: int = _int(1, 64, 48, "AXI read bursts in flight at once; hides latency")

@@ -10,7 +10,7 @@ The command stream into the EMA controller carries three kinds of beats (`EmaOp`
 Every descriptor yields one completion (`ema_completion_layout`), in command order, once its data
 is in the buffer or it is known that it never will be (`EmaStatus`).
 
-The codes are `IntEnum`s with an Amaranth shape, so the RTL (`hw/ema.py`), the reference model
+The codes are `IntEnum`s with an Amaranth shape, so the RTL (`hw/ema/`), the reference model
 (`golden/ema.py`) and the benches share one definition and never re-type a literal.
 
 `Descriptor` checks its fields against a `WeightLayout` when it is encoded, so a bad layer,
