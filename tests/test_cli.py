@@ -97,6 +97,11 @@ def test_synth_json_has_the_promised_keys(tmp_path):
                            env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}).stdout)
     assert again["cached"] and again["area_um2"] == data["area_um2"]
     assert again["power"] == data["power"]
+    # the text form: every value starts in one column, the 28 nm line's too
+    text = run("synth", "mac_lane", *SMALL, env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}).stdout
+    lines = text.splitlines()
+    assert any(line.startswith("28 nm, 1.0 V       area ") for line in lines)
+    assert all(line[18] == " " and line[19] != " " for line in lines)
 
 
 def test_synth_all_writes_report_and_cost_table(tmp_path):

@@ -145,11 +145,12 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object keyed by policy")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("ablate", parents=[settings_options()], add_help=False,
+    studies_help = argparse.ArgumentParser(add_help=False)   # a parent, so that -h comes first
+    studies_help.add_argument("-h", "--help", action=_StudiesHelp,
+                              help="show this help message, with the studies, and exit")
+    p = sub.add_parser("ablate", parents=[studies_help, settings_options()], add_help=False,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="settings studies of the policies (calibration, ratio, budgets, ...)")
-    p.add_argument("-h", "--help", action=_StudiesHelp,
-                   help="show this help message, with the studies, and exit")
     p.add_argument("study", nargs="*", help="studies to run (listed below and in docs/policies.md)")
     p.add_argument("--all", action="store_true", help="run every study")
     checkpoint_option(p)
