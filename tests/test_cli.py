@@ -239,3 +239,43 @@ def test_the_utilization_table_keeps_its_columns():
     assert len({len(line) for line in lines}) == 1      # right-aligned numbers end together
     assert all(line.index(sources[case]) == lines[0].index("masks")
                for line, case in zip(lines[1:], sources))
+
+
+@pytest.fixture
+def fake_policy_run(monkeypatch, tmp_path):
+    """compare and ablate on stand-in measurements: what the command line does around them
+    (files under build/, JSON on stdout, plot titles) without the minutes of decoding."""
+    import types
+
+    import edgexpert.cli.plot
+    import edgexpert.cli.policies
+    import edgexpert.golden.ablate
+    import edgexpert.golden.evaluate
+    import edgexpert.golden.prefill
+    from edgexpert.cli.policies import COMPARE_COLUMNS
+    metrics = {key: 1 for key, _ in COMPARE_COLUMNS}
+    titles = []
+    monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
+    monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
+        types.SimpleNamespace(model=None), [[1, 2]], [[3, 4]], 0))
+    monkeypatch.setattr(edgexpert.golden.prefill, "load_encoder", lambda model: (None, {}))
+    monkeypatch.setattr(edgexpert.golden.evaluate, "compare", lambda *a: {"ar": metrics})
+    monkeypatch.setattr(edgexpert.golden.ablate, "run_study", lambda *a: {"x": metrics})
+    monkeypatch.setattr(edgexpert.cli.plot, "tradeoff_plot",
+                        lambda result, path, title: titles.append(title) or path)
+    return titles
+
+
+def test_compare_and_ablate_write_under_build_and_print_json(fake_policy_run, tmp_path, capsys):
+    from edgexpert.cli import main
+    assert main(["compare", "--json", "--quick"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ar": json.loads(
+        (tmp_path / "compare" / "compare.json").read_text())["policies"]["ar"]}
+    assert main(["ablate", "ratio", "--json", "--set", "policies.coalescing_ratio=0.5"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == {"ratio"}
+    assert json.loads((tmp_path / "ablate" / "ratio.json").read_text())["policies"][
+        "coalescing_ratio"] == 0.5
+    assert fake_policy_run[0].endswith(
+        "settings: decode.max_new_tokens=32, policies.eval_windows=4")
+    assert fake_policy_run[1].startswith("ratio: ") and \
+        fake_policy_run[1].endswith("; settings: policies.coalescing_ratio=0.5")
