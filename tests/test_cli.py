@@ -62,9 +62,10 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["bench", "ema", "--trace", "/nonexistent.json"],
      "edgexpert: error: cannot read mask trace /nonexistent.json"),
     (["synth", "mac_lane", "--config", "/nonexistent.yaml"], "edgexpert: error: cannot read config"),
-    (["synth"], "edgexpert: error: synth needs a BLOCK or --all, not neither: accepted blocks "
+    (["synth"], "edgexpert: error: synth needs a BLOCK or --all: accepted blocks "
                 "ema, ema_system, mac_lane"),
-    (["synth", "mac_lane", "--all"], "edgexpert: error: synth needs a BLOCK or --all, not both"),
+    (["synth", "mac_lane", "--all"],
+     "edgexpert: error: synth takes a BLOCK or --all, not both (BLOCK 'mac_lane')"),
     (["synth", "--all", "--set", "synth.target_vdd_v=0.5"],
      "edgexpert: error: synth.target_vdd_v = 0.5 is out of range: accepted values 0.7..1.0"),
     (["ablate"], "edgexpert: error: name a study or pass --all: accepted calibration, ratio, "
@@ -96,6 +97,11 @@ def test_synth_json_has_the_promised_keys(tmp_path):
                            env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}).stdout)
     assert again["cached"] and again["area_um2"] == data["area_um2"]
     assert again["power"] == data["power"]
+    # the text form: every value starts in one column, the 28 nm line's too
+    text = run("synth", "mac_lane", *SMALL, env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}).stdout
+    lines = text.splitlines()
+    assert any(line.startswith("28 nm, 1.0 V       area ") for line in lines)
+    assert all(line[18] == " " and line[19] != " " for line in lines)
 
 
 def test_synth_all_writes_report_and_cost_table(tmp_path):
@@ -133,3 +139,143 @@ def test_synth_ema_reports_area_and_fmax(tmp_path):
     data = json.loads(proc.stdout)
     assert data["top"] == "ema" and data["cells"] > 1000 and data["flip_flops"] > 100
     assert data["fmax_hz"] == round(1e9 / data["critical_path_ns"])
+
+
+# --- settings: every level of the command line counts, nothing is dropped (issue 17) ---------
+
+from edgexpert.cli import parser  # noqa: E402
+from edgexpert.cli.common import QUICK, load, settings_note  # noqa: E402
+from edgexpert.contracts.errors import InputError  # noqa: E402
+
+
+def resolved(*argv):
+    """The configuration a command would run with, without running it."""
+    return load(parser().parse_args(list(argv)))
+
+
+def test_a_setting_before_the_action_changes_what_runs(tmp_path):
+    assert resolved("prefill", "ablate").policies.prefill_chunk == 16
+    assert resolved("prefill", "--set", "policies.prefill_chunk=8", "ablate").policies.prefill_chunk == 8
+    # both levels apply, in the order given
+    both = resolved("prefill", "--set", "policies.prefill_chunk=8", "ablate",
+                    "--set", "policies.prefill_seed=5")
+    assert (both.policies.prefill_chunk, both.policies.prefill_seed) == (8, 5)
+    assert resolved("prefill", "--set", "policies.prefill_chunk=8", "ablate",
+                    "--set", "policies.prefill_chunk=12").policies.prefill_chunk == 12
+    config = tmp_path / "c.yaml"
+    config.write_text("policies:\n  prefill_chunk: 4\n")
+    assert resolved("prefill", "--config", str(config), "ablate").policies.prefill_chunk == 4
+    assert resolved("prefill", "ablate", "--config", str(config)).policies.prefill_chunk == 4
+    assert resolved("bench", "--set", "train.threads=1", "dispatch").train.threads == 1
+
+
+def test_two_config_files_are_refused_naming_both(tmp_path):
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    with pytest.raises(InputError, match=f"--config given twice \\({a} and {b}\\)"):
+        resolved("prefill", "--config", str(a), "train", "--config", str(b))
+
+
+@pytest.mark.parametrize("args", [
+    ["prefill", "--set", "policies.prefill_chunk=999999", "ablate"],
+    ["prefill", "--set", "policies.prefill_chunk=999999", "train"],
+    ["bench", "--set", "policies.prefill_chunk=999999", "dispatch"],
+    ["doctor", "--set", "policies.prefill_chunk=999999"],
+])
+def test_a_bad_setting_before_the_action_is_refused_with_the_range(args):
+    proc = run(*args, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr == ("edgexpert: error: policies.prefill_chunk = 999999 is out of range: "
+                           "accepted integers 1..4096\n")
+
+
+def test_doctor_takes_config_and_set(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("decode:\n  max_new_tokens: 8\n")
+    assert run("doctor", "--config", str(config), "--set", "decode.seed=1").returncode == 0
+
+
+def test_bench_options_belong_to_their_bench():
+    proc = run("bench", "dispatch", "--trace", "x.json", check=False)
+    assert proc.returncode == 2 and "unrecognized arguments: --trace" in proc.stderr
+
+
+def test_quick_is_documented_settings_and_the_users_set_wins():
+    quick = resolved("ablate", "ratio", "--quick")
+    assert [f"decode.max_new_tokens={quick.decode.max_new_tokens}",
+            f"policies.eval_windows={quick.policies.eval_windows}"] == list(QUICK)
+    assert resolved("compare", "--quick", "--set", "decode.max_new_tokens=8").decode.max_new_tokens == 8
+    assert all(key in (Path(__file__).parents[1] / "docs" / "getting-started.md").read_text() for key in QUICK)
+
+
+def test_plot_titles_name_the_changed_settings():
+    assert settings_note(resolved("ablate")) == "bundled settings"
+    assert settings_note(resolved("ablate", "--quick", "--set", "policies.coalescing_ratio=0.5")) \
+        == ("settings: decode.max_new_tokens=32, policies.coalescing_ratio=0.5, "
+            "policies.eval_windows=4")
+
+
+def test_ablate_help_lists_every_study():
+    from edgexpert.golden.ablate import STUDIES
+    out = run("ablate", "--help").stdout
+    assert all(f"  {name} " in out for name in STUDIES)
+
+
+def test_the_chosen_calibration_pastes_into_set():
+    import shlex
+
+    from edgexpert.cli.prefill import chosen_settings
+    point = {"tau_major": 2.5, "tau_minor": 0.5, "budget_minor": 3, "budget_trivial": 2}
+    p = resolved("decode", *shlex.split(chosen_settings(point))).policies
+    assert (p.prefill_tau_major, p.prefill_tau_minor, p.prefill_budget_minor,
+            p.prefill_budget_trivial) == (2.5, 0.5, 3, 2)
+
+
+def test_the_utilization_table_keeps_its_columns():
+    from edgexpert.cli.hw import utilization_table
+    sources = {"dense": "all channels", "trace": "golden, random weights (depth-group coalesced)",
+               "random50": "random, seed 1"}
+    utilization = {case: {"20": 0.5, "100": 0.25} for case in sources}
+    lines = utilization_table(utilization, sources, (20, 100)).splitlines()
+    assert len({len(line) for line in lines}) == 1      # right-aligned numbers end together
+    assert all(line.index(sources[case]) == lines[0].index("masks")
+               for line, case in zip(lines[1:], sources))
+
+
+@pytest.fixture
+def fake_policy_run(monkeypatch, tmp_path):
+    """compare and ablate on stand-in measurements: what the command line does around them
+    (files under build/, JSON on stdout, plot titles) without the minutes of decoding."""
+    import types
+
+    import edgexpert.cli.plot
+    import edgexpert.cli.policies
+    import edgexpert.golden.ablate
+    import edgexpert.golden.evaluate
+    import edgexpert.golden.prefill
+    from edgexpert.cli.policies import COMPARE_COLUMNS
+    metrics = {key: 1 for key, _ in COMPARE_COLUMNS}
+    titles = []
+    monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
+    monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
+        types.SimpleNamespace(model=None), [[1, 2]], [[3, 4]], 0))
+    monkeypatch.setattr(edgexpert.golden.prefill, "load_encoder", lambda model: (None, {}))
+    monkeypatch.setattr(edgexpert.golden.evaluate, "compare", lambda *a: {"ar": metrics})
+    monkeypatch.setattr(edgexpert.golden.ablate, "run_study", lambda *a: {"x": metrics})
+    monkeypatch.setattr(edgexpert.cli.plot, "tradeoff_plot",
+                        lambda result, path, title: titles.append(title) or path)
+    return titles
+
+
+def test_compare_and_ablate_write_under_build_and_print_json(fake_policy_run, tmp_path, capsys):
+    from edgexpert.cli import main
+    assert main(["compare", "--json", "--quick"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ar": json.loads(
+        (tmp_path / "compare" / "compare.json").read_text())["policies"]["ar"]}
+    assert main(["ablate", "ratio", "--json", "--set", "policies.coalescing_ratio=0.5"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == {"ratio"}
+    assert json.loads((tmp_path / "ablate" / "ratio.json").read_text())["policies"][
+        "coalescing_ratio"] == 0.5
+    assert fake_policy_run[0].endswith(
+        "settings: decode.max_new_tokens=32, policies.eval_windows=4")
+    assert fake_policy_run[1].startswith("ratio: ") and \
+        fake_policy_run[1].endswith("; settings: policies.coalescing_ratio=0.5")

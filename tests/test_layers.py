@@ -22,10 +22,8 @@ ALLOWED = {
                                "edgexpert.sim"},
     "edgexpert.blocks": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden",
                          "edgexpert.sim"},
-    "edgexpert.plot": set(),
     "edgexpert.cli": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden", "edgexpert.sim",
-                      "edgexpert.synth", "edgexpert.cocotb_tests", "edgexpert.blocks",
-                      "edgexpert.plot"},
+                      "edgexpert.synth", "edgexpert.cocotb_tests", "edgexpert.blocks"},
     "edgexpert.__main__": {"edgexpert.cli"},
 }
 

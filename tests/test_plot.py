@@ -1,6 +1,6 @@
 """The trade-off plot: a PNG with a point per result, the same bytes for the same results."""
 
-from edgexpert.plot import tradeoff_plot
+from edgexpert.cli.plot import tradeoff_plot
 
 RESULTS = {"naive_sd": {"ema_bytes_per_token_decode": 750_000, "top1_agreement": 1.0},
            "edgexpert": {"ema_bytes_per_token_decode": 650_000, "top1_agreement": 0.9}}

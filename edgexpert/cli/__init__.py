@@ -1,0 +1,60 @@
+"""The `edgexpert` command line.
+
+Every subcommand takes `--config FILE` (YAML, any subset of the bundled defaults) and
+`--set KEY=VALUE` overrides. Bad input exits non-zero with one line on stderr, no traceback:
+2 for bad input (a configuration value, an argument, a checkpoint, a prompt or trace file), 1 when
+a tool, simulation or synthesis run fails.
+
+One module per command group: doctor, hw (rtl, synth, bench ema), golden (train, prune, decode,
+analyze, bench dispatch), policies (compare, ablate), prefill (prefill train / ablate, calibrate),
+demo. Each command imports torch, the golden model, the simulators and the synthesis flow inside
+its own function, so that `edgexpert --help` and `edgexpert doctor` start in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from ..contracts.errors import InputError
+from . import demo, doctor, golden, hw, policies, prefill
+from .common import settings_options
+
+__all__ = ["main"]
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="edgexpert", description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    doctor.register(sub)
+    hw.register(sub)
+    golden.register(sub)
+    policies.register(sub)
+    prefill.register(sub)
+    p = sub.add_parser("bench", parents=[settings_options(0)],
+                       help="benchmarks (minutes, not tests): `bench ema` the EMA's bus "
+                            "utilization, `bench dispatch` the golden model's expert dispatch")
+    benches = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    hw.register_bench(benches)
+    golden.register_bench(benches)
+    demo.register(sub)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..contracts.tools import ToolError
+    from ..sim.runner import SimError
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser().parse_args(argv)
+    # what train, prune and prefill train record in their metadata
+    args.command_line = "edgexpert " + shlex.join(argv)
+    try:
+        return args.func(args)
+    except InputError as exc:
+        print(f"edgexpert: error: {exc}", file=sys.stderr)
+        return 2
+    except (ToolError, SimError) as exc:
+        print(f"edgexpert: error: {exc}", file=sys.stderr)
+        return 1

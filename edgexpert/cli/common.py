@@ -1,0 +1,123 @@
+"""What every command shares: the settings options and the configuration they resolve to, the
+golden model's inputs, and the one way a result is written under build/ and shown."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Callable
+
+from ..contracts.config import Config, load_config
+from ..contracts.errors import InputError
+
+__all__ = ["DEMO_SEED", "LEVELS", "QUICK", "settings_options", "load", "changed_settings",
+           "settings_note", "checkpoint_option", "golden_inputs", "print_json", "write_result", "publish"]
+
+#: the project's seed (configs/default.yaml's train, decode and synth.activity seeds): the
+#: demo's and the EMA bench's stimulus
+DEMO_SEED = 20261129
+
+#: command-line levels that take settings: `prefill --set K=V ablate --set K=V` (0 and 1)
+LEVELS = 2
+
+#: `--quick` on the long studies (compare, ablate): fewer new tokens per prompt and fewer
+#: held-out windows, applied before the user's own --set (docs/getting-started.md)
+QUICK = ("decode.max_new_tokens=32", "policies.eval_windows=4")
+
+
+def settings_options(level: int = 0) -> argparse.ArgumentParser:
+    """A parent parser with --config and --set for one level of the command line. Each level
+    keeps its own destinations (config_0, set_0, ...): argparse copies every value a subcommand
+    parses, defaults included, over its parent's, so one shared name lost the parent's
+    `prefill --set K=V ablate`. `load` merges the levels."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", dest=f"config_{level}", metavar="FILE",
+                        help="YAML config over the bundled defaults (one file per command)")
+    common.add_argument("--set", dest=f"set_{level}", metavar="KEY=VALUE", action="append",
+                        default=[], help="override one config value, e.g. "
+                        "hardware.mac_lane.pairs_per_beat=8 (repeatable, applied in the order "
+                        "given)")
+    return common
+
+
+def _overrides(args) -> tuple[str | None, list[str]]:
+    files = [f for f in (getattr(args, f"config_{i}", None) for i in range(LEVELS)) if f]
+    if len(files) > 1:
+        raise InputError(f"--config given twice ({files[0]} and {files[1]}): accepted one file; "
+                         "add single values with --set")
+    sets = [s for i in range(LEVELS) for s in getattr(args, f"set_{i}", [])]
+    quick = list(QUICK) if getattr(args, "quick", False) else []
+    return (files[0] if files else None), quick + sets
+
+
+def load(args) -> Config:
+    """The configuration a command runs with: the bundled defaults, the --config file (from
+    whichever level named it), --quick's settings, then every --set, outer level first; all of
+    it validated (bad values: InputError naming the range)."""
+    path, overrides = _overrides(args)
+    return load_config(path, overrides)
+
+
+def _flat(data: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def changed_settings(config: Config) -> list[str]:
+    """`key=value` for every setting of `config` that differs from the bundled defaults."""
+    mine, bundled = _flat(dataclasses.asdict(config)), _flat(dataclasses.asdict(load_config()))
+    return [f"{key}={value}" for key, value in mine.items() if value != bundled[key]]
+
+
+def settings_note(config: Config) -> str:
+    """What a result's title says about its settings: which ones differ from the defaults."""
+    changed = changed_settings(config)
+    return f"settings: {', '.join(changed)}" if changed else "bundled settings"
+
+
+def checkpoint_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+
+
+def golden_inputs(checkpoint: str | None = None, prompts: str | None = None):
+    """What the decoding commands start from: (checkpoint, corpus, prompts, end-of-text id)."""
+    from ..golden.checkpoint import load_checkpoint
+    from ..golden.corpus import load_corpus
+    from ..golden.prompts import load_prompts
+    from ..golden.tokenizer import EOT
+    ckpt = load_checkpoint(checkpoint)
+    corpus = load_corpus()
+    return (ckpt, corpus, load_prompts(corpus, ckpt.tokenizer, prompts),
+            ckpt.tokenizer.token_to_id(EOT))
+
+
+def print_json(data) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def write_result(data: dict, *parts: str) -> Path:
+    """`data` as JSON in build/<parts...> (sorted keys, so reruns compare byte for byte)."""
+    from ..contracts.tools import build_root
+    path = build_root().joinpath(*parts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    return path
+
+
+def publish(args, data: dict, parts: tuple[str, ...], table: Callable[[Path], None],
+            shown: dict | None = None) -> Path:
+    """Write `data` under build/<parts...>, then show it: with --json the JSON alone on stdout
+    (`shown` when the file keeps more than the command prints), else `table(path)`."""
+    path = write_result(data, *parts)
+    if args.json:
+        print_json(data if shown is None else shown)
+    else:
+        table(path)
+    return path

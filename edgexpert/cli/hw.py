@@ -1,0 +1,175 @@
+"""The hardware blocks: `rtl`, `synth` and `bench ema`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..contracts.config import Config
+from ..contracts.errors import InputError
+from .common import DEMO_SEED, load, print_json, publish, settings_options
+
+__all__ = ["register", "register_bench", "synth_block"]
+
+
+def cmd_rtl(args) -> int:
+    from ..blocks import get_block
+    from ..hw.emit import emit_rtl
+    config = load(args)
+    block = get_block(args.block)
+    files = emit_rtl(block.build(config), block.name, Path(args.out))
+    for kind, path in [("rtlil", files.rtlil), ("verilog", files.verilog),
+                       ("simulation verilog", files.sim_verilog)]:
+        print(f"{kind:<19} {path}")
+    return 0
+
+
+def synth_block(config: Config, name: str):
+    """(synthesis result, summary with the 28 nm figures) of one block; `demo` shares it."""
+    from ..blocks import get_block
+    from ..synth.report import run_block, summarize
+    block = get_block(name)
+    result = run_block(block, config)
+    return result, summarize(block, config, result)
+
+
+def _row(label: str, text: str) -> None:
+    print(f"{label:<18} {text}")
+
+
+def cmd_synth(args) -> int:
+    from ..blocks import BLOCKS
+    from ..synth.report import format_si
+    config = load(args)
+    if args.all and args.block is not None:
+        raise InputError(f"synth takes a BLOCK or --all, not both (BLOCK {args.block!r})")
+    if not args.all and args.block is None:
+        raise InputError(f"synth needs a BLOCK or --all: accepted blocks {', '.join(sorted(BLOCKS))}")
+    if args.all:
+        return _synth_all(config, args.json)
+    result, summary = synth_block(config, args.block)
+    scaled = summary["scaled_28nm"]
+    if args.json:
+        print_json({**result.to_json(), "scaled_28nm": scaled})
+        return 0
+    _row("block", f"{result.top}  ({result.node})")
+    _row("cells", f"{result.cells}  ({result.flip_flops} flip-flops)")
+    _row("area_um2", f"{result.area_um2:.0f}")
+    _row("critical_path_ns", f"{result.critical_path_ns:.3f}  {result.startpoint} -> "
+         f"{result.endpoint}")
+    _row("fmax_hz", f"{result.fmax_hz:.4g}  ({result.fmax_hz / 1e6:.1f} MHz)")
+    for memory in result.memories:
+        _row("memory", f"{memory['name']}: {memory['depth']} x {memory['width']} bits, cut out "
+             "of the netlist (SRAM model)")
+    if result.power:
+        p = result.power
+        _row("power_w", f"{p['dynamic_w']:.4g} dynamic + {p['leakage_w']:.3g} leakage at "
+             f"{p['clock_hz'] / 1e6:.0f} MHz ({p['cycles']} cycles, seed {p['seed']})")
+        _row("energy_per_op_j", f"{p['energy_per_op_j']:.4g} per {p['operation']}")
+    energy = (f", {format_si(scaled['energy_per_op_j'], 'J')} per {scaled['operation']}"
+              if result.power else "")
+    _row(f"28 nm, {scaled['vdd_v']} V", f"area {scaled['area_mm2']:.4g} mm2, fmax "
+         f"{scaled['fmax_hz'] / 1e6:.0f} MHz{energy}  (scaled: docs/synthesis.md)")
+    _row("cache", f"{'hit' if result.cached else 'miss'}  {result.work_dir}")
+    return 0
+
+
+def _synth_all(config: Config, as_json: bool) -> int:
+    from ..blocks import BLOCKS
+    from ..synth.report import report_paths, write_reports
+    report = write_reports([BLOCKS[name] for name in sorted(BLOCKS)], config)
+    paths = report_paths()
+    if as_json:
+        print(paths["json"].read_text())
+        return 0
+    text = paths["markdown"].read_text()
+    print("\n".join(line for line in text.splitlines() if line.startswith("|")))
+    cached = sum(b["cached"] for b in report["blocks"].values())
+    print(f"\n{len(report['blocks'])} blocks ({cached} from the cache); report {paths['markdown']}"
+          f" and {paths['json'].name}, cost table {paths['costs']}")
+    return 0
+
+
+def cmd_bench_ema(args) -> int:
+    """The EMA controller's AXI bus utilization on Verilator (cocotb_tests/ema)."""
+    from ..blocks import ema_parameters
+    from ..cocotb_tests.ema import (UTILIZATION_CASES, UTILIZATION_LATENCIES, golden_mask_trace,
+                                    run_utilization)
+    from ..contracts.mask_trace import read_mask_trace
+    from ..contracts.tools import build_root
+    from ..contracts.weight_layout import WeightLayout
+
+    config = load(args)
+    layout = WeightLayout.for_model(config.model)
+    hw = ema_parameters(config)
+    if args.trace:
+        trace_file = Path(args.trace).resolve()  # the simulator runs in its own folder
+    else:
+        trace_file = build_root() / "bench" / "ema" / "golden_masks.json"
+        golden_mask_trace(layout, hw, trace_file)
+    trace = read_mask_trace(trace_file, layout)
+    if not args.json:
+        print(f"edgexpert bench ema: {hw['data_width']}-bit AXI, {hw['outstanding']} outstanding, "
+              f"masks from {trace_file} (source: {trace.source}), verilator, seed {DEMO_SEED}")
+    result = run_utilization(layout, hw, trace_file, seed=DEMO_SEED)
+    runs = result.report["runs"]
+    utilization = {case: {str(lat): runs[f"{case}/{lat}"]["utilization"]
+                          for lat in UTILIZATION_LATENCIES} for case in UTILIZATION_CASES}
+    sources = {case: runs[f"{case}/{UTILIZATION_LATENCIES[0]}"]["mask_source"]
+               for case in UTILIZATION_CASES}
+    summary = {"block": "ema", "simulator": "verilator", "seed": DEMO_SEED, "hardware": hw,
+               "model": {k: getattr(layout, k) for k in ("n_layers", "n_experts", "d_model",
+                                                          "expert_ffn", "n_shared_experts")},
+               "peak_beats_per_cycle": 1.0, "utilization": utilization, "mask_source": sources,
+               "trace_file": str(trace_file), "runs": runs}
+
+    def table(path: Path) -> None:
+        print("utilization = R beats / busy cycles (AXI peak 1.0)")
+        print(utilization_table(utilization, sources, UTILIZATION_LATENCIES))
+        print(f"summary {path}")
+
+    publish(args, summary, ("bench", "ema", "summary.json"), table)
+    return 0
+
+
+def utilization_table(utilization: dict, sources: dict, latencies) -> str:
+    """Case, mask source and one column per latency; the source column as wide as its longest
+    entry (a trace's source is a sentence)."""
+    case_w = max(len("case"), *map(len, utilization)) + 2
+    source_w = max(len("masks"), *map(len, sources.values())) + 2
+    titles = [f"latency {lat}" for lat in latencies]
+    lines = [f"{'case':<{case_w}}{'masks':<{source_w}}" + "".join(f"{t:>12}" for t in titles)]
+    for case, row in utilization.items():
+        lines.append(f"{case:<{case_w}}{sources[case]:<{source_w}}"
+                     + "".join(f"{row[str(lat)]:>12.4f}" for lat in latencies))
+    return "\n".join(lines)
+
+
+def register(sub) -> None:
+    from ..blocks import BLOCKS
+    blocks = ", ".join(sorted(BLOCKS))
+    p = sub.add_parser("rtl", parents=[settings_options()], help="write a block's RTLIL and Verilog")
+    p.add_argument("block", metavar="BLOCK", help=f"one of: {blocks}")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.set_defaults(func=cmd_rtl)
+
+    p = sub.add_parser("synth", parents=[settings_options()],
+                       help="synthesize a block on osu018 (Yosys), time it and measure its power "
+                            "(OpenSTA); --all: every block, with report and cost table")
+    p.add_argument("block", metavar="BLOCK", nargs="?", help=f"one of: {blocks}")
+    p.add_argument("--all", action="store_true",
+                   help="every block: build/synth/report.md, report.json and costs.json")
+    p.add_argument("--json", action="store_true",
+                   help="print cells, area_um2, critical_path_ns, fmax_hz, power and more as JSON")
+    p.set_defaults(func=cmd_synth)
+
+
+def register_bench(benches) -> None:
+    p = benches.add_parser("ema", parents=[settings_options(1)],
+                           help="the EMA controller's AXI bus utilization on Verilator by mask "
+                                "case and memory latency (about a minute; build/bench/ema/)")
+    p.add_argument("--trace", metavar="FILE",
+                   help="mask trace (JSON, docs/blocks/ema.md) for the trace case; default: the "
+                        "golden model's depth-coalesced masks on two bundled prompts")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary (utilization by case and latency) as JSON")
+    p.set_defaults(func=cmd_bench_ema)
