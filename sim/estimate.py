@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from ..contracts.config import Config
+from ..contracts.errors import InputError
 from .models import BUNDLED, MoEModelSpec, linear_bytes, model_names, model_spec
 from .passes import Pass, PassCoster, StepPlan
 
@@ -260,7 +261,7 @@ def _cost_plan(plan: StepPlan, coster: PassCoster) -> dict:
 def _check(names, accepted, what: str) -> None:
     for name in names:
         if name not in accepted:
-            raise ValueError(f"{what} {name!r} is not known: accepted {', '.join(accepted)}")
+            raise InputError(f"{what} {name!r} is not known: accepted {', '.join(accepted)}")
 
 
 def estimate(config: Config, models: list[str], policies: list[str],
@@ -274,10 +275,10 @@ def estimate(config: Config, models: list[str], policies: list[str],
     _check(policies, POLICIES, "policy")
     top = config.platform.sram_bytes // 2
     if not 0 <= resident_nonexpert_bytes <= top:
-        raise ValueError(f"resident_nonexpert_bytes = {resident_nonexpert_bytes} is out of "
+        raise InputError(f"resident_nonexpert_bytes = {resident_nonexpert_bytes} is out of "
                          f"range: accepted 0..{top} (half of platform.sram_bytes)")
     if not 1 <= context:
-        raise ValueError(f"context = {context} is out of range: accepted integers >= 1")
+        raise InputError(f"context = {context} is out of range: accepted integers >= 1")
     out = []
     for name in models:
         m = model_spec(name)

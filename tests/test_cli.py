@@ -23,7 +23,7 @@ def run(*args, env=None, check=True):
 
 def test_doctor_lists_every_tool_with_a_version():
     out = run("doctor").stdout
-    for name in ("iverilog", "yosys", "opensta", "verilator", "osu018-liberty", "amaranth",
+    for name in ("iverilog", "yosys", "opensta", "verilator", "osu018-liberty", "cacti", "amaranth",
                  "cocotb", "cocotbext-axi", "torch"):
         assert name in out
     data = json.loads(run("doctor", "--json").stdout)
@@ -279,3 +279,27 @@ def test_compare_and_ablate_write_under_build_and_print_json(fake_policy_run, tm
         "settings: decode.max_new_tokens=32, policies.eval_windows=4")
     assert fake_policy_run[1].startswith("ratio: ") and \
         fake_policy_run[1].endswith("; settings: policies.coalescing_ratio=0.5")
+
+
+def test_estimate_covers_every_full_size_model_and_policy(tmp_path):
+    from edgexpert.sim.estimate import POLICIES
+    full_size = ("olmoe-1b-7b", "qwen3-30b-a3b", "deepseek-v2-lite", "granite-1b-a400m",
+                 "mixtral-8x7b")
+    rows = json.loads(run("estimate", "--json",
+                          env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}).stdout)
+    seen = {(r["model"], r["policy"]) for r in rows}
+    assert {(m, p) for m in full_size for p in POLICIES} <= seen
+    for r in rows:
+        assert r["latency_s_per_token"] > 0 and r["energy_j_per_token"] > 0
+        assert set(r["energy_j_per_token_split"]) == {"dram", "sram", "mac", "control"}
+        assert 0 < r["dram_utilization"] <= 1 and 0 < r["roofline_ratio"] <= 1
+        assert r["routing"] in ("trace", "synthetic")
+    assert (tmp_path / "estimate" / "estimate.json").is_file()
+
+
+def test_estimate_refuses_unknown_names_and_a_missing_benchmark(tmp_path):
+    env = {"EDGEXPERT_BUILD_DIR": str(tmp_path)}
+    proc = run("estimate", "--model", "gpt-5", env=env, check=False)
+    assert proc.returncode == 2 and "accepted bundled, olmoe-1b-7b" in proc.stderr
+    proc = run("estimate", "--calibrate", env=env, check=False)
+    assert proc.returncode == 2 and "run `edgexpert bench ema` first" in proc.stderr
