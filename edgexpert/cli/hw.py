@@ -137,10 +137,10 @@ def utilization_table(utilization: dict, sources: dict, latencies) -> str:
     case_w = max(len("case"), *map(len, utilization)) + 2
     source_w = max(len("masks"), *map(len, sources.values())) + 2
     titles = [f"latency {lat}" for lat in latencies]
-    lines = [f"{'case':<{case_w}}{'masks':<{source_w}}" + "".join(f"{t:>12}" for t in titles)]
+    lines = [f"{'case':<{case_w}}{'masks':<{source_w}}" + "".join(f"{t:>14}" for t in titles)]
     for case, row in utilization.items():
         lines.append(f"{case:<{case_w}}{sources[case]:<{source_w}}"
-                     + "".join(f"{row[str(lat)]:>12.4f}" for lat in latencies))
+                     + "".join(f"{row[str(lat)]:>14.4f}" for lat in latencies))
     return "\n".join(lines)
 
 
