@@ -303,3 +303,13 @@ def test_estimate_refuses_unknown_names_and_a_missing_benchmark(tmp_path):
     assert proc.returncode == 2 and "accepted bundled, olmoe-1b-7b" in proc.stderr
     proc = run("estimate", "--calibrate", env=env, check=False)
     assert proc.returncode == 2 and "run `edgexpert bench ema` first" in proc.stderr
+
+
+def test_compare_table_prints_the_change_as_a_signed_percentage_and_both_greedy_names(capsys):
+    from edgexpert.cli.policies import COMPARE_COLUMNS, _print_policy_table
+    metrics = {key: 0.5 for key, _ in COMPARE_COLUMNS}
+    metrics["ema_change_vs_naive_sd"] = -0.125
+    _print_policy_table({"edgexpert": metrics}, "policy")
+    header, row = capsys.readouterr().out.splitlines()
+    assert "-12.5%" in row
+    assert "greedy identical" in header and "greedy prefix" in header

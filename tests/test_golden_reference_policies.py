@@ -201,5 +201,5 @@ def test_every_study_builds_its_settings(setting, policy_overrides):
     with pytest.raises(ValueError, match="unknown study 'x': accepted calibration"):
         study_settings("x", config, model, layout)
     result = run_study("budget", config, model, [PROMPT], [PROMPT + [12, 13, 14]], None)
-    assert result["naive_sd"]["ema_reduction_vs_naive_sd"] == 0.0
+    assert result["naive_sd"]["ema_change_vs_naive_sd"] == 0.0
     assert all("top1_agreement" in m for m in result.values())

@@ -15,9 +15,12 @@ __all__ = ["register"]
 COMPARE_COLUMNS = [("tokens_per_step", "tok/step"), ("experts_per_step", "experts/step"),
                    ("ema_bytes_per_token_prefill", "EMA B/tok prefill"),
                    ("ema_bytes_per_token_decode", "EMA B/tok decode"),
-                   ("ema_reduction_vs_naive_sd", "vs naive_sd"), ("top1_agreement", "top-1"),
+                   ("ema_change_vs_naive_sd", "vs naive_sd"), ("top1_agreement", "top-1"),
                    ("mean_kl", "KL"), ("ppl_ratio", "ppl ratio"),
-                   ("greedy_prefix_match", "greedy match")]
+                   ("greedy_sequence_match", "greedy identical"),
+                   ("greedy_prefix_match", "greedy prefix")]
+#: how a column is shown when it is not shown as stored: the change as a signed percentage
+COLUMN_FORMATS = {"ema_change_vs_naive_sd": "{:+.1%}"}
 
 
 def _policy_inputs(args, config):
@@ -36,7 +39,8 @@ def _print_policy_table(results: dict, first: str) -> None:
     width = max(len(first), *(len(name) for name in results)) + 2
     print(f"{first:<{width}}" + "".join(f"{title:>18}" for _, title in COMPARE_COLUMNS))
     for name, metrics in results.items():
-        print(f"{name:<{width}}" + "".join(f"{metrics[key]:>18}" for key, _ in COMPARE_COLUMNS))
+        print(f"{name:<{width}}" + "".join(
+            f"{COLUMN_FORMATS.get(key, '{}').format(metrics[key]):>18}" for key, _ in COMPARE_COLUMNS))
 
 
 def _policy_header(command: str, config, prompts, windows) -> str:
