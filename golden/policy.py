@@ -32,10 +32,9 @@ from ..contracts.config import DecodeConfig
 from ..contracts.weight_layout import Matrix, WeightLayout, channel_runs
 from .model import LayerTrace, Router, route
 
-__all__ = ["KINDS", "ChannelHook", "Policy", "PassFetches", "ExpertSlots", "Expansion",
+__all__ = ["ChannelHook", "Policy", "PassFetches", "ExpertSlots", "Expansion",
            "used_experts", "hottest", "chunked_expert_fetches"]
 
-KINDS = ("prefill", "ar", "draft", "verify")
 
 
 def chunked_expert_fetches(experts: torch.Tensor, chunk: int) -> int:

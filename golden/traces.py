@@ -11,12 +11,10 @@ import numpy as np
 
 from ..contracts.config import DecodeConfig, ModelConfig
 from ..contracts.trace import (LOAD_ARRAYS, ROW_ARRAYS, SCHEMA, VERSION, PassKind, Trace, TraceError,
-                               fetch_bytes, write_trace)
+                               fetch_bytes)
 from ..contracts.weight_layout import WeightLayout
 
-# write_trace is the contract's; it is named here because edgexpert/cli.py (`edgexpert decode
-# --traces`) imports it from this module until that command imports the contract directly
-__all__ = ["build_trace", "write_trace"]
+__all__ = ["build_trace"]
 
 
 def build_trace(runs: list, model: ModelConfig, decode: DecodeConfig, source: dict) -> Trace:

@@ -58,7 +58,8 @@ def cmd_decode(args) -> int:
                          "int8 inputs and outputs")
     from ..golden.decode import FloatEngine, compare_modes
     from ..golden.int_model import quantize_model
-    from ..golden.traces import build_trace, write_trace
+    from ..contracts.trace import write_trace
+    from ..golden.traces import build_trace
     ckpt, _, prompts, eot = golden_inputs(args.checkpoint, args.prompts)
     engine = quantize_model(ckpt.model) if args.path == "int" else FloatEngine(ckpt.model)
     result = compare_modes(engine, prompts, config.decode, eot, keep_traces=bool(args.traces))
