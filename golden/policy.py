@@ -36,7 +36,6 @@ __all__ = ["ChannelHook", "Policy", "PassFetches", "ExpertSlots", "Expansion",
            "used_experts", "hottest", "chunked_expert_fetches"]
 
 
-
 def chunked_expert_fetches(experts: torch.Tensor, chunk: int) -> int:
     """Whole-expert fetches for one layer's routing experts [T, j] (-1: none) when the tokens are
     processed in runs of `chunk` consecutive tokens and each run fetches its distinct experts."""
