@@ -19,9 +19,12 @@ from pathlib import Path
 from ..contracts.errors import InputError
 from .corpus import Corpus
 
-__all__ = ["PROMPT_TOKENS", "PromptError", "prompts_file", "select_prompts", "load_prompts"]
+__all__ = ["PROMPT_TOKENS", "PROMPT_SEPARATOR", "PromptError", "prompts_file", "select_prompts",
+           "load_prompts", "read_prompt_file", "text_prompts"]
 
 PROMPT_TOKENS = 96
+#: a line holding only this separates the prompts of a plain-text prompt file
+PROMPT_SEPARATOR = "---"
 
 
 class PromptError(InputError):
@@ -79,4 +82,46 @@ def load_prompts(corpus: Corpus, tokenizer, path: Path | None = None) -> list[li
             raise PromptError(f"{path}: prompt {i}: tokens {start}..{start}+{length} are outside "
                               f"0..{len(ids)}")
         prompts.append(ids[start:start + length])
+    return prompts
+
+
+def read_prompt_file(path: str | Path) -> list[str]:
+    """The prompts of a UTF-8 text file, separated by lines holding only `---` (each prompt keeps
+    its own line breaks; the line break before a separator belongs to it)."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise PromptError(f"cannot read prompt file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PromptError(f"prompt file {path} is not UTF-8 text: byte {exc.start} "
+                          f"({exc.object[exc.start:exc.start + 1]!r}) cannot be decoded") from None
+    prompts, lines = [], []
+    for line in text.splitlines(keepends=True):
+        if line.rstrip("\r\n") == PROMPT_SEPARATOR:
+            prompts.append(_without_last_line_break("".join(lines)))
+            lines = []
+        else:
+            lines.append(line)
+    prompts.append(_without_last_line_break("".join(lines)))
+    return prompts
+
+
+def _without_last_line_break(text: str) -> str:
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def text_prompts(texts: list[str], tokenizer, max_tokens: int) -> list[list[int]]:
+    """The user's prompts tokenized with the checkpoint's vocabulary; an empty prompt or one of
+    more than `max_tokens` tokens (the context left after the requested tokens) is refused."""
+    prompts = []
+    for i, text in enumerate(texts, 1):
+        ids = tokenizer.encode(text).ids
+        if not ids:
+            raise PromptError(f"prompt {i} is empty: accepted 1..{max_tokens} tokens")
+        if len(ids) > max_tokens:
+            raise PromptError(f"prompt {i} has {len(ids)} tokens: accepted 1..{max_tokens} (the "
+                              "context, model.max_seq_len, minus decode.max_new_tokens and the "
+                              "draft tree's decode.max_depth)")
+        prompts.append(ids)
     return prompts

@@ -313,3 +313,24 @@ def test_compare_table_prints_the_change_as_a_signed_percentage_and_both_greedy_
     header, row = capsys.readouterr().out.splitlines()
     assert "-12.5%" in row
     assert "greedy identical" in header and "greedy prefix" in header
+
+
+def test_decode_takes_your_own_prompt_and_says_whether_it_stayed_lossless(tmp_path):
+    env = {"EDGEXPERT_BUILD_DIR": str(tmp_path)}
+    out = json.loads(run("decode", "--prompt", "def f(x):", "--set", "decode.max_new_tokens=8",
+                         "--json", env=env).stdout)
+    assert out["prompts"] == 1 and out["lossless"] is True
+    assert out["ar"]["tokens"] == 8
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--prompt", ""], "prompt 1 is empty: accepted 1..499 tokens"),
+    (["--prompt", "x " * 600], "tokens: accepted 1..499"),
+    (["--prompt", "x", "--prompts", "p.json"], "accepted one of the two"),
+    (["--prompt-file", "missing.txt"], "cannot read prompt file missing.txt"),
+])
+def test_bad_own_prompts_are_one_line_and_exit_2(tmp_path, args, message):
+    proc = run("decode", *args, "--set", "decode.max_new_tokens=7",
+               env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}, check=False)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -11,7 +11,8 @@ from edgexpert.golden.checkpoint import load_checkpoint
 from edgexpert.golden.corpus import load_corpus
 from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.int_model import quantize_model
-from edgexpert.golden.prompts import PROMPT_TOKENS, PromptError, load_prompts, prompts_file
+from edgexpert.golden.prompts import (PROMPT_TOKENS, PromptError, load_prompts, prompts_file,
+                                      read_prompt_file, text_prompts)
 from edgexpert.golden.tokenizer import EOT
 
 
@@ -54,3 +55,29 @@ def test_lossless_on_every_bundled_prompt(setting, path):
         sd = decode_speculative(engine, prompt, config, eot)
         assert sd.tokens == ar.tokens
         assert sd.steps < ar.steps  # the draft tree does get accepted
+
+
+def test_a_prompt_file_splits_on_separator_lines_only(tmp_path):
+    path = tmp_path / "prompts.txt"
+    path.write_bytes("def f(x):\n    return x\n---\nclass A:\r\n--- not a separator\r\n---\n\u00e9t\u00e9\n".encode())
+    assert read_prompt_file(path) == ["def f(x):\n    return x", "class A:\r\n--- not a separator",
+                                      "\u00e9t\u00e9"]
+
+
+def test_a_prompt_file_that_is_not_utf8_or_missing_is_one_clear_error(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"caf\xe9\n")
+    with pytest.raises(PromptError, match=r"latin1.txt is not UTF-8 text: byte 3"):
+        read_prompt_file(path)
+    with pytest.raises(PromptError, match="cannot read prompt file"):
+        read_prompt_file(tmp_path / "none.txt")
+
+
+def test_own_prompts_are_tokenized_and_bounded_by_the_context(setting):
+    ckpt, _, _ = setting
+    ids = text_prompts(["def f(x):"], ckpt.tokenizer, 10)[0]
+    assert ckpt.tokenizer.decode(ids) == "def f(x):"
+    with pytest.raises(PromptError, match=r"prompt 2 is empty: accepted 1\.\.10 tokens"):
+        text_prompts(["x", ""], ckpt.tokenizer, 10)
+    with pytest.raises(PromptError, match=r"prompt 1 has \d+ tokens: accepted 1\.\.3 \(the context"):
+        text_prompts(["def f(x): return x + 1"], ckpt.tokenizer, 3)

@@ -13,7 +13,7 @@ from ..contracts.config import Config, load_config
 from ..contracts.errors import InputError
 
 __all__ = ["DEMO_SEED", "LEVELS", "QUICK", "settings_options", "load", "changed_settings",
-           "settings_note", "checkpoint_option", "golden_inputs", "print_json", "write_result", "publish"]
+           "settings_note", "checkpoint_option", "prompt_options", "prompt_texts", "golden_inputs", "print_json", "write_result", "publish"]
 
 #: the project's seed (configs/default.yaml's train, decode and synth.activity seeds): the
 #: demo's and the EMA bench's stimulus
@@ -86,16 +86,42 @@ def checkpoint_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
 
 
-def golden_inputs(checkpoint: str | None = None, prompts: str | None = None):
-    """What the decoding commands start from: (checkpoint, corpus, prompts, end-of-text id)."""
+def prompt_options(parser: argparse.ArgumentParser) -> None:
+    """The user's own prompts, instead of the bundled held-out ones."""
+    parser.add_argument("--prompt", action="append", metavar="TEXT", default=[],
+                        help="decode this text (repeatable)")
+    parser.add_argument("--prompt-file", metavar="FILE",
+                        help="decode the prompts of a UTF-8 text file, separated by lines "
+                             "holding only ---")
+
+
+def prompt_texts(args) -> list[str]:
+    """The user's own prompts: --prompt-file's, then every --prompt (none: the bundled ones)."""
+    from ..golden.prompts import read_prompt_file
+    texts = read_prompt_file(args.prompt_file) if args.prompt_file else []
+    return texts + args.prompt
+
+
+def golden_inputs(checkpoint: str | None = None, prompts: str | None = None,
+                  texts: list[str] = (), decode=None):
+    """What the decoding commands start from: (checkpoint, corpus, prompts, end-of-text id). The
+    prompts are `texts` tokenized when given (each must leave room in the context for `decode`'s
+    new tokens and draft tree), else those of the `prompts` JSON file or the bundled ones."""
     from ..golden.checkpoint import load_checkpoint
     from ..golden.corpus import load_corpus
-    from ..golden.prompts import load_prompts
+    from ..golden.prompts import load_prompts, text_prompts
     from ..golden.tokenizer import EOT
+    if texts and prompts:
+        raise InputError("--prompts names held-out prompts; --prompt and --prompt-file give your "
+                         "own: accepted one of the two")
     ckpt = load_checkpoint(checkpoint)
     corpus = load_corpus()
-    return (ckpt, corpus, load_prompts(corpus, ckpt.tokenizer, prompts),
-            ckpt.tokenizer.token_to_id(EOT))
+    if texts:
+        room = ckpt.model.cfg.max_seq_len - decode.max_new_tokens - decode.max_depth
+        token_lists = text_prompts(list(texts), ckpt.tokenizer, max(room, 0))
+    else:
+        token_lists = load_prompts(corpus, ckpt.tokenizer, prompts)
+    return ckpt, corpus, token_lists, ckpt.tokenizer.token_to_id(EOT)
 
 
 def print_json(data) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..contracts.errors import InputError
-from .common import checkpoint_option, golden_inputs, load, print_json, settings_options
+from .common import (checkpoint_option, golden_inputs, load, print_json, prompt_options,
+                     prompt_texts, settings_options)
 
 __all__ = ["register", "register_bench"]
 
@@ -60,7 +61,8 @@ def cmd_decode(args) -> int:
     from ..golden.int_model import quantize_model
     from ..contracts.trace import write_trace
     from ..golden.traces import build_trace
-    ckpt, _, prompts, eot = golden_inputs(args.checkpoint, args.prompts)
+    ckpt, _, prompts, eot = golden_inputs(args.checkpoint, args.prompts, prompt_texts(args),
+                                          config.decode)
     engine = quantize_model(ckpt.model) if args.path == "int" else FloatEngine(ckpt.model)
     result = compare_modes(engine, prompts, config.decode, eot, keep_traces=bool(args.traces))
     if args.traces:
@@ -74,7 +76,8 @@ def cmd_decode(args) -> int:
                     "lossless": result["lossless"]})
         return 0
     d = config.decode
-    print(f"edgexpert decode: {len(prompts)} held-out prompts, {args.path} path, "
+    which = "your" if prompt_texts(args) else "held-out"
+    print(f"edgexpert decode: {len(prompts)} {which} prompts, {args.path} path, "
           f"{d.max_new_tokens} new tokens each; draft: top-{d.draft_experts} experts, depth "
           f"{d.max_depth}, {d.max_candidates} candidates; seed {d.seed}")
     print(f"{'':<28}{'ar':>14}{'naive_sd':>14}")
@@ -174,7 +177,9 @@ def register(sub) -> None:
     p.add_argument("--path", choices=["int", "float"], default="int",
                    help="the A8W4 integer path (default) or the float model")
     checkpoint_option(p)
-    p.add_argument("--prompts", metavar="FILE", help="prompt file (default: bundled)")
+    p.add_argument("--prompts", metavar="FILE",
+                   help="JSON file naming held-out prompts (default: the bundled ones)")
+    prompt_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--traces", metavar="FILE",
                    help="write the speculative runs' traces (.npz, docs/traces.md)")

@@ -7,8 +7,8 @@ import dataclasses
 import sys
 
 from ..contracts.errors import InputError
-from .common import (QUICK, checkpoint_option, golden_inputs, load, print_json, publish,
-                     settings_note, settings_options, write_result)
+from .common import (QUICK, checkpoint_option, golden_inputs, load, print_json, prompt_options,
+                     prompt_texts, publish, settings_note, settings_options, write_result)
 
 __all__ = ["register"]
 
@@ -27,7 +27,8 @@ def _policy_inputs(args, config):
     """What `compare` and `ablate` measure on: (checkpoint, prompts, held-out windows,
     end-of-text id)."""
     from ..golden.train import eval_windows, token_streams
-    ckpt, corpus, prompts, eot = golden_inputs(args.checkpoint)
+    ckpt, corpus, prompts, eot = golden_inputs(args.checkpoint, texts=prompt_texts(args),
+                                               decode=config.decode)
     p = config.policies
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     windows = [w.tolist() for w in
@@ -43,9 +44,10 @@ def _print_policy_table(results: dict, first: str) -> None:
             f"{COLUMN_FORMATS.get(key, '{}').format(metrics[key]):>18}" for key, _ in COMPARE_COLUMNS))
 
 
-def _policy_header(command: str, config, prompts, windows) -> str:
+def _policy_header(command: str, config, prompts, windows, args) -> str:
     p = config.policies
-    return (f"edgexpert {command}: {len(prompts)} bundled prompts ({config.decode.max_new_tokens} "
+    which = "your" if prompt_texts(args) else "bundled"
+    return (f"edgexpert {command}: {len(prompts)} {which} prompts ({config.decode.max_new_tokens} "
             f"new tokens, greedy) and {len(windows)} held-out windows ({p.eval_prompt_tokens} + "
             f"{p.eval_continuation} tokens, teacher-forced) on the float path; seed "
             f"{config.decode.seed}; {settings_note(config)}")
@@ -62,7 +64,7 @@ def cmd_compare(args) -> int:
     report = {"policies": result, "prompts": len(prompts), "windows": len(windows),
               "decode": dataclasses.asdict(config.decode),
               "settings": dataclasses.asdict(config.policies)}
-    header = _policy_header("compare", config, prompts, windows)
+    header = _policy_header("compare", config, prompts, windows, args)
 
     plot = tradeoff_plot(result, build_root() / "compare" / "compare.png", header)
 
@@ -94,7 +96,7 @@ def cmd_ablate(args) -> int:
     from ..golden.prefill import load_encoder
     from .plot import tradeoff_plot
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
-    header = _policy_header("ablate", config, prompts, windows)
+    header = _policy_header("ablate", config, prompts, windows, args)
     encoder = load_encoder(ckpt.model)[0]
     everything = {}
     for study in studies:
@@ -145,6 +147,7 @@ def register(sub) -> None:
     p = sub.add_parser("compare", parents=[settings_options()],
                        help="every decoding policy side by side: traffic and quality")
     checkpoint_option(p)
+    prompt_options(p)
     _quick_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object keyed by policy")
     p.set_defaults(func=cmd_compare)
@@ -158,6 +161,7 @@ def register(sub) -> None:
     p.add_argument("study", nargs="*", help="studies to run (listed below and in docs/policies.md)")
     p.add_argument("--all", action="store_true", help="run every study")
     checkpoint_option(p)
+    prompt_options(p)
     _quick_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object keyed by study")
     p.set_defaults(func=cmd_ablate)
