@@ -76,7 +76,7 @@ def cmd_decode(args) -> int:
                     "lossless": result["lossless"]})
         return 0
     d = config.decode
-    which = "your" if prompt_texts(args) else "held-out"
+    which = "user" if args.prompt or args.prompt_file else "held-out"
     print(f"edgexpert decode: {len(prompts)} {which} prompts, {args.path} path, "
           f"{d.max_new_tokens} new tokens each; draft: top-{d.draft_experts} experts, depth "
           f"{d.max_depth}, {d.max_candidates} candidates; seed {d.seed}")

@@ -46,7 +46,7 @@ def _print_policy_table(results: dict, first: str) -> None:
 
 def _policy_header(command: str, config, prompts, windows, args) -> str:
     p = config.policies
-    which = "your" if prompt_texts(args) else "bundled"
+    which = "user" if args.prompt or args.prompt_file else "bundled"
     return (f"edgexpert {command}: {len(prompts)} {which} prompts ({config.decode.max_new_tokens} "
             f"new tokens, greedy) and {len(windows)} held-out windows ({p.eval_prompt_tokens} + "
             f"{p.eval_continuation} tokens, teacher-forced) on the float path; seed "
