@@ -36,7 +36,7 @@ from .policy import Policy
 
 __all__ = ["FloatEngine", "exact_logits", "PassCost", "PassTrace", "DecodeResult", "run_pass",
            "prefill", "decode_ar", "decode_speculative", "draft_and_verify", "keep_path", "Tree",
-           "build_tree", "summarize", "compare_modes", "default_policy"]
+           "build_tree", "pass_kinds", "summarize", "compare_modes", "default_policy"]
 
 
 class FloatEngine:
@@ -65,12 +65,14 @@ def exact_logits(engine: FloatEngine, tokens: list[int]) -> torch.Tensor:
 
 @dataclass
 class PassCost:
-    """One forward pass: the distinct routed experts per layer and the bytes the policy's
-    fetches moved."""
+    """One forward pass: the distinct routed experts per layer, the bytes the policy's expert
+    fetches moved, and the KV-cache entries its tokens attend to that were cached before it
+    (`context`: what the pass reads from the cache; its own tokens' entries it writes)."""
     kind: str                     # "prefill", "ar", "draft", "verify"
     tokens: int
     experts_per_layer: list[int]
     bytes: int
+    context: int = 0
 
 
 @dataclass
@@ -102,10 +104,12 @@ def run_pass(engine, policy: Policy, kind: str, tokens: torch.Tensor, positions,
     per-layer traces, PassCost)."""
     hook = policy.channels(kind, depths)
     extra = {"channels": hook} if hook is not None else {}
+    context = len(cache)
     logits, traces = engine.step(tokens, positions, cache, allowed, policy.router(kind, tokens),
                                  **extra)
     cost = PassCost(kind, len(tokens), [int(torch.unique(t.experts[t.experts >= 0]).numel())
-                                        for t in traces], policy.pass_bytes(kind, traces, hook))
+                                        for t in traces], policy.pass_bytes(kind, traces, hook),
+                    context)
     return logits, traces, cost
 
 
@@ -349,6 +353,24 @@ def decode_speculative(engine, prompt: list[int], cfg: DecodeConfig, eot: int | 
     return _run(engine, prompt, cfg, eot, policy, step)
 
 
+def pass_kinds(results: list[DecodeResult]) -> dict:
+    """Per decoding pass kind ("ar", "draft", "verify"; prefill aside): runs per step and, per
+    run, the mean tokens, cached entries attended (`context`) and routed-expert bytes. This is
+    what sim/traffic.py turns into every byte a token costs (docs/policies.md, "Total
+    traffic")."""
+    steps = sum(r.steps for r in results)
+    runs: dict[str, list[PassCost]] = {}
+    for r in results:
+        for p in r.passes:
+            if p.kind != "prefill":
+                runs.setdefault(p.kind, []).append(p)
+    return {kind: {"runs_per_step": round(len(ps) / steps, 4),
+                   "tokens": round(sum(p.tokens for p in ps) / len(ps), 4),
+                   "context": round(sum(p.context for p in ps) / len(ps), 4),
+                   "expert_bytes": round(sum(p.bytes for p in ps) / len(ps), 2)}
+            for kind, ps in sorted(runs.items())}
+
+
 def summarize(results: list[DecodeResult]) -> dict:
     """Metrics over prompts, each a ratio of sums (so long prompts weigh by their tokens).
     Prefill bytes are per prompt token (the prompt minus its last token, which is the first
@@ -366,6 +388,7 @@ def summarize(results: list[DecodeResult]) -> dict:
                 prompt_tokens += p.tokens
     target = sum(v for k, v in experts.items() if k in ("ar", "verify"))
     return {
+        "pass_kinds": pass_kinds(results),
         "tokens": tokens,
         "steps": steps,
         "tokens_per_step": round(tokens / steps, 4),

@@ -26,6 +26,7 @@ from ..contracts.config import Config
 from ..contracts.errors import InputError
 from .models import BUNDLED, MoEModelSpec, linear_bytes, model_names, model_spec
 from .passes import Pass, PassCoster, StepPlan
+from .traffic import resident_share
 
 __all__ = ["POLICIES", "estimate", "plan_step", "plan_prefill", "distinct_experts",
            "CONTEXT_TOKENS", "RHO_TREE", "RHO_PREFILL"]
@@ -265,23 +266,21 @@ def _check(names, accepted, what: str) -> None:
 
 
 def estimate(config: Config, models: list[str], policies: list[str],
-             context: int = CONTEXT_TOKENS, cost_table: dict | None = None,
-             resident_nonexpert_bytes: int = 0) -> list[dict]:
+             context: int = CONTEXT_TOKENS, cost_table: dict | None = None) -> list[dict]:
     """Per model and policy: latency, throughput, energy per generated token (split), DRAM
-    utilization, roofline ratio, bytes per token (split), prefill per prompt token.
-    `resident_nonexpert_bytes`: non-expert weights kept on chip (0 .. half the SRAM; the double
-    buffer keeps the rest), read from SRAM instead of DRAM by every target pass."""
+    utilization, roofline ratio, bytes per token (split), prefill per prompt token. The
+    non-expert weights that `policies.resident_nonexpert_kib` keeps on chip (each model's own
+    tensors, sim/traffic.py `resident_share`) are read from SRAM instead of DRAM by every target
+    pass."""
     _check(models, model_names(), "model")
     _check(policies, POLICIES, "policy")
-    top = config.platform.sram_bytes // 2
-    if not 0 <= resident_nonexpert_bytes <= top:
-        raise InputError(f"resident_nonexpert_bytes = {resident_nonexpert_bytes} is out of "
-                         f"range: accepted 0..{top} (half of platform.sram_bytes)")
     if not 1 <= context:
         raise InputError(f"context = {context} is out of range: accepted integers >= 1")
     out = []
     for name in models:
         m = model_spec(name)
+        kept = resident_share(m, config)
+        resident_nonexpert_bytes = sum(kept.values())
         coster = PassCoster(config.platform, m.layout, cost_table)
         peak_macs_per_s = config.platform.macs * config.platform.clock_hz
         for policy in policies:
@@ -313,7 +312,7 @@ def estimate(config: Config, models: list[str], policies: list[str],
                             "energy_j_per_prompt_token": sum(prefill["energy"].values()),
                             "bytes_per_prompt_token": prefill["bytes"]},
                 "context_tokens": context,
-                "resident_nonexpert_bytes": resident_nonexpert_bytes,
+                "resident_nonexpert_bytes": kept,
                 "notes": list(plan.notes),
                 "cost_sources": coster.cost_sources,
             })

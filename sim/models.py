@@ -10,7 +10,8 @@ arithmetic (columns padded to 32 bytes, scale blocks). Exceptions, our choices:
 - the output head (and the token embedding, one row per token) is int8 with per-row 16-bit
   scales: the head decides the token and is commonly kept at 8 bits in 4-bit deployments;
 - RMSNorm weights are 16-bit;
-- the KV cache is int8 (`KV_BYTES_PER_ELEMENT`): the 8-bit activations of A8W4.
+- the KV cache as the integer path stores it: int8 keys with a scale word per head and token,
+  Q.12 values in 32-bit words (`KEY_BYTES_PER_ELEMENT`, `VALUE_BYTES_PER_ELEMENT`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,27 @@ from pathlib import Path
 
 from ..contracts.weight_layout import WeightLayout
 
-__all__ = ["MoEModelSpec", "MODELS", "BUNDLED", "model_spec", "model_names", "bundled_spec",
-           "KV_BYTES_PER_ELEMENT", "linear_bytes"]
+__all__ = ["MoEModelSpec", "MODELS", "BUNDLED", "RESIDENT_ORDER", "model_spec", "model_names", "bundled_spec",
+           "linear_bytes"]
 
-#: bytes per KV-cache element: int8, the A8 activation precision (our choice)
-KV_BYTES_PER_ELEMENT = 1
+#: the KV cache as the A8W4 integer path stores it (docs/contracts.md, attention): keys int8
+#: with one Dyadic scale per (KV head, token) (m < 2**15, e < 2**15: a 32-bit word); values
+#: Q.12 in 32-bit words (Q.12 does not fit 16 bits: the bundled prompts reach |v| = 8.1,
+#: 33,173 in Q.12)
+KEY_BYTES_PER_ELEMENT = 1
+KEY_SCALE_BYTES = 4
+VALUE_BYTES_PER_ELEMENT = 4
+#: DeepSeek's latent cache has no integer path here: int8, the A8 activation precision (our
+#: choice)
+LATENT_BYTES_PER_ELEMENT = 1
 #: bytes per 16-bit scale or norm weight (docs/contracts.md: 16-bit scale words)
 SCALE_BYTES = 2
+
+#: the order in which an on-chip share keeps non-expert weights resident
+#: (`platform.resident_nonexpert_kib`): small tensors every token uses first (norms, routers),
+#: then attention, dense FFN layers and the head, the largest (our choice, docs/policies.md,
+#: "Total traffic")
+RESIDENT_ORDER = ("norms", "routers", "attention", "dense_ffn", "head")
 
 #: name of the bundled model in `MODELS` lookups
 BUNDLED = "bundled"
@@ -125,22 +140,48 @@ class MoEModelSpec:
         return (2 * self.n_layers + 1) * self.d_model * SCALE_BYTES
 
     @property
+    def nonexpert_tensors(self) -> list[tuple[str, int]]:
+        """Weights every pass reads whatever the routing, as (group, bytes) per tensor set in
+        `RESIDENT_ORDER`'s order: the norms (each layer's two, then the final one), each MoE
+        layer's router, each layer's attention projections, each dense layer's FFN, the head.
+        Embedding rows are not among them (they depend on the tokens)."""
+        norm = 2 * self.d_model * SCALE_BYTES
+        return ([("norms", norm)] * self.n_layers + [("norms", self.d_model * SCALE_BYTES)]
+                + [("routers", self.router_bytes_per_layer)] * self.moe_layers
+                + [("attention", self.attention_bytes_per_layer)] * self.n_layers
+                + [("dense_ffn", self.dense_ffn_bytes_per_layer)] * self.dense_layers
+                + [("head", self.head_bytes)])
+
+    @property
     def nonexpert_bytes(self) -> int:
-        """Weights every pass reads whatever the routing, head included, embedding rows not
-        (they depend on the tokens): attention, routers, norms, dense FFN layers, head."""
-        return (self.n_layers * self.attention_bytes_per_layer
-                + self.moe_layers * self.router_bytes_per_layer
-                + self.dense_layers * self.dense_ffn_bytes_per_layer
-                + self.norm_bytes + self.head_bytes)
+        """Every weight a pass reads whatever the routing: attention, routers, norms, dense FFN
+        layers, head."""
+        return sum(b for _, b in self.nonexpert_tensors)
+
+    def resident(self, budget_bytes: int) -> dict[str, int]:
+        """The non-expert weights an on-chip share of `budget_bytes` keeps (bytes per group):
+        whole tensor sets in `RESIDENT_ORDER` (cheapest and most reused first), up to the first
+        that no longer fits. Every pass reads the rest from DRAM."""
+        kept: dict[str, int] = {}
+        left = budget_bytes
+        for group, size in self.nonexpert_tensors:
+            if size > left:
+                break
+            kept[group] = kept.get(group, 0) + size
+            left -= size
+        return kept
 
     @property
     def kv_bytes_per_token(self) -> int:
         """KV-cache bytes one token adds (and one attention read per cached token), all layers."""
         if self.attention == "mla":
-            per_layer = self.kv_lora_rank + self.qk_rope_dim       # the compressed latent cache
+            # the compressed latent cache
+            per_layer = (self.kv_lora_rank + self.qk_rope_dim) * LATENT_BYTES_PER_ELEMENT
         else:
-            per_layer = 2 * self.n_kv_heads * self.head_dim
-        return self.n_layers * per_layer * KV_BYTES_PER_ELEMENT
+            per_layer = self.n_kv_heads * (self.head_dim * (KEY_BYTES_PER_ELEMENT
+                                                            + VALUE_BYTES_PER_ELEMENT)
+                                           + KEY_SCALE_BYTES)
+        return self.n_layers * per_layer
 
     # --- MACs per token --------------------------------------------------------------------
     @property

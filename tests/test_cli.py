@@ -254,6 +254,9 @@ def fake_policy_run(monkeypatch, tmp_path):
     import edgexpert.golden.prefill
     from edgexpert.cli.policies import COMPARE_COLUMNS
     metrics = {key: 1 for key, _ in COMPARE_COLUMNS}
+    # what sim/traffic.py prices: one plain pass per token
+    metrics.update(tokens_per_step=1.0, pass_kinds={"ar": {
+        "runs_per_step": 1.0, "tokens": 1.0, "context": 10.0, "expert_bytes": 1000.0}})
     titles = []
     monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
     monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
@@ -308,10 +311,10 @@ def test_estimate_refuses_unknown_names_and_a_missing_benchmark(tmp_path):
 def test_compare_table_prints_the_change_as_a_signed_percentage_and_both_greedy_names(capsys):
     from edgexpert.cli.policies import COMPARE_COLUMNS, _print_policy_table
     metrics = {key: 0.5 for key, _ in COMPARE_COLUMNS}
-    metrics["ema_change_vs_naive_sd"] = -0.125
+    metrics["total_change_vs_naive_sd"] = -0.125
     _print_policy_table({"edgexpert": metrics}, "policy")
     header, row = capsys.readouterr().out.splitlines()
-    assert "-12.5%" in row
+    assert "-12.5%" in row and "total B/tok" in header
     assert "greedy identical" in header and "greedy prefix" in header
 
 

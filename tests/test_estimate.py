@@ -70,10 +70,13 @@ def test_plain_decoding_of_the_bundled_model_by_hand(results):
     norms = (2 * 4 + 1) * 192 * 2                        # 16-bit RMSNorm weights
     head = 4096 * 192 + 2 * 4096                         # int8 head + per-row scales
     embedding_row = 192 + 2
-    assert ar["bytes_per_token"]["nonexpert"] == attention + router + norms + head + embedding_row
+    # the default 32 KiB resident share keeps the norms and the routers
+    assert ar["resident_nonexpert_bytes"] == {"norms": norms, "routers": router}
+    assert ar["bytes_per_token"]["nonexpert"] == attention + head + embedding_row
     assert ar["bytes_per_token"]["draft"] == 0
-    # one pass per token, the 512-token context's int8 K and V read, one token's written
-    assert ar["bytes_per_token"]["kv"] == (512 + 1) * 4 * 2 * 192
+    # one pass per token, the 512-token context's K and V read, one token's written: per layer
+    # and token int8 keys (192 B) with a 32-bit scale per head (6 heads), 32-bit Q.12 values
+    assert ar["bytes_per_token"]["kv"] == (512 + 1) * 4 * (192 + 6 * 4 + 192 * 4)
 
 
 def test_unknown_names_are_one_line_with_the_accepted(config):
@@ -96,15 +99,28 @@ def test_cost_sources_say_which_table_was_used(config):
 
 
 def test_a_resident_share_reads_fewer_bytes_and_is_checked(config):
-    base = estimate(config, ["bundled", "olmoe-1b-7b"], ["ar"])
-    kept = estimate(config, ["bundled", "olmoe-1b-7b"], ["ar"], resident_nonexpert_bytes=200_000)
+    none = replace(config, policies=replace(
+        config.policies, resident_nonexpert_kib=0))
+    more = replace(config, policies=replace(
+        config.policies, onchip_expert_kib=182, resident_nonexpert_kib=330))
+    base = estimate(none, ["bundled", "olmoe-1b-7b"], ["ar"])
+    kept = estimate(more, ["bundled", "olmoe-1b-7b"], ["ar"])
+    # the bundled model's norms (3,456 B), routers (24,832 B) and attention (301,056 B) fit in
+    # 330 KiB; of OLMoE's, the norms (33 x 4 KiB) and one layer's router (2048 x 64 + 128 B)
+    assert kept[0]["resident_nonexpert_bytes"] == {"norms": 3456, "routers": 24832,
+                                                   "attention": 301056}
+    assert kept[1]["resident_nonexpert_bytes"] == {"norms": 33 * 4096, "routers": 131_200}
     for b, k in zip(base, kept):
-        assert k["bytes_per_token"]["nonexpert"] == b["bytes_per_token"]["nonexpert"] - 200_000
+        assert b["resident_nonexpert_bytes"] == {}
+        assert k["bytes_per_token"]["nonexpert"] == (b["bytes_per_token"]["nonexpert"]
+                                                     - sum(k["resident_nonexpert_bytes"].values()))
         assert k["latency_s_per_token"] < b["latency_s_per_token"]
         # kept weights still cost SRAM reads
         assert k["energy_j_per_token_split"]["sram"] > 0
-    with pytest.raises(ValueError, match=r"accepted 0\.\.262144"):
-        estimate(config, ["bundled"], ["ar"], resident_nonexpert_bytes=300_000)
+    over = replace(config, policies=replace(
+        config.policies, onchip_expert_kib=480, resident_nonexpert_kib=64))
+    with pytest.raises(ValueError, match=r"accepted a sum of at most 512 KiB"):
+        estimate(over, ["bundled"], ["ar"])
 
 
 def test_double_buffering_by_hand(config):

@@ -97,3 +97,35 @@ def test_ema_accounting(model, config):
     assert sd["ema_bytes_per_token"] == sd["ema_bytes_per_token_verify"] + sd["ema_bytes_per_token_draft"]
     assert sd["tokens_per_step"] == pytest.approx(1 + sd["acceptance_length"], abs=0.2)
     assert sd["experts_per_step"] <= model.cfg.n_experts * model.cfg.n_layers
+
+
+def test_pass_kinds_count_each_pass_and_the_cache_it_reads(model, config):
+    engine = IntModel(model)
+    ar = decode_ar(engine, [7, 7, 7], config.decode)
+    # the prompt but its last token is prefilled; step i then attends to 2 + i cached entries
+    contexts = [p.context for p in ar.passes if p.kind == "ar"]
+    assert contexts == list(range(2, 2 + ar.steps))
+    kinds = summarize([ar])["pass_kinds"]
+    assert set(kinds) == {"ar"}
+    assert kinds["ar"] == {"runs_per_step": 1.0, "tokens": 1.0,
+                           "context": sum(contexts) / len(contexts),
+                           "expert_bytes": pytest.approx(sum(p.bytes for p in ar.passes
+                                                             if p.kind == "ar") / ar.steps)}
+    sd = decode_speculative(engine, [7, 7, 7], config.decode)
+    kinds = summarize([sd])["pass_kinds"]
+    verify = [p for p in sd.passes if p.kind == "verify"]
+    draft = [p for p in sd.passes if p.kind == "draft"]
+    assert kinds["verify"]["runs_per_step"] == 1.0 and len(verify) == sd.steps
+    assert kinds["draft"]["runs_per_step"] == pytest.approx(len(draft) / sd.steps, abs=1e-4)
+    # within a step, each draft level reads the prefix and the entries the earlier levels
+    # wrote; verification reads the prefix only (the tree's entries are its own tokens)
+    level = []
+    for p in sd.passes[1:]:
+        if p.kind == "draft":
+            assert not level or p.context == level[-1].context + level[-1].tokens
+            level.append(p)
+        else:
+            assert level and p.context == level[0].context
+            level = []
+    assert kinds["verify"]["tokens"] == pytest.approx(sum(p.tokens for p in verify) / sd.steps,
+                                                      abs=1e-4)

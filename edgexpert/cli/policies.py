@@ -12,15 +12,19 @@ from .common import (QUICK, checkpoint_option, golden_inputs, load, print_json, 
 
 __all__ = ["register"]
 
-COMPARE_COLUMNS = [("tokens_per_step", "tok/step"), ("experts_per_step", "experts/step"),
-                   ("ema_bytes_per_token_prefill", "EMA B/tok prefill"),
-                   ("ema_bytes_per_token_decode", "EMA B/tok decode"),
-                   ("ema_change_vs_naive_sd", "vs naive_sd"), ("top1_agreement", "top-1"),
-                   ("mean_kl", "KL"), ("ppl_ratio", "ppl ratio"),
+COMPARE_COLUMNS = [("tokens_per_step", "tok/step"), ("passes_per_token", "passes/tok"),
+                   ("total_bytes_per_token", "total B/tok"),
+                   ("total_change_vs_naive_sd", "vs naive_sd"),
+                   ("expert_bytes_per_token", "expert B/tok"),
+                   ("nonexpert_bytes_per_token", "non-exp B/tok"),
+                   ("kv_bytes_per_token", "KV B/tok"),
+                   ("ema_bytes_per_token_prefill", "exp B/prompt tok"),
+                   ("top1_agreement", "top-1"), ("mean_kl", "KL"), ("ppl_ratio", "ppl ratio"),
                    ("greedy_sequence_match", "greedy identical"),
                    ("greedy_prefix_match", "greedy prefix")]
 #: how a column is shown when it is not shown as stored: the change as a signed percentage
-COLUMN_FORMATS = {"ema_change_vs_naive_sd": "{:+.1%}"}
+COLUMN_FORMATS = {"total_change_vs_naive_sd": "{:+.1%}", "ema_change_vs_naive_sd": "{:+.1%}"}
+COLUMN_WIDTH = 17
 
 
 def _policy_inputs(args, config):
@@ -37,11 +41,22 @@ def _policy_inputs(args, config):
 
 
 def _print_policy_table(results: dict, first: str) -> None:
+    """One row per policy or setting, in the results' order (by total bytes per token); a
+    column a study's results lack (no naive_sd to compare with) is left out."""
+    columns = [(k, t) for k, t in COMPARE_COLUMNS if all(k in m for m in results.values())]
     width = max(len(first), *(len(name) for name in results)) + 2
-    print(f"{first:<{width}}" + "".join(f"{title:>18}" for _, title in COMPARE_COLUMNS))
+    print(f"{first:<{width}}" + "".join(f"{title:>{COLUMN_WIDTH}}" for _, title in columns))
     for name, metrics in results.items():
         print(f"{name:<{width}}" + "".join(
-            f"{COLUMN_FORMATS.get(key, '{}').format(metrics[key]):>18}" for key, _ in COMPARE_COLUMNS))
+            f"{COLUMN_FORMATS.get(key, '{}').format(metrics[key]):>{COLUMN_WIDTH}}"
+            for key, _ in columns))
+
+
+def _with_traffic(results: dict, config) -> dict:
+    """Every byte a decoded token costs, per policy (sim/traffic.py), ordered by total bytes."""
+    from ..sim.models import bundled_spec
+    from ..sim.traffic import add_traffic
+    return add_traffic(results, bundled_spec(), config)
 
 
 def _policy_header(command: str, config, prompts, windows, args) -> str:
@@ -60,7 +75,8 @@ def cmd_compare(args) -> int:
     from ..golden.prefill import load_encoder
     from .plot import tradeoff_plot
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
-    result = compare(config, ckpt.model, prompts, windows, eot, load_encoder(ckpt.model)[0])
+    result = _with_traffic(compare(config, ckpt.model, prompts, windows, eot,
+                                   load_encoder(ckpt.model)[0]), config)
     report = {"policies": result, "prompts": len(prompts), "windows": len(windows),
               "decode": dataclasses.asdict(config.decode),
               "settings": dataclasses.asdict(config.policies)}
@@ -102,7 +118,8 @@ def cmd_ablate(args) -> int:
     for study in studies:
         progress = (lambda label: None) if args.json else \
             (lambda label: print(f"  {study}: {label}", file=sys.stderr, flush=True))
-        result = run_study(study, config, ckpt.model, prompts, windows, eot, encoder, progress)
+        result = _with_traffic(run_study(study, config, ckpt.model, prompts, windows, eot,
+                                         encoder, progress), config)
         everything[study] = result
         out = write_result({"study": study, "question": STUDIES[study], "settings": result,
                             "prompts": len(prompts), "windows": len(windows),

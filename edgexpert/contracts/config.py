@@ -161,9 +161,13 @@ class PolicyConfig:
                                      "its own mask) instead of the compared model")
     moe_spec_budget: int = _int(1, 1024, 12, "MoE-Spec: experts kept per layer in verification "
                                 "(at least model.top_k)")
-    onchip_expert_kib: int = _int(1, 1 << 20, 512, "on-chip buffer for whole experts kept "
+    onchip_expert_kib: int = _int(1, 1 << 20, 480, "on-chip buffer for whole experts kept "
                                   "between passes (SpecMoE, Specter, combined), split evenly over "
-                                  "the layers; EdgeXpert's shared SRAM is 512 KB")
+                                  "the layers; with resident_nonexpert_kib at most "
+                                  "platform.sram_bytes")
+    resident_nonexpert_kib: int = _int(0, 1 << 20, 32, "on-chip buffer for non-expert weights "
+                                       "(norms, routers, attention, ..., in that order, whole "
+                                       "tensors) that every pass then reads from SRAM")
     s2moe_threshold: float = _float(0.0, 1e6, 1.0, "S2-MoE: score a node needs to join the tree "
                                     "(expected accepted tokens per new expert, in units of an "
                                     "autoregressive step's tokens per expert)")

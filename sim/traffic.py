@@ -1,0 +1,93 @@
+"""Every byte a decoded token costs, from a measured decoding run (issue 11 item 3;
+docs/policies.md, "Total traffic").
+
+The golden model counts, per pass kind, how often a step runs it, its tokens, the KV-cache
+entries it attends to and the routed-expert bytes its policy fetched (`golden.decode.pass_kinds`,
+in `summarize`'s output). `measured_plan` turns that into the performance model's `StepPlan`
+(sim/passes.py), with routing "trace": each pass also reads
+
+- the non-expert weights (attention, routers, norms, dense FFN layers, the head) but the part
+  that `policies.resident_nonexpert_kib` of SRAM keeps on chip (`MoEModelSpec.resident`), and
+  one embedding row per token;
+- the KV-cache entries it attends to that were cached before it, and writes its own tokens'
+  entries, at the integer path's precision (`MoEModelSpec.kv_bytes_per_token`).
+
+Every draft here is the target's own layers (a self-draft: the model with top-1 routing, or
+Specter's quantized experts), so a draft pass reads what a target pass reads.
+
+`traffic_columns` gives the per-token byte columns `edgexpert compare` prints; `add_traffic`
+adds them to every policy of a comparison.
+"""
+
+from __future__ import annotations
+
+from ..contracts.config import Config
+from ..contracts.errors import InputError
+from .models import MoEModelSpec
+from .passes import Pass, StepPlan
+
+__all__ = ["GOLDEN_KINDS", "resident_share", "measured_plan", "traffic_columns", "add_traffic",
+           "TRAFFIC_COLUMNS"]
+
+#: the golden model's pass names -> the performance model's (sim/passes.py Pass.KINDS)
+GOLDEN_KINDS = {"ar": "plain", "draft": "draft", "verify": "verify"}
+
+#: the columns `traffic_columns` adds, per decoded token
+TRAFFIC_COLUMNS = ("total_bytes_per_token", "expert_bytes_per_token", "nonexpert_bytes_per_token",
+                   "kv_bytes_per_token", "draft_head_bytes_per_token")
+
+
+def resident_share(spec: MoEModelSpec, config: Config) -> dict[str, int]:
+    """The non-expert weights kept on chip (bytes per tensor group), after checking that they
+    and the policies' expert slots fit the platform's SRAM together."""
+    p = config.policies
+    sram = config.platform.sram_bytes
+    if (p.onchip_expert_kib + p.resident_nonexpert_kib) * 1024 > sram:
+        raise InputError(
+            f"policies.onchip_expert_kib = {p.onchip_expert_kib} and policies.resident_nonexpert_kib"
+            f" = {p.resident_nonexpert_kib} share platform.sram_bytes = {sram}: accepted a sum of "
+            f"at most {sram // 1024} KiB")
+    return spec.resident(p.resident_nonexpert_kib * 1024)
+
+
+def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config) -> StepPlan:
+    """The decoding step a policy's measured run describes (`summary`: golden's `summarize`
+    output, with its "pass_kinds"), every pass priced in bytes (module doc)."""
+    resident = sum(resident_share(spec, config).values())
+    weights = spec.nonexpert_bytes - resident
+    passes = []
+    for kind, stats in summary["pass_kinds"].items():
+        tokens = stats["tokens"]
+        passes.append((Pass(GOLDEN_KINDS[kind], tokens, stats["expert_bytes"],
+                            weights + tokens * spec.embedding_row_bytes,
+                            stats["context"] * spec.kv_bytes_per_token,
+                            tokens * spec.kv_bytes_per_token, macs={}, resident_bytes=resident),
+                       stats["runs_per_step"]))
+    return StepPlan(policy, spec.name, "trace", summary["tokens_per_step"], tuple(passes), (
+        f"measured passes of the bundled model; {resident} B of non-expert weights resident",))
+
+
+def traffic_columns(plan: StepPlan) -> dict:
+    """Bytes per decoded token, by what they are (rounded to whole bytes)."""
+    kv = plan.per_token("kv_read_bytes") + plan.per_token("kv_write_bytes")
+    return {"total_bytes_per_token": round(plan.per_token("fetch_bytes")),
+            "expert_bytes_per_token": round(plan.per_token("expert_bytes")),
+            "nonexpert_bytes_per_token": round(plan.per_token("nonexpert_bytes")),
+            "kv_bytes_per_token": round(kv),
+            "draft_head_bytes_per_token": round(plan.per_token("draft_head_bytes")),
+            "passes_per_token": round(plan.passes_per_token, 4)}
+
+
+def add_traffic(results: dict[str, dict], spec: MoEModelSpec, config: Config) -> dict:
+    """Adds `traffic_columns` to every policy's metrics (each must carry "pass_kinds"), and
+    where naive speculative decoding is among them each one's change in total bytes against it
+    (`total_change_vs_naive_sd`: bytes / naive - 1); returns the results ordered by total bytes
+    per token, fewest first."""
+    for name, metrics in results.items():
+        metrics.update(traffic_columns(measured_plan(name, metrics, spec, config)))
+    if "naive_sd" in results:
+        naive = results["naive_sd"]["total_bytes_per_token"]
+        for metrics in results.values():
+            metrics["total_change_vs_naive_sd"] = round(metrics["total_bytes_per_token"] / naive - 1,
+                                                        4)
+    return dict(sorted(results.items(), key=lambda kv: kv[1]["total_bytes_per_token"]))

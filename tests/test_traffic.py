@@ -1,0 +1,60 @@
+"""sim/traffic.py: every byte a decoded token costs, on a measured run written by hand."""
+
+from dataclasses import replace
+
+import pytest
+
+from edgexpert.contracts.config import load_config
+from edgexpert.sim.models import bundled_spec
+from edgexpert.sim.traffic import add_traffic, measured_plan, traffic_columns
+
+# a speculative step as golden's summarize reports it: 6 draft passes of 8 tokens and one
+# verification of 65, at 100 cached entries, 4 tokens per step
+SD = {"tokens_per_step": 4.0, "pass_kinds": {
+    "draft": {"runs_per_step": 6.0, "tokens": 8.0, "context": 100.0, "expert_bytes": 50_000.0},
+    "verify": {"runs_per_step": 1.0, "tokens": 65.0, "context": 100.0,
+               "expert_bytes": 300_000.0}}}
+AR = {"tokens_per_step": 1.0, "pass_kinds": {
+    "ar": {"runs_per_step": 1.0, "tokens": 1.0, "context": 100.0, "expert_bytes": 305_152.0}}}
+
+# the bundled model's tensors (tests/test_estimate.py derives them): attention, routers, norms,
+# head; an embedding row; per token, all layers, K and V as the integer path stores them
+ATTENTION, ROUTERS, NORMS, HEAD = 301_056, 24_832, 3_456, 794_624
+ROW = 194
+KV = 4 * (192 + 6 * 4 + 192 * 4)
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config()
+
+
+def test_a_speculative_step_by_hand(config):
+    c = traffic_columns(measured_plan("naive_sd", SD, bundled_spec(), config))
+    # the default 32 KiB share keeps the norms and routers: every pass reads attention and head
+    weights = ATTENTION + HEAD
+    assert c["expert_bytes_per_token"] == round((6 * 50_000 + 300_000) / 4)
+    assert c["nonexpert_bytes_per_token"] == round((7 * weights + (6 * 8 + 65) * ROW) / 4)
+    assert c["kv_bytes_per_token"] == round((7 * 100 * KV + (6 * 8 + 65) * KV) / 4)
+    assert c["total_bytes_per_token"] == pytest.approx(
+        c["expert_bytes_per_token"] + c["nonexpert_bytes_per_token"] + c["kv_bytes_per_token"],
+        abs=2)
+    assert c["passes_per_token"] == 7 / 4 and c["draft_head_bytes_per_token"] == 0
+
+
+def test_the_resident_share_comes_off_every_pass_and_shares_the_sram(config):
+    none = replace(config, policies=replace(config.policies, resident_nonexpert_kib=0))
+    plain = traffic_columns(measured_plan("ar", AR, bundled_spec(), none))
+    kept = traffic_columns(measured_plan("ar", AR, bundled_spec(), config))
+    assert plain["nonexpert_bytes_per_token"] - kept["nonexpert_bytes_per_token"] == NORMS + ROUTERS
+    over = replace(config, policies=replace(config.policies, resident_nonexpert_kib=64))
+    with pytest.raises(ValueError, match="accepted a sum of at most 512 KiB"):
+        measured_plan("ar", AR, bundled_spec(), over)
+
+
+def test_results_come_ordered_by_total_bytes_with_the_change_against_naive(config):
+    out = add_traffic({"naive_sd": dict(SD), "ar": dict(AR)}, bundled_spec(), config)
+    assert list(out) == ["ar", "naive_sd"]
+    assert out["naive_sd"]["total_change_vs_naive_sd"] == 0
+    assert out["ar"]["total_change_vs_naive_sd"] == round(
+        out["ar"]["total_bytes_per_token"] / out["naive_sd"]["total_bytes_per_token"] - 1, 4)
