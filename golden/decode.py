@@ -364,10 +364,11 @@ def pass_kinds(results: list[DecodeResult]) -> dict:
         for p in r.passes:
             if p.kind != "prefill":
                 runs.setdefault(p.kind, []).append(p)
-    return {kind: {"runs_per_step": round(len(ps) / steps, 4),
-                   "tokens": round(sum(p.tokens for p in ps) / len(ps), 4),
-                   "context": round(sum(p.context for p in ps) / len(ps), 4),
-                   "expert_bytes": round(sum(p.bytes for p in ps) / len(ps), 2)}
+    # unrounded, so that runs x mean gives back the sums (the byte columns stay exact)
+    return {kind: {"runs_per_step": len(ps) / steps,
+                   "tokens": sum(p.tokens for p in ps) / len(ps),
+                   "context": sum(p.context for p in ps) / len(ps),
+                   "expert_bytes": sum(p.bytes for p in ps) / len(ps)}
             for kind, ps in sorted(runs.items())}
 
 

@@ -52,7 +52,7 @@ def resident_share(spec: MoEModelSpec, config: Config) -> dict[str, int]:
 
 def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config) -> StepPlan:
     """The decoding step a policy's measured run describes (`summary`: golden's `summarize`
-    output, with its "pass_kinds"), every pass priced in bytes (module doc)."""
+    output: "pass_kinds", "tokens", "steps"), every pass priced in bytes (module doc)."""
     resident = sum(resident_share(spec, config).values())
     weights = spec.nonexpert_bytes - resident
     passes = []
@@ -63,7 +63,9 @@ def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config
                             stats["context"] * spec.kv_bytes_per_token,
                             tokens * spec.kv_bytes_per_token, macs={}, resident_bytes=resident),
                        stats["runs_per_step"]))
-    return StepPlan(policy, spec.name, "trace", summary["tokens_per_step"], tuple(passes), (
+    # tokens per step from the exact counts (summarize rounds its own ratio)
+    tokens_per_step = summary["tokens"] / summary["steps"]
+    return StepPlan(policy, spec.name, "trace", tokens_per_step, tuple(passes), (
         f"measured passes of the bundled model; {resident} B of non-expert weights resident",))
 
 

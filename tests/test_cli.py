@@ -255,7 +255,7 @@ def fake_policy_run(monkeypatch, tmp_path):
     from edgexpert.cli.policies import COMPARE_COLUMNS
     metrics = {key: 1 for key, _ in COMPARE_COLUMNS}
     # what sim/traffic.py prices: one plain pass per token
-    metrics.update(tokens_per_step=1.0, pass_kinds={"ar": {
+    metrics.update(tokens=10, steps=10, pass_kinds={"ar": {
         "runs_per_step": 1.0, "tokens": 1.0, "context": 10.0, "expert_bytes": 1000.0}})
     titles = []
     monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))

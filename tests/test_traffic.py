@@ -10,11 +10,11 @@ from edgexpert.sim.traffic import add_traffic, measured_plan, traffic_columns
 
 # a speculative step as golden's summarize reports it: 6 draft passes of 8 tokens and one
 # verification of 65, at 100 cached entries, 4 tokens per step
-SD = {"tokens_per_step": 4.0, "pass_kinds": {
+SD = {"tokens": 40, "steps": 10, "pass_kinds": {
     "draft": {"runs_per_step": 6.0, "tokens": 8.0, "context": 100.0, "expert_bytes": 50_000.0},
     "verify": {"runs_per_step": 1.0, "tokens": 65.0, "context": 100.0,
                "expert_bytes": 300_000.0}}}
-AR = {"tokens_per_step": 1.0, "pass_kinds": {
+AR = {"tokens": 10, "steps": 10, "pass_kinds": {
     "ar": {"runs_per_step": 1.0, "tokens": 1.0, "context": 100.0, "expert_bytes": 305_152.0}}}
 
 # the bundled model's tensors (tests/test_estimate.py derives them): attention, routers, norms,
