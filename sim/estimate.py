@@ -26,7 +26,7 @@ from ..contracts.config import Config
 from ..contracts.errors import InputError
 from .models import BUNDLED, MoEModelSpec, linear_bytes, model_names, model_spec
 from .passes import Pass, PassCoster, StepPlan
-from .traffic import resident_share
+from .traffic import measured_plan, resident_share
 
 __all__ = ["POLICIES", "estimate", "plan_step", "plan_prefill", "distinct_experts",
            "CONTEXT_TOKENS", "RHO_TREE", "RHO_PREFILL"]
@@ -266,12 +266,15 @@ def _check(names, accepted, what: str) -> None:
 
 
 def estimate(config: Config, models: list[str], policies: list[str],
-             context: int = CONTEXT_TOKENS, cost_table: dict | None = None) -> list[dict]:
+             context: int = CONTEXT_TOKENS, cost_table: dict | None = None,
+             measured: dict | None = None) -> list[dict]:
     """Per model and policy: latency, throughput, energy per generated token (split), DRAM
     utilization, roofline ratio, bytes per token (split), prefill per prompt token. The
     non-expert weights that `policies.resident_nonexpert_kib` keeps on chip (each model's own
     tensors, sim/traffic.py `resident_share`) are read from SRAM instead of DRAM by every target
-    pass."""
+    pass. `measured`: `edgexpert compare`'s per-policy results for the bundled model; a policy
+    found there is estimated from its measured passes (routing "trace", their own contexts)
+    instead of the synthetic plan."""
     _check(models, model_names(), "model")
     _check(policies, POLICIES, "policy")
     if not 1 <= context:
@@ -284,7 +287,10 @@ def estimate(config: Config, models: list[str], policies: list[str],
         coster = PassCoster(config.platform, m.layout, cost_table)
         peak_macs_per_s = config.platform.macs * config.platform.clock_hz
         for policy in policies:
-            plan = plan_step(m, policy, config, context, resident_nonexpert_bytes)
+            if m.name == BUNDLED and measured and policy in measured:
+                plan = measured_plan(policy, measured[policy], m, config)
+            else:
+                plan = plan_step(m, policy, config, context, resident_nonexpert_bytes)
             decode = _cost_plan(plan, coster)
             prefill = _cost_plan(plan_prefill(m, policy, config, context,
                                               resident_nonexpert_bytes), coster)
@@ -311,7 +317,10 @@ def estimate(config: Config, models: list[str], policies: list[str],
                 "prefill": {"latency_s_per_prompt_token": prefill["time_s"],
                             "energy_j_per_prompt_token": sum(prefill["energy"].values()),
                             "bytes_per_prompt_token": prefill["bytes"]},
-                "context_tokens": context,
+                # a measured plan's passes attend to their own contexts: their mean
+                "context_tokens": context if plan.routing == "synthetic" else round(
+                    sum(p.kv_read_bytes * n for p, n in plan.passes)
+                    / sum(n for _, n in plan.passes) / m.kv_bytes_per_token, 1),
                 "resident_nonexpert_bytes": kept,
                 "notes": list(plan.notes),
                 "cost_sources": coster.cost_sources,

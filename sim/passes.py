@@ -41,8 +41,8 @@ from ..contracts.tools import build_root
 from ..contracts.weight_layout import Matrix, WeightLayout, channel_runs
 from .dram import DramModel
 
-__all__ = ["MAC_KINDS", "Pass", "StepPlan", "PassCoster", "PassCost", "COMPUTE_UTILIZATION",
-           "CONTROL_POWER_W", "DEFAULT_COSTS"]
+__all__ = ["MAC_KINDS", "Pass", "StepPlan", "PassCoster", "PassCost", "load_cost_table",
+           "COMPUTE_UTILIZATION", "CONTROL_POWER_W", "DEFAULT_COSTS"]
 
 #: what MACs are counted by: routed and shared experts, attention and router projections and
 #: dense FFNs, attention scores and values, the output head, the draft head
@@ -178,6 +178,15 @@ def expert_read_pattern(layout: WeightLayout, ratio: float, seed: int = 20261129
     return max(32, read_bytes // reads), gap_bytes // reads
 
 
+def load_cost_table() -> dict:
+    """build/synth/costs.json parsed, with its path as "origin" ({} when there is none: every
+    cost then takes its cited default)."""
+    path = build_root() / "synth" / "costs.json"
+    if not path.is_file():
+        return {}
+    return {**json.loads(path.read_text()), "origin": str(path)}
+
+
 class PassCoster:
     """Time and energy of passes on a platform (`config.platform`), for one model's layout."""
 
@@ -197,11 +206,8 @@ class PassCoster:
         """The cost table's entries this model uses (`table`: its parsed JSON, or None for
         build/synth/costs.json when present), each with where it came from."""
         if table is None:
-            path = build_root() / "synth" / "costs.json"
-            table = json.loads(path.read_text()) if path.is_file() else {}
-            origin = str(path)
-        else:
-            origin = "the given cost table"
+            table = load_cost_table()
+        origin = table.get("origin", "the given cost table")
         entries = table.get("costs", {})
         values, sources = {}, {}
         for key, (default, citation) in DEFAULT_COSTS.items():

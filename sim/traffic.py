@@ -57,11 +57,18 @@ def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config
     weights = spec.nonexpert_bytes - resident
     passes = []
     for kind, stats in summary["pass_kinds"].items():
-        tokens = stats["tokens"]
+        tokens, context = stats["tokens"], stats["context"]
+        # MACs as plain decoding's per token (every token's top-k experts on every channel):
+        # the measured run counts bytes, not the channels each candidate computed on
+        macs = {"expert": tokens * spec.moe_layers * (spec.top_k + spec.n_shared_experts)
+                * spec.expert_macs,
+                "projection": tokens * spec.nonexpert_macs,
+                "attention": tokens * spec.attention_macs(context),
+                "head": tokens * spec.head_macs}
         passes.append((Pass(GOLDEN_KINDS[kind], tokens, stats["expert_bytes"],
                             weights + tokens * spec.embedding_row_bytes,
-                            stats["context"] * spec.kv_bytes_per_token,
-                            tokens * spec.kv_bytes_per_token, macs={}, resident_bytes=resident),
+                            context * spec.kv_bytes_per_token,
+                            tokens * spec.kv_bytes_per_token, macs, resident_bytes=resident),
                        stats["runs_per_step"]))
     # tokens per step from the exact counts (summarize rounds its own ratio)
     tokens_per_step = summary["tokens"] / summary["steps"]

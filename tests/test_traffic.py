@@ -58,3 +58,16 @@ def test_results_come_ordered_by_total_bytes_with_the_change_against_naive(confi
     assert out["naive_sd"]["total_change_vs_naive_sd"] == 0
     assert out["ar"]["total_change_vs_naive_sd"] == round(
         out["ar"]["total_bytes_per_token"] / out["naive_sd"]["total_bytes_per_token"] - 1, 4)
+
+
+def test_the_estimate_prices_measured_passes_of_the_bundled_model_only(config):
+    from edgexpert.sim.estimate import estimate
+    measured = {"ar": AR}
+    bundled, olmoe = estimate(config, ["bundled", "olmoe-1b-7b"], ["ar"], measured=measured)
+    assert bundled["routing"] == "trace" and olmoe["routing"] == "synthetic"
+    assert bundled["bytes_per_token"]["expert"] == 305_152
+    assert bundled["bytes_per_token"]["kv"] == (100 + 1) * KV
+    assert bundled["context_tokens"] == 100
+    # policies without a measurement keep the synthetic plan
+    assert estimate(config, ["bundled"], ["naive_sd"], measured=measured)[0]["routing"] == \
+        "synthetic"

@@ -42,7 +42,9 @@ def settings_options(level: int = 0) -> argparse.ArgumentParser:
     return common
 
 
-def _overrides(args) -> tuple[str | None, list[str]]:
+def config_sources(args) -> tuple[str | None, list[str]]:
+    """The --config file (or None) and the settings (--quick's, then every --set) a command
+    was given, before loading: `load` and the sweep's grid points start from them."""
     files = [f for f in (getattr(args, f"config_{i}", None) for i in range(LEVELS)) if f]
     if len(files) > 1:
         raise InputError(f"--config given twice ({files[0]} and {files[1]}): accepted one file; "
@@ -56,7 +58,7 @@ def load(args) -> Config:
     """The configuration a command runs with: the bundled defaults, the --config file (from
     whichever level named it), --quick's settings, then every --set, outer level first; all of
     it validated (bad values: InputError naming the range)."""
-    path, overrides = _overrides(args)
+    path, overrides = config_sources(args)
     return load_config(path, overrides)
 
 

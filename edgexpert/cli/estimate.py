@@ -1,6 +1,7 @@
 """`estimate`: latency and energy per token of decoding policies on full-size MoE models at the
 configured platform (sim/estimate.py, docs/performance-model.md); `--calibrate` compares the EMA
-cycle model with the RTL's cycles from the last `edgexpert bench ema`."""
+cycle model with the RTL's cycles from the last `edgexpert bench ema`. `sweep`: the estimate
+over a grid of settings on Dask (sim/sweep.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 from pathlib import Path
 
 from ..contracts.errors import InputError
-from .common import load, print_json, publish, settings_options
+from .common import config_sources, load, print_json, publish, settings_options
 
 __all__ = ["register"]
 
@@ -36,6 +37,28 @@ def _calibrate(args) -> int:
     return 0 if ok else 1
 
 
+def _measured_policies(args) -> tuple[dict | None, str]:
+    """The bundled model's measured runs: `--measured FILE` or the last `edgexpert compare`
+    (build/compare/compare.json) unless --synthetic; (None, why) when there are none."""
+    from ..contracts.tools import build_root
+    if args.synthetic:
+        return None, "--synthetic"
+    path = Path(args.measured) if args.measured else build_root() / "compare" / "compare.json"
+    if not path.is_file():
+        if args.measured:
+            raise InputError(f"no compare results at {path}: accepted the compare.json that "
+                             "`edgexpert compare` writes")
+        return None, f"no {path}"
+    try:
+        policies = json.loads(path.read_text())["policies"]
+        if not all("pass_kinds" in m for m in policies.values()):
+            raise KeyError("pass_kinds")
+    except (ValueError, KeyError) as exc:
+        raise InputError(f"{path} is not compare results with pass statistics ({exc}): rerun "
+                         "`edgexpert compare`") from None
+    return policies, str(path)
+
+
 def cmd_estimate(args) -> int:
     if args.calibrate:
         return _calibrate(args)
@@ -45,7 +68,8 @@ def cmd_estimate(args) -> int:
     config = load(args)
     models = args.model or list(model_names())
     policies = args.policy or list(POLICIES)
-    rows = estimate(config, models, policies,
+    measured, source = _measured_policies(args)
+    rows = estimate(config, models, policies, measured=measured,
                     **({} if args.context is None else {"context": args.context}))
 
     def table(path: Path) -> None:
@@ -56,10 +80,92 @@ def cmd_estimate(args) -> int:
                   f"{r['latency_s_per_token'] * 1e3:>9.3f} {r['tokens_per_s']:>8.1f} "
                   f"{r['energy_j_per_token'] * 1e3:>9.3f} {r['dram_utilization']:>9.3f} "
                   f"{r['roofline_ratio']:>8.3f}")
+        print(f"bundled model's routing: {'measured passes of ' + source if measured else 'synthetic (' + source + ')'}")
         print(f"estimates {path}")
 
     publish(args, {"estimates": rows}, ("estimate", "estimate.json"), table, shown=rows)
     return 0
+
+
+def cmd_sweep(args) -> int:
+    import csv
+
+    from ..contracts.config import load_config
+    from ..contracts.tools import build_root
+    from ..sim.estimate import POLICIES
+    from ..sim.models import model_names
+    from ..sim.sweep import ROW_FIELDS, grid_points, parse_axes, run_sweep
+    from .plot import sweep_plot
+
+    axes = parse_axes(args.grid)
+    path, overrides = config_sources(args)
+    points = grid_points(axes, lambda point: load_config(path, overrides + point))
+    models = args.model or ["bundled", "olmoe-1b-7b", "qwen3-30b-a3b"]
+    policies = args.policy or list(POLICIES)
+    if args.workers < 1:
+        raise InputError(f"--workers {args.workers} is out of range: accepted integers >= 1")
+    for name in models:
+        if name not in model_names():
+            raise InputError(f"model {name!r} is not known: accepted {', '.join(model_names())}")
+    measured, _ = _measured_policies(args)
+    client, cluster = _dask_client(args)
+    try:
+        rows = run_sweep(points, models, policies, client, args.context, measured,
+                         progress=not args.json)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    out = build_root() / "sweep"
+    out.mkdir(parents=True, exist_ok=True)
+    table_path = out / "sweep.csv"
+    with table_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[*axes, *ROW_FIELDS], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    plot = sweep_plot(rows, list(axes)[0], out / "sweep.png",
+                      f"edgexpert sweep: {len(points)} points ({', '.join(axes)}) x "
+                      f"{len(models)} models x {len(policies)} policies")
+
+    def table(path: Path) -> None:
+        keys = list(axes)
+        print("  ".join(f"{k:>14}" for k in keys)
+              + f" {'model':<18} {'policy':<10} {'ms/token':>9} {'mJ/token':>9} {'DRAM util':>9}")
+        for r in rows:
+            print("  ".join(f"{r[k]:>14}" for k in keys)
+                  + f" {r['model']:<18} {r['policy']:<10} {r['latency_ms_per_token']:>9.3f} "
+                    f"{r['energy_mj_per_token']:>9.3f} {r['dram_utilization']:>9.3f}")
+        print(f"table: {table_path}\nplot:  {plot}\nresults: {path}")
+
+    publish(args, {"axes": axes, "models": models, "policies": policies, "rows": rows},
+            ("sweep", "sweep.json"), table, shown=rows)
+    return 0
+
+
+def _dask_client(args):
+    """A `distributed` client: on the scheduler at --scheduler, else on a local cluster of
+    --workers processes (one thread each: the estimate is pure Python)."""
+    import logging
+
+    from distributed import Client, LocalCluster
+    if args.scheduler:
+        try:
+            return Client(args.scheduler, timeout="10s"), None
+        except OSError as exc:
+            raise InputError(f"cannot reach the Dask scheduler at {args.scheduler}: {exc}: "
+                             "accepted the address of a running scheduler "
+                             "(tcp://HOST:PORT)") from None
+    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=logging.ERROR)
+    return Client(cluster), cluster
+
+
+def _measured_options(p) -> None:
+    p.add_argument("--measured", metavar="FILE",
+                   help="the bundled model's measured passes: a compare.json (default: "
+                        "build/compare/compare.json when it exists)")
+    p.add_argument("--synthetic", action="store_true",
+                   help="the bundled model's synthetic plan even when measured passes exist")
 
 
 def register(sub) -> None:
@@ -75,5 +181,26 @@ def register(sub) -> None:
                    help="tokens already in the KV cache (default: sim.estimate.CONTEXT_TOKENS, 512)")
     p.add_argument("--calibrate", action="store_true",
                    help="EMA cycle model vs the RTL's cycles of the last `edgexpert bench ema`")
+    _measured_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_estimate)
+
+    p = sub.add_parser("sweep", parents=[settings_options()],
+                       help="the estimate over a grid of settings x models x policies, on Dask "
+                            "(a local cluster, or --scheduler)")
+    p.add_argument("--grid", action="append", metavar="KEY=V1,V2,...", default=[],
+                   help="an axis: a configuration key and its values (repeatable; the grid is "
+                        "every combination), e.g. platform.dram.channels=1,2,4")
+    p.add_argument("--model", action="append", metavar="NAME",
+                   help="a model (repeatable; default: bundled, olmoe-1b-7b, qwen3-30b-a3b)")
+    p.add_argument("--policy", action="append", metavar="NAME",
+                   help="a policy (repeatable; default: all eight)")
+    p.add_argument("--context", type=int, metavar="TOKENS",
+                   help="tokens already in the KV cache (default 512)")
+    _measured_options(p)
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="a running Dask scheduler (tcp://HOST:PORT); default: a local cluster")
+    p.add_argument("--workers", type=int, default=2,
+                   help="worker processes of the local cluster (default 2)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_sweep)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-__all__ = ["tradeoff_plot"]
+__all__ = ["tradeoff_plot", "sweep_plot"]
 
 
 def tradeoff_plot(results: dict[str, dict], path: Path, title: str) -> Path:
@@ -33,3 +33,45 @@ def tradeoff_plot(results: dict[str, dict], path: Path, title: str) -> Path:
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+def sweep_plot(rows: list[dict], axis: str, path: Path, title: str) -> Path:
+    """Latency per generated token against the sweep's first axis: one panel per model, one
+    line per policy (the other axes' points drawn as separate lines, labelled by their
+    values). Repeatable PNG, as `tradeoff_plot`."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    others = [k for k in rows[0] if k != axis and k not in _SWEEP_RESULT_KEYS]
+    fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 4), dpi=110,
+                             squeeze=False)
+    for panel, model in zip(axes[0], models):
+        lines: dict[str, tuple[list, list]] = {}
+        for r in rows:
+            if r["model"] != model:
+                continue
+            label = ", ".join([r["policy"]] + [f"{k}={r[k]}" for k in others])
+            xs, ys = lines.setdefault(label, ([], []))
+            xs.append(str(r[axis]))
+            ys.append(r["latency_ms_per_token"])
+        for label, (xs, ys) in lines.items():
+            panel.plot(xs, ys, marker="o", markersize=3, label=label)
+        panel.set_title(model, fontsize=9)
+        panel.set_xlabel(axis, fontsize=8)
+        panel.set_ylabel("latency per generated token (ms)", fontsize=8)
+        panel.grid(True, alpha=0.3)
+    axes[0][-1].legend(fontsize=6, loc="best")
+    fig.suptitle(textwrap.fill(title, 120), fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+#: the keys of a sweep row that are results, not grid settings (sim/sweep.py ROW_FIELDS)
+_SWEEP_RESULT_KEYS = ("model", "policy", "routing", "tokens_per_step", "latency_ms_per_token",
+                      "tokens_per_s", "energy_mj_per_token", "dram_mj", "sram_mj", "mac_mj",
+                      "control_mj", "dram_utilization", "roofline_ratio")
