@@ -28,7 +28,7 @@ from ..contracts.config import ConfigError, ModelConfig, build_dataclass
 from ..contracts.errors import InputError
 from .model import MoEModel
 
-__all__ = ["HFLoadError", "SUPPORTED", "hf_model_config", "load_hf_checkpoint"]
+__all__ = ["HFLoadError", "SUPPORTED", "hf_model_config", "load_hf_checkpoint", "load_hf_tokenizer"]
 
 SUPPORTED = ("olmoe", "qwen3_moe", "mixtral")
 
@@ -148,3 +148,14 @@ def load_hf_checkpoint(folder: Path, dtype=torch.float32) -> MoEModel:
         model = MoEModel(cfg)
     model.load_state_dict(state, assign=True)
     return model.eval()
+
+
+def load_hf_tokenizer(folder: Path):
+    """The checkpoint's own tokenizer (`tokenizer.json`, the `tokenizers` format every one of
+    these checkpoints ships)."""
+    from tokenizers import Tokenizer
+    path = Path(folder) / "tokenizer.json"
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:   # tokenizers raises its own Exception for every kind of failure
+        raise HFLoadError(f"{path} is not a readable tokenizer.json: {exc}") from None

@@ -265,30 +265,33 @@ def _check(names, accepted, what: str) -> None:
             raise InputError(f"{what} {name!r} is not known: accepted {', '.join(accepted)}")
 
 
-def estimate(config: Config, models: list[str], policies: list[str],
+def estimate(config: Config, models: list, policies: list[str],
              context: int = CONTEXT_TOKENS, cost_table: dict | None = None,
              measured: dict | None = None) -> list[dict]:
     """Per model and policy: latency, throughput, energy per generated token (split), DRAM
     utilization, roofline ratio, bytes per token (split), prefill per prompt token. The
     non-expert weights that `policies.resident_nonexpert_kib` keeps on chip (each model's own
     tensors, sim/traffic.py `resident_share`) are read from SRAM instead of DRAM by every target
-    pass. `measured`: `edgexpert compare`'s per-policy results for the bundled model; a policy
-    found there is estimated from its measured passes (routing "trace", their own contexts)
-    instead of the synthetic plan."""
-    _check(models, model_names(), "model")
+    pass. `models`: names, or specs of models outside the registry (a traced Hugging Face
+    checkpoint). `measured`: per model name, per policy, a decoding run's summary (`edgexpert
+    compare` for the bundled model, `edgexpert trace --hf` for a checkpoint); a policy found
+    there is estimated from its measured passes (routing "trace", their own contexts) instead of
+    the synthetic plan."""
+    _check([m for m in models if isinstance(m, str)], model_names(), "model")
+    measured = measured or {}
     _check(policies, POLICIES, "policy")
     if not 1 <= context:
         raise InputError(f"context = {context} is out of range: accepted integers >= 1")
     out = []
     for name in models:
-        m = model_spec(name)
+        m = model_spec(name) if isinstance(name, str) else name
         kept = resident_share(m, config)
         resident_nonexpert_bytes = sum(kept.values())
         coster = PassCoster(config.platform, m.layout, cost_table)
         peak_macs_per_s = config.platform.macs * config.platform.clock_hz
         for policy in policies:
-            if m.name == BUNDLED and measured and policy in measured:
-                plan = measured_plan(policy, measured[policy], m, config)
+            if policy in measured.get(m.name, {}):
+                plan = measured_plan(policy, measured[m.name][policy], m, config)
             else:
                 plan = plan_step(m, policy, config, context, resident_nonexpert_bytes)
             decode = _cost_plan(plan, coster)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from ..contracts.weight_layout import WeightLayout
 
-__all__ = ["MoEModelSpec", "MODELS", "BUNDLED", "RESIDENT_ORDER", "model_spec", "model_names", "bundled_spec",
-           "linear_bytes"]
+__all__ = ["MoEModelSpec", "MODELS", "BUNDLED", "RESIDENT_ORDER", "model_spec", "model_names",
+           "bundled_spec", "spec_from_config", "linear_bytes"]
 
 #: the KV cache as the A8W4 integer path stores it (docs/contracts.md, attention): keys int8
 #: with one Dyadic scale per (KV head, token) (m < 2**15, e < 2**15: a 32-bit word); values
@@ -286,8 +286,15 @@ def bundled_spec() -> MoEModelSpec:
     from ..contracts.config import ModelConfig, build_dataclass
     cfg = build_dataclass(ModelConfig, json.loads(_bundled_meta_path().read_text())["model"],
                           "model")
+    return spec_from_config(BUNDLED, "golden/checkpoint/meta.json (the bundled checkpoint's "
+                            "ModelConfig)", cfg)
+
+
+def spec_from_config(name: str, source: str, cfg) -> MoEModelSpec:
+    """The spec of a model the golden model runs (a `ModelConfig`: the bundled checkpoint, a
+    Hugging Face checkpoint loaded by golden/hf_loader.py)."""
     return MoEModelSpec(
-        BUNDLED, "golden/checkpoint/meta.json (the bundled checkpoint's ModelConfig)",
+        name, source,
         n_layers=cfg.n_layers, d_model=cfg.d_model, n_heads=cfg.n_heads,
         n_kv_heads=cfg.kv_heads, head_dim=cfg.head_dim or cfg.d_model // cfg.n_heads,
         n_experts=cfg.n_experts, top_k=cfg.top_k, expert_ffn=cfg.expert_ffn,

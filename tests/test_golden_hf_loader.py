@@ -3,10 +3,15 @@ into the golden model, which then computes what an independent reading of those 
 computes."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.hf_loader import HFLoadError, hf_model_config, load_hf_checkpoint
@@ -157,3 +162,61 @@ def test_bad_checkpoints(tmp_path):
     write_checkpoint(tmp_path / "c", "mixtral", tensors, hf_config("mixtral"))
     with pytest.raises(HFLoadError, match="1 tensors are not used by the mixtral mapping, e.g. model.layers.0.extra.weight"):
         load_hf_checkpoint(tmp_path / "c")
+
+
+# `edgexpert trace --hf`: a checkpoint decodes text; its measured passes then price that
+# model in `edgexpert estimate` with routing "trace"
+
+EDGEXPERT = Path(sys.executable).parent / "edgexpert"
+
+
+def run(*args, build):
+    return subprocess.run([str(EDGEXPERT), *args], capture_output=True, text=True,
+                          env={**os.environ, "EDGEXPERT_BUILD_DIR": str(build)})
+
+
+def tiny_checkpoint(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(hf_config("qwen3_moe")))
+    save_file(hf_tensors("qwen3_moe", torch.Generator().manual_seed(3)),
+              str(folder / "model.safetensors"))
+    # a word-level vocabulary of the checkpoint's size: w0 .. w62 and an unknown token
+    vocab = {f"w{i}": i for i in range(V - 1)} | {"[UNK]": V - 1}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def test_a_checkpoint_is_traced_and_estimated_from_its_passes(tmp_path):
+    folder = tiny_checkpoint(tmp_path / "tiny-qwen3")
+    proc = run("trace", "--hf", str(folder), "--prompt", "w1 w2 w3 w4", "--prompt", "w7 w7",
+               "--set", "decode.max_new_tokens=6", "--set", "decode.max_depth=3",
+               "--set", "decode.max_candidates=8", "--json", build=tmp_path / "build")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["model"] == "tiny-qwen3" and data["prompts"] == 2 and data["lossless"]
+    assert set(data["policies"]) == {"ar", "naive_sd"}
+    assert data["policies"]["ar"]["pass_kinds"]["ar"]["runs_per_step"] == 1.0
+    measured = tmp_path / "build" / "trace" / "tiny-qwen3" / "measured.json"
+    proc = run("estimate", "--measured", str(measured), "--model", "tiny-qwen3",
+               "--model", "olmoe-1b-7b", "--policy", "ar", "--policy", "naive_sd", "--json",
+               build=tmp_path / "build")
+    assert proc.returncode == 0, proc.stderr
+    rows = {(r["model"], r["policy"]): r for r in json.loads(proc.stdout)}
+    assert rows["tiny-qwen3", "ar"]["routing"] == "trace"
+    assert rows["tiny-qwen3", "naive_sd"]["routing"] == "trace"
+    assert rows["olmoe-1b-7b", "ar"]["routing"] == "synthetic"
+    # the estimate prices exactly the expert bytes the traced run fetched
+    assert rows["tiny-qwen3", "ar"]["bytes_per_token"]["expert"] == pytest.approx(
+        data["policies"]["ar"]["ema_bytes_per_token"])
+
+
+def test_trace_needs_text_and_a_tokenizer(tmp_path):
+    folder = tiny_checkpoint(tmp_path / "tiny")
+    proc = run("trace", "--hf", str(folder), build=tmp_path / "build")
+    assert proc.returncode == 2 and "accepted --prompt TEXT" in proc.stderr
+    (folder / "tokenizer.json").unlink()
+    proc = run("trace", "--hf", str(folder), "--prompt", "w1", build=tmp_path / "build")
+    assert proc.returncode == 2 and "tokenizer.json is not a readable tokenizer.json" in \
+        proc.stderr

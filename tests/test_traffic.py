@@ -62,7 +62,7 @@ def test_results_come_ordered_by_total_bytes_with_the_change_against_naive(confi
 
 def test_the_estimate_prices_measured_passes_of_the_bundled_model_only(config):
     from edgexpert.sim.estimate import estimate
-    measured = {"ar": AR}
+    measured = {"bundled": {"ar": AR}}
     bundled, olmoe = estimate(config, ["bundled", "olmoe-1b-7b"], ["ar"], measured=measured)
     assert bundled["routing"] == "trace" and olmoe["routing"] == "synthetic"
     assert bundled["bytes_per_token"]["expert"] == 305_152

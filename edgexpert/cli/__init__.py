@@ -7,7 +7,8 @@ a tool, simulation or synthesis run fails.
 
 One module per command group: doctor, hw (rtl, synth, bench ema), golden (train, prune, decode,
 analyze, bench dispatch), policies (compare, ablate), prefill (prefill train / ablate, calibrate),
-estimate (the performance model: estimate, sweep), report, demo. Each command imports torch, the golden model, the simulators and the synthesis flow inside
+estimate (the performance model: estimate, sweep), report, trace (a Hugging Face
+checkpoint's measured passes), demo. Each command imports torch, the golden model, the simulators and the synthesis flow inside
 its own function, so that `edgexpert --help` and `edgexpert doctor` start in well under a second.
 """
 
@@ -18,7 +19,7 @@ import shlex
 import sys
 
 from ..contracts.errors import InputError
-from . import demo, doctor, estimate, golden, hw, policies, prefill, report
+from . import demo, doctor, estimate, golden, hw, policies, prefill, report, trace
 from .common import settings_options
 
 __all__ = ["main"]
@@ -34,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     prefill.register(sub)
     estimate.register(sub)
     report.register(sub)
+    trace.register(sub)
     p = sub.add_parser("bench", parents=[settings_options(0)],
                        help="benchmarks (minutes, not tests): `bench ema` the EMA's bus "
                             "utilization, `bench dispatch` the golden model's expert dispatch")

@@ -80,7 +80,7 @@ def cmd_demo(args) -> int:
     from .report import write_report
     runs = add_traffic({"ar": dict(ar), "naive_sd": dict(sd)}, bundled_spec(), config)
     # the bundled model from the runs just measured; EdgeXpert on a full-size model
-    rows = (estimate(config, ["bundled"], ["ar", "naive_sd"], measured=runs)
+    rows = (estimate(config, ["bundled"], ["ar", "naive_sd"], measured={"bundled": runs})
             + estimate(config, ["qwen3-30b-a3b"], ["ar", "naive_sd", "edgexpert"]))
     summary["estimate"] = rows
     summary["golden"]["total_bytes_per_token"] = {

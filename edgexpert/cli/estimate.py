@@ -37,38 +37,61 @@ def _calibrate(args) -> int:
     return 0 if ok else 1
 
 
-def _measured_policies(args) -> tuple[dict | None, str]:
-    """The bundled model's measured runs: `--measured FILE` or the last `edgexpert compare`
-    (build/compare/compare.json) unless --synthetic; (None, why) when there are none."""
+def _measured_runs(args) -> tuple[dict, list, list[str]]:
+    """Measured decoding runs: each `--measured FILE` (a compare.json of `edgexpert compare`,
+    the bundled model's; or a measured.json of `edgexpert trace --hf`, a checkpoint's), or by
+    default the last `edgexpert compare` (build/compare/compare.json) when it exists; none under
+    --synthetic. Returns ({model: {policy: summary}}, the traced models' specs, the files)."""
+    from dataclasses import fields
+
     from ..contracts.tools import build_root
+    from ..sim.models import BUNDLED, MoEModelSpec
     if args.synthetic:
-        return None, "--synthetic"
-    path = Path(args.measured) if args.measured else build_root() / "compare" / "compare.json"
-    if not path.is_file():
-        if args.measured:
-            raise InputError(f"no compare results at {path}: accepted the compare.json that "
-                             "`edgexpert compare` writes")
-        return None, f"no {path}"
-    try:
-        policies = json.loads(path.read_text())["policies"]
-        if not all("pass_kinds" in m for m in policies.values()):
-            raise KeyError("pass_kinds")
-    except (ValueError, KeyError) as exc:
-        raise InputError(f"{path} is not compare results with pass statistics ({exc}): rerun "
-                         "`edgexpert compare`") from None
-    return policies, str(path)
+        return {}, [], []
+    paths = [Path(f) for f in args.measured] or [build_root() / "compare" / "compare.json"]
+    measured, specs, used = {}, [], []
+    for path in paths:
+        if not path.is_file():
+            if args.measured:
+                raise InputError(f"no measured runs at {path}: accepted a compare.json of "
+                                 "`edgexpert compare` or a measured.json of `edgexpert trace`")
+            continue
+        try:
+            data = json.loads(path.read_text())
+            policies = data["policies"]
+            if not all("pass_kinds" in m for m in policies.values()):
+                raise KeyError("pass_kinds")
+            name = data.get("model", BUNDLED)
+            if "spec" in data:
+                keep = {f.name for f in fields(MoEModelSpec)}
+                specs.append(MoEModelSpec(**{k: v for k, v in data["spec"].items() if k in keep}))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{path} is not a measured run with pass statistics ({exc}): "
+                             "rerun the command that wrote it") from None
+        measured[name] = policies
+        used.append(str(path))
+    return measured, specs, used
+
+
+def _models(names: list[str] | None, traced: list) -> list:
+    """The models to estimate: the named ones (a traced checkpoint by its name), else every
+    registered model and every traced one."""
+    from ..sim.models import model_names
+    by_name = {spec.name: spec for spec in traced}
+    if not names:
+        return list(model_names()) + [s for n, s in by_name.items() if n not in model_names()]
+    return [by_name.get(name, name) for name in names]
 
 
 def cmd_estimate(args) -> int:
     if args.calibrate:
         return _calibrate(args)
     from ..sim.estimate import POLICIES, estimate
-    from ..sim.models import model_names
 
     config = load(args)
-    models = args.model or list(model_names())
     policies = args.policy or list(POLICIES)
-    measured, source = _measured_policies(args)
+    measured, traced, sources = _measured_runs(args)
+    models = _models(args.model, traced)
     rows = estimate(config, models, policies, measured=measured,
                     **({} if args.context is None else {"context": args.context}))
 
@@ -80,7 +103,8 @@ def cmd_estimate(args) -> int:
                   f"{r['latency_s_per_token'] * 1e3:>9.3f} {r['tokens_per_s']:>8.1f} "
                   f"{r['energy_j_per_token'] * 1e3:>9.3f} {r['dram_utilization']:>9.3f} "
                   f"{r['roofline_ratio']:>8.3f}")
-        print(f"bundled model's routing: {'measured passes of ' + source if measured else 'synthetic (' + source + ')'}")
+        print("measured passes: " + (", ".join(sources) if sources else
+                                     "none (synthetic routing everywhere)"))
         print(f"estimates {path}")
 
     publish(args, {"estimates": rows}, ("estimate", "estimate.json"), table, shown=rows)
@@ -93,21 +117,17 @@ def cmd_sweep(args) -> int:
     from ..contracts.config import load_config
     from ..contracts.tools import build_root
     from ..sim.estimate import POLICIES
-    from ..sim.models import model_names
     from ..sim.sweep import ROW_FIELDS, grid_points, parse_axes, run_sweep
     from .plot import sweep_plot
 
     axes = parse_axes(args.grid)
     path, overrides = config_sources(args)
     points = grid_points(axes, lambda point: load_config(path, overrides + point))
-    models = args.model or ["bundled", "olmoe-1b-7b", "qwen3-30b-a3b"]
     policies = args.policy or list(POLICIES)
     if args.workers < 1:
         raise InputError(f"--workers {args.workers} is out of range: accepted integers >= 1")
-    for name in models:
-        if name not in model_names():
-            raise InputError(f"model {name!r} is not known: accepted {', '.join(model_names())}")
-    measured, _ = _measured_policies(args)
+    measured, traced, _ = _measured_runs(args)
+    models = _models(args.model or ["bundled", "olmoe-1b-7b", "qwen3-30b-a3b"], traced)
     client, cluster = _dask_client(args)
     try:
         rows = run_sweep(points, models, policies, client, args.context, measured,
@@ -161,9 +181,10 @@ def _dask_client(args):
 
 
 def _measured_options(p) -> None:
-    p.add_argument("--measured", metavar="FILE",
-                   help="the bundled model's measured passes: a compare.json (default: "
-                        "build/compare/compare.json when it exists)")
+    p.add_argument("--measured", metavar="FILE", action="append", default=[],
+                   help="measured passes (repeatable): a compare.json of `edgexpert compare` "
+                        "(the bundled model) or a measured.json of `edgexpert trace --hf` "
+                        "(default: build/compare/compare.json when it exists)")
     p.add_argument("--synthetic", action="store_true",
                    help="the bundled model's synthetic plan even when measured passes exist")
 

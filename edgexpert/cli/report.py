@@ -87,7 +87,7 @@ def _policies(build: Path, report_dir: Path) -> list[str]:
 def _estimate(config, report_dir: Path) -> list[str]:
     from ..sim.estimate import estimate
     compare = _read(report_dir.parent / "compare" / "compare.json")
-    measured = compare["policies"] if compare and all(
+    measured = {"bundled": compare["policies"]} if compare and all(
         "pass_kinds" in m for m in compare["policies"].values()) else None
     rows = estimate(config, list(REPORT_MODELS), list(REPORT_POLICIES), measured=measured)
     out = ["## Latency and energy per token (`edgexpert estimate`)", "",
