@@ -180,6 +180,17 @@ def _dask_client(args):
     return Client(cluster), cluster
 
 
+def _plan_options(p, default_models: str) -> None:
+    """What `estimate` and `sweep` both price: models, policies, context, measured passes."""
+    p.add_argument("--model", action="append", metavar="NAME",
+                   help=f"a model (repeatable; default: {default_models})")
+    p.add_argument("--policy", action="append", metavar="NAME",
+                   help="a policy (repeatable; default: all eight)")
+    p.add_argument("--context", type=int, metavar="TOKENS",
+                   help="tokens already in the KV cache (default: sim.estimate.CONTEXT_TOKENS, 512)")
+    _measured_options(p)
+
+
 def _measured_options(p) -> None:
     p.add_argument("--measured", metavar="FILE", action="append", default=[],
                    help="measured passes (repeatable): a compare.json of `edgexpert compare` "
@@ -194,15 +205,9 @@ def register(sub) -> None:
                        help="latency and energy per token of each policy on each model at "
                             "`platform` (synthetic routing is labelled); --calibrate checks the "
                             "EMA model against the RTL bench")
-    p.add_argument("--model", action="append", metavar="NAME",
-                   help="a model (repeatable; default: every one, see docs/performance-model.md)")
-    p.add_argument("--policy", action="append", metavar="NAME",
-                   help="a policy (repeatable; default: all eight)")
-    p.add_argument("--context", type=int, metavar="TOKENS",
-                   help="tokens already in the KV cache (default: sim.estimate.CONTEXT_TOKENS, 512)")
+    _plan_options(p, "every one, see docs/performance-model.md")
     p.add_argument("--calibrate", action="store_true",
                    help="EMA cycle model vs the RTL's cycles of the last `edgexpert bench ema`")
-    _measured_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_estimate)
 
@@ -212,13 +217,7 @@ def register(sub) -> None:
     p.add_argument("--grid", action="append", metavar="KEY=V1,V2,...", default=[],
                    help="an axis: a configuration key and its values (repeatable; the grid is "
                         "every combination), e.g. platform.dram.channels=1,2,4")
-    p.add_argument("--model", action="append", metavar="NAME",
-                   help="a model (repeatable; default: bundled, olmoe-1b-7b, qwen3-30b-a3b)")
-    p.add_argument("--policy", action="append", metavar="NAME",
-                   help="a policy (repeatable; default: all eight)")
-    p.add_argument("--context", type=int, metavar="TOKENS",
-                   help="tokens already in the KV cache (default 512)")
-    _measured_options(p)
+    _plan_options(p, "bundled, olmoe-1b-7b, qwen3-30b-a3b")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="a running Dask scheduler (tcp://HOST:PORT); default: a local cluster")
     p.add_argument("--workers", type=int, default=2,
