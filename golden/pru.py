@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from ..contracts.ema import Descriptor, encode_step
+from ..contracts.pru import TokenClass
 from ..contracts.weight_layout import Matrix, WeightLayout
 from .intops import I64, softmax_q16
 
@@ -28,7 +29,7 @@ __all__ = ["MAJOR", "MINOR", "TRIVIAL", "CLASS_NAMES", "Q16", "score_q16", "tau_
            "token_classes", "check_budgets", "native_top_k", "shared_set", "route_layer",
            "routing_weights", "chunk_fetches", "fetch_commands"]
 
-MAJOR, MINOR, TRIVIAL = 0, 1, 2
+MAJOR, MINOR, TRIVIAL = (int(c) for c in TokenClass)
 CLASS_NAMES = ("major", "minor", "trivial")
 Q16 = 1 << 16
 

@@ -1,0 +1,113 @@
+"""Stage 4: the routing weights. `softmax_q16` over a token's chosen logits (docs/contracts.md,
+attention step 5), from an exp2 table and a restoring divider."""
+
+from __future__ import annotations
+
+import math
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ...contracts.pru import LOGIT_BITS, WEIGHT_BITS, TokenClass
+from .params import PruParams, bits_for
+
+__all__ = ["Renormalizer", "EXP2_TABLE", "LOG2E_Q16"]
+
+#: the contract's table (docs/contracts.md, attention step 5): EXP2[f] = round(2^15 2^(-f/1024))
+EXP2_TABLE = [round(32768 * 2 ** (-f / 1024)) for f in range(1024)]
+#: log2(e) in Q.16 (the same step)
+LOG2E_Q16 = round(math.log2(math.e) * 65536)
+#: exp(x) of the largest chosen logit is EXP2[0] = 2^15
+EXP_BITS = 16
+
+
+class Renormalizer(wiring.Component):
+    """Takes a token's picks (top-1 first: its logit is the largest chosen one), turns each into
+    ex = EXP2[f] >> n (rounded) as it arrives, and adds them into S. After the token's last
+    pick, each weight floor((ex 2^16 + floor(S/2)) / S) takes WEIGHT_BITS cycles of a restoring
+    divider (one quotient bit per cycle) and leaves through `o_route` (a register, held until
+    taken). Picks are not taken while a token's weights are being divided: a token of j picks
+    occupies the stage j + j (WEIGHT_BITS + 1) cycles."""
+    def __init__(self, params: PruParams):
+        self._p = params
+        super().__init__({"i_pick": In(stream.Signature(params.pick_layout)),
+                          "o_route": Out(stream.Signature(params.route_layout))})
+
+    def elaborate(self, platform):
+        m = Module()
+        p, i, o = self._p, self.i_pick, self.o_route
+        k = p.top_k
+        sum_bits = EXP_BITS + bits_for(k)
+        m.submodules.exp2 = table = Memory(shape=unsigned(EXP_BITS), depth=len(EXP2_TABLE),
+                                           init=EXP2_TABLE)
+        lookup = table.read_port(domain="comb")
+
+        exps = Array(Signal(EXP_BITS, name=f"exp_{j}", reset_less=True) for j in range(k))
+        experts = Array(Signal(p.expert_bits, name=f"expert_{j}", reset_less=True)
+                        for j in range(k))
+        cls = Signal(TokenClass, reset_less=True)
+        count = Signal(p.pick_bits)         # picks of the token so far
+        top = Signal(signed(LOGIT_BITS), reset_less=True)
+        total = Signal(sum_bits)
+
+        # x = z - z_top <= 0; -y = -rshift(x log2(e), 16) >= 0 is -x log2(e) in Q.16
+        x = Mux(count == 0, 0, i.payload.logit - top)
+        neg_y = Signal(LOGIT_BITS + 2)
+        m.d.comb += neg_y.eq(-((x * LOG2E_Q16 + (1 << 15)) >> 16))
+        n = neg_y[16:]
+        m.d.comb += lookup.addr.eq(neg_y[6:16])
+        shift = n[:5]
+        rounded = (lookup.data + (Const(1, 1) << shift >> 1)) >> shift
+        ex = Mux(n < 17, rounded, 0)
+
+        item = Signal(p.pick_bits)          # the weight being divided
+        bit = Signal(range(WEIGHT_BITS))
+        remainder = Signal(sum_bits + 1)
+        quotient = Signal(WEIGHT_BITS)
+        numerator = (exps[item] << 16) + (total >> 1)      # ex 2^16 + floor(S/2)
+        trial = Cat(numerator.bit_select(bit, 1), remainder)
+
+        with m.If(o.ready):
+            m.d.sync += o.valid.eq(0)
+        with m.FSM(name="fsm"):
+            with m.State("Take-Picks"):
+                m.d.comb += i.ready.eq(1)
+                with m.If(i.valid):
+                    m.d.sync += [exps[count].eq(ex), experts[count].eq(i.payload.expert),
+                                 cls.eq(i.payload.cls), count.eq(count + 1),
+                                 total.eq(Mux(count == 0, ex, total + ex))]
+                    with m.If(count == 0):
+                        m.d.sync += top.eq(i.payload.logit)
+                    with m.If(i.payload.last):
+                        m.d.sync += [item.eq(0), bit.eq(WEIGHT_BITS - 1), quotient.eq(0),
+                                     remainder.eq(0)]
+                        m.next = "Divide"
+            with m.State("Divide"):
+                # quotient < 2^WEIGHT_BITS, so numerator >> WEIGHT_BITS < S: starting from a
+                # zero remainder and feeding every numerator bit from the top would take 32
+                # steps; the bits above WEIGHT_BITS are loaded at once instead
+                with m.If(bit == WEIGHT_BITS - 1):
+                    start = numerator >> WEIGHT_BITS
+                    trial_first = Cat(numerator[WEIGHT_BITS - 1], start)
+                    fits = trial_first >= total
+                    m.d.sync += [remainder.eq(Mux(fits, trial_first - total, trial_first)),
+                                 quotient.eq(fits.as_unsigned() << bit), bit.eq(bit - 1)]
+                with m.Elif(bit != 0):
+                    fits = trial >= total
+                    m.d.sync += [remainder.eq(Mux(fits, trial - total, trial)),
+                                 quotient.eq(quotient | (fits.as_unsigned() << bit)), bit.eq(bit - 1)]
+                with m.Else():
+                    with m.If(~o.valid | o.ready):
+                        fits = trial >= total
+                        last = item + 1 == count
+                        m.d.sync += [o.valid.eq(1), o.payload.cls.eq(cls),
+                                     o.payload.expert.eq(experts[item]),
+                                     o.payload.weight.eq(quotient | fits),
+                                     o.payload.last.eq(last), item.eq(item + 1),
+                                     bit.eq(WEIGHT_BITS - 1), remainder.eq(0), quotient.eq(0)]
+                        with m.If(last):
+                            m.d.sync += count.eq(0)
+                            m.next = "Take-Picks"
+        return m
