@@ -17,13 +17,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .contracts.config import Config, ConfigError
+from .contracts.pru import tau_q16
 from .contracts.weight_layout import WeightLayout
 from .hw.ema import EmaController, EmaSystem
 from .hw.mac_lane import MacLane
+from .hw.pru import Pru, PruParams
 from .sim.ema_stimulus import ema_stimulus
+from .sim.pru_stimulus import pru_stimulus
 from .sim.stimulus import Stimulus, mac_lane_stimulus
 
-__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters"]
+__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,32 @@ def _ema(config: Config, with_memories: bool):
         raise ConfigError(f"hardware.ema: {exc}") from None
 
 
+#: the PRU's longest prompt: the bundled prefill encoder's window (golden.prefill.EncoderSettings)
+PRU_MAX_TOKENS = 128
+#: Qwen3-30B-A3B's routing (its config.json: num_experts 128, num_experts_per_tok 8, 48 layers,
+#: hidden_size 2048, moe_intermediate_size 768): the PRU at the scale the issue names
+QWEN3_30B_A3B = {"n_experts": 128, "top_k": 8, "n_layers": 48, "d_model": 2048, "expert_ffn": 768}
+
+
+def pru_parameters(config: Config, **model) -> dict:
+    """The PRU's parameters (keyword arguments of `PruParams`) from the config's model and
+    prefill policy; `model` overrides the model's routing shape (QWEN3_30B_A3B)."""
+    m, p = config.model, config.policies
+    shape = {"n_experts": m.n_experts, "top_k": m.top_k, "n_layers": m.n_layers,
+             "d_model": m.d_model, "expert_ffn": m.expert_ffn, **model}
+    return {**shape, "chunk": p.prefill_chunk, "max_tokens": PRU_MAX_TOKENS,
+            "tau_major_q16": tau_q16(p.prefill_tau_major),
+            "tau_minor_q16": tau_q16(p.prefill_tau_minor),
+            "budget_minor": p.prefill_budget_minor, "budget_trivial": p.prefill_budget_trivial}
+
+
+def _pru(config: Config, **model):
+    try:
+        return Pru(PruParams(**pru_parameters(config, **model)))
+    except ValueError as exc:  # budgets or chunk the config ranges alone cannot rule out
+        raise ConfigError(f"pru: {exc}") from None
+
+
 BLOCKS: dict[str, Block] = {
     "mac_lane": Block(
         "mac_lane",
@@ -77,6 +106,21 @@ BLOCKS: dict[str, Block] = {
         "(what the benches simulate; memories synthesize to flip-flops)",
         lambda c: _ema(c, with_memories=True),
         ema_parameters,
+    ),
+    "pru": Block(
+        "pru",
+        "prompt routing unit: token classes, shared set, budgeted top-k and weights, per-chunk "
+        "EMA fetch list (the configured model's experts)",
+        _pru,
+        pru_parameters,
+        pru_stimulus,
+    ),
+    "pru_e128": Block(
+        "pru_e128",
+        "prompt routing unit at Qwen3-30B-A3B's routing (128 experts, top-8)",
+        lambda c: _pru(c, **QWEN3_30B_A3B),
+        lambda c: pru_parameters(c, **QWEN3_30B_A3B),
+        pru_stimulus,
     ),
 }
 

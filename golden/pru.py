@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from ..contracts.ema import Descriptor, encode_step
-from ..contracts.pru import TokenClass
+from ..contracts.pru import TokenClass, tau_q16
 from ..contracts.weight_layout import Matrix, WeightLayout
 from .intops import I64, softmax_q16
 
@@ -37,11 +37,6 @@ Q16 = 1 << 16
 def score_q16(scores: torch.Tensor) -> torch.Tensor:
     """Float scores in [0, 1] -> unsigned Q.16 integers, round half up (0..65536)."""
     return torch.floor(scores.to(torch.float64) * Q16 + 0.5).to(I64).clamp(0, Q16)
-
-
-def tau_q16(tau: float) -> int:
-    """A class threshold (in units of the uniform score) as a Q.16 integer, round half up."""
-    return int(tau * Q16 + 0.5)
 
 
 def logit_q16(logits: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from amaranth.lib import enum
 
-__all__ = ["TokenClass", "SCORE_BITS", "LOGIT_BITS", "WEIGHT_BITS"]
+__all__ = ["TokenClass", "SCORE_BITS", "LOGIT_BITS", "WEIGHT_BITS", "tau_q16"]
 
 
 class TokenClass(enum.IntEnum, shape=2):
@@ -22,3 +22,10 @@ SCORE_BITS = 17
 LOGIT_BITS = 32
 #: Q.16 routing weights 0..65536 (one chosen expert weighs exactly 1.0)
 WEIGHT_BITS = 17
+
+
+def tau_q16(tau: float) -> int:
+    """A class threshold (in units of the uniform score) as a Q.16 integer, round half up."""
+    if not tau >= 0:
+        raise ValueError(f"threshold {tau!r} is out of range: accepted values >= 0")
+    return int(tau * 65536 + 0.5)
