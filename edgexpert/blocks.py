@@ -21,8 +21,9 @@ from .contracts.pru import tau_q16
 from .contracts.weight_layout import WeightLayout
 from .hw.ema import EmaController, EmaSystem
 from .hw.mac_lane import MacLane
-from .hw.pru import Pru, PruParams
+from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams
 from .sim.ema_stimulus import ema_stimulus
+from .sim.models import model_spec
 from .sim.pru_stimulus import pru_stimulus
 from .sim.stimulus import Stimulus, mac_lane_stimulus
 
@@ -58,20 +59,23 @@ def _ema(config: Config, with_memories: bool):
         raise ConfigError(f"hardware.ema: {exc}") from None
 
 
-#: the PRU's longest prompt: the bundled prefill encoder's window (golden.prefill.EncoderSettings)
-PRU_MAX_TOKENS = 128
-#: Qwen3-30B-A3B's routing (its config.json: num_experts 128, num_experts_per_tok 8, 48 layers,
-#: hidden_size 2048, moe_intermediate_size 768): the PRU at the scale the issue names
-QWEN3_30B_A3B = {"n_experts": 128, "top_k": 8, "n_layers": 48, "d_model": 2048, "expert_ffn": 768}
+#: the PRU at the scale of Qwen3-30B-A3B's routing (128 experts, top-8; sim.models has the shape)
+PRU_LARGE_MODEL = "qwen3-30b-a3b"
+
+
+def _large_shape() -> dict:
+    spec = model_spec(PRU_LARGE_MODEL)
+    return {"n_experts": spec.n_experts, "top_k": spec.top_k, "n_layers": spec.n_layers,
+            "d_model": spec.d_model, "expert_ffn": spec.expert_ffn}
 
 
 def pru_parameters(config: Config, **model) -> dict:
     """The PRU's parameters (keyword arguments of `PruParams`) from the config's model and
-    prefill policy; `model` overrides the model's routing shape (QWEN3_30B_A3B)."""
+    prefill policy; `model` overrides the model's shape (`_large_shape`)."""
     m, p = config.model, config.policies
     shape = {"n_experts": m.n_experts, "top_k": m.top_k, "n_layers": m.n_layers,
              "d_model": m.d_model, "expert_ffn": m.expert_ffn, **model}
-    return {**shape, "chunk": p.prefill_chunk, "max_tokens": PRU_MAX_TOKENS,
+    return {**shape, "chunk": p.prefill_chunk, "max_tokens": PRU_MAX_TOKENS, "lanes": PRU_LOGIT_LANES,
             "tau_major_q16": tau_q16(p.prefill_tau_major),
             "tau_minor_q16": tau_q16(p.prefill_tau_minor),
             "budget_minor": p.prefill_budget_minor, "budget_trivial": p.prefill_budget_trivial}
@@ -118,8 +122,8 @@ BLOCKS: dict[str, Block] = {
     "pru_e128": Block(
         "pru_e128",
         "prompt routing unit at Qwen3-30B-A3B's routing (128 experts, top-8)",
-        lambda c: _pru(c, **QWEN3_30B_A3B),
-        lambda c: pru_parameters(c, **QWEN3_30B_A3B),
+        lambda c: _pru(c, **_large_shape()),
+        lambda c: pru_parameters(c, **_large_shape()),
         pru_stimulus,
     ),
 }

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import random
 
-from ..contracts.pru import LOGIT_BITS, SCORE_BITS
+from ..contracts.pru import SCORE_BITS
+from ..hw.pru import PRU_MAX_TOKENS
 from .stimulus import Stimulus
 
 __all__ = ["drive_pru", "pru_stimulus"]
@@ -27,9 +28,9 @@ def _prompt(rng: random.Random, dut, tokens: int) -> tuple[list[int], list[int]]
     scores = [rng.randrange(0, 2 * 65536 // tokens) | (tokens << SCORE_BITS) for _ in range(tokens)]
     logits = []
     for _layer in range(p.n_layers):
-        z = [[rng.randrange(-LOGIT_SPAN, LOGIT_SPAN) % (1 << LOGIT_BITS) for _ in range(p.n_experts)]
-             for _ in range(tokens)]
-        logits += [v for _phase in range(2) for row in z for v in row]
+        beats = [[rng.randrange(-LOGIT_SPAN, LOGIT_SPAN) for _ in range(p.lanes)]
+                 for _ in range(tokens * p.beats_per_token)]
+        logits += beats + beats          # the shared-set phase, then the routing phase
     return scores, logits
 
 
@@ -46,8 +47,7 @@ async def drive_pru(ctx, dut, rng: random.Random, cycles: int, tokens: int) -> i
         if scores:
             ctx.set(dut.i_score.payload.as_value(), scores[0])
         ctx.set(dut.i_logit.valid, 1)
-        ctx.set(dut.i_logit.payload, logits[0] - (1 << LOGIT_BITS) if logits[0] >> (LOGIT_BITS - 1)
-                else logits[0])
+        ctx.set(dut.i_logit.payload, logits[0])
         _, _, s_ready, l_ready, r_valid, r_last = await ctx.tick().sample(
             dut.i_score.ready, dut.i_logit.ready, dut.o_route.valid, dut.o_route.payload.last)
         if scores and s_ready:
@@ -61,7 +61,5 @@ async def drive_pru(ctx, dut, rng: random.Random, cycles: int, tokens: int) -> i
 def pru_stimulus(config) -> Stimulus:
     """Prompts as long as the quality windows' prefill (eval_prompt_tokens - 1; the bundled
     prompts' 95), within the PRU's longest prompt."""
-    from ..blocks import pru_parameters
-    longest = pru_parameters(config)["max_tokens"]
     return Stimulus("token-layer routed", drive_pru,
-                    {"tokens": min(longest, config.policies.eval_prompt_tokens - 1)})
+                    {"tokens": min(PRU_MAX_TOKENS, config.policies.eval_prompt_tokens - 1)})

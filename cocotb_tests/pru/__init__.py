@@ -12,20 +12,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgexpert.contracts.tools import build_root
-from edgexpert.hw.pru import Pru
+from edgexpert.hw.pru import Pru, PRU_LOGIT_LANES, PRU_MAX_TOKENS
 from edgexpert.sim.runner import SimResult, run_cocotb
 
-__all__ = ["BENCH_MODULE", "BENCH_CASES", "MAX_TOKENS", "CI_RUN", "FULL_RUN", "bench_tests", "run_bench",
+__all__ = ["BENCH_MODULE", "BENCH_CASES", "MAX_TOKENS", "LANES", "CI_RUN", "FULL_RUN", "bench_tests", "run_bench",
            "bundled_prefill_trace", "corner_prefill_trace"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.pru.bench"
-#: the longest prompt: the bundled encoder's window (golden.prefill.EncoderSettings.window)
-MAX_TOKENS = 128
+#: the longest prompt and the logits per beat: the registry's (edgexpert.blocks)
+MAX_TOKENS = PRU_MAX_TOKENS
+LANES = PRU_LOGIT_LANES
 #: model overrides per case (the bundled config's other fields; budgets within top_k)
 BENCH_CASES = {
     "e32": {"overrides": []},
-    "e128": {"overrides": ["model.n_experts=128", "model.top_k=8", "model.n_layers=2",
-                           "policies.prefill_budget_minor=4", "policies.prefill_budget_trivial=2"]},
+    "e128": {"overrides": ["model.n_experts=128", "model.top_k=8", "model.n_layers=2"]},
 }
 #: what the test command runs (about a minute of simulation per simulator); the benchmark runs
 #: every bundled prompt and both backpressure modes
@@ -115,7 +115,7 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     if bundled_prompts and case == "e32":
         bundled = bundled_prefill_trace(folder / f"bundled-{bundled_prompts}.npz", bundled_prompts)
         traces["bundled"] = {"file": str(bundled), "modes": list(modes)}
-    params = pru_params(read_prefill_trace(corners), MAX_TOKENS)
+    params = pru_params(read_prefill_trace(corners), MAX_TOKENS, LANES)
     name = f"{case}-p{bundled_prompts}-{'-'.join(modes)}"
     return run_cocotb(Pru(params), toplevel="pru", test_module=BENCH_MODULE, case=name,
                       params={"traces": traces, "case": case}, simulator=simulator, seed=seed,

@@ -5,8 +5,8 @@ Each test feeds every prompt of one trace back to back (no reset in between): th
 and `ready` paused by one backpressure mode on all four streams. It checks every `o_route` beat
 (class, expert, weight, last) and every `o_ema` word against golden, bit for bit and in order,
 the stream rules on both outputs (streams.StreamSink: X/Z, held payload), that no output beat
-is left over afterwards, and that nothing hangs. Reported per test: prompts, tokens, cycles and
-tokens per cycle (per layer: one token's routing, both phases).
+is left over afterwards, and that nothing hangs. Reported per test: prompts, tokens, layers,
+cycles and tokens per cycle (token-layers: one token's routing in one layer, both phases).
 
 This module runs inside the simulator; `edgexpert.cocotb_tests.pru.run_bench` starts it. Seeds:
 cocotb's (COCOTB_RANDOM_SEED, fixed by the caller, logged); each test derives its own.
@@ -20,7 +20,7 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from edgexpert.cocotb_tests.pru import MAX_TOKENS
+from edgexpert.cocotb_tests.pru import LANES, MAX_TOKENS
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors, pru_params
 from edgexpert.cocotb_tests.streams import (BACKPRESSURE_MODES, Pauses, StreamSink, StreamSource,
                                             start_clock_and_reset)
@@ -33,10 +33,10 @@ _report: dict = {}
 
 def quiet_limit(hw) -> int:
     """Cycles without an output beat after which the PRU is taken to hang: a layer's shared-set
-    phase gives no output for up to max_tokens tokens of n_experts + 2 cycles each, and a
+    phase gives no output for up to max_tokens tokens of n_experts / lanes + 2 cycles each, and a
     token's weights take top_k (WEIGHT_BITS + 1) cycles; random pauses on both sides add a
     factor of up to 4."""
-    return 4 * (MAX_TOKENS * (hw.n_experts + 2) + hw.top_k * (WEIGHT_BITS + 1))
+    return 4 * (MAX_TOKENS * (hw.beats_per_token + hw.top_k + 2) + hw.top_k * (WEIGHT_BITS + 1))
 
 
 def _record(name: str, **values):
@@ -52,7 +52,7 @@ async def _feed(source: StreamSource, words: list[int]):
 async def _run_trace(dut, trace_name: str, mode: str):
     params = bench_params()
     trace = read_prefill_trace(params["traces"][trace_name]["file"])
-    hw = pru_params(trace, MAX_TOKENS)
+    hw = pru_params(trace, MAX_TOKENS, LANES)
     seed = int(os.environ["COCOTB_RANDOM_SEED"]) + BACKPRESSURE_MODES.index(mode)
     rng = random.Random(seed)
     dut._log.info(f"PRU bench {trace_name}/{mode}: seed {seed}, {trace.header['source']}")
@@ -91,7 +91,7 @@ async def _run_trace(dut, trace_name: str, mode: str):
     routes.stop()
     ema.stop()
     tokens = sum(v.tokens for v in vectors)
-    _record(f"{trace_name}/{mode}", prompts=len(prompts), tokens=tokens,
+    _record(f"{trace_name}/{mode}", prompts=len(prompts), tokens=tokens, layers=hw.n_layers,
             route_beats=len(want_routes), ema_words=len(want_ema), cycles=cycles,
             tokens_per_cycle=round(tokens * hw.n_layers / cycles, 5),
             lengths=[v.tokens for v in vectors])

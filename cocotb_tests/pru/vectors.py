@@ -17,9 +17,9 @@ from edgexpert.hw.pru import PruParams
 __all__ = ["PromptVectors", "pru_params", "prompt_vectors"]
 
 
-def pru_params(trace: PrefillTrace, max_tokens: int) -> PruParams:
+def pru_params(trace: PrefillTrace, max_tokens: int, lanes: int) -> PruParams:
     m, s = trace.model, trace.prefill
-    return PruParams(n_experts=m.n_experts, top_k=m.top_k, n_layers=m.n_layers,
+    return PruParams(lanes=lanes, n_experts=m.n_experts, top_k=m.top_k, n_layers=m.n_layers,
                      d_model=m.d_model, expert_ffn=m.expert_ffn, chunk=s["chunk"],
                      max_tokens=max_tokens, tau_major_q16=s["tau_major_q16"],
                      tau_minor_q16=s["tau_minor_q16"], budget_minor=s["budget_minor"],
@@ -29,7 +29,7 @@ def pru_params(trace: PrefillTrace, max_tokens: int) -> PruParams:
 @dataclass
 class PromptVectors:
     scores: list[int]        # i_score payloads
-    logits: list[int]        # i_logit payloads (two's complement, LOGIT_BITS)
+    logits: list[int]        # i_logit payloads (`lanes` two's complement LOGIT_BITS words)
     routes: list[int]        # o_route payloads expected, in order
     ema: list[int]           # o_ema words expected, in order
     tokens: int
@@ -43,7 +43,8 @@ def prompt_vectors(trace: PrefillTrace, prompt: int, params: PruParams) -> Promp
     for layer in range(params.n_layers):
         z = (rows["logits_q16"][:, layer].astype(np.int64) % (1 << LOGIT_BITS)).tolist()
         for _phase in ("shared set", "routing"):
-            logits += [v for row in z for v in row]
+            logits += [sum(v << (LOGIT_BITS * j) for j, v in enumerate(row[b:b + params.lanes]))
+                       for row in z for b in range(0, len(row), params.lanes)]
     routes = []
     for layer in range(params.n_layers):
         for tok in range(t):

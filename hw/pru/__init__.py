@@ -16,13 +16,13 @@ reference golden/pru.py. Small components joined by streams:
 5. `FetchList` (fetch.py): per chunk, its distinct experts as EMA DESCRIPTOR + MASK words.
 
 Input order (the engine's side of the contract): a prompt's `length` scores; then per layer the
-router logits of every token twice, in token order, `n_experts` beats per token: once for the
+router logits of every token twice, in token order, `n_experts / lanes` beats per token: once for the
 shared-set phase, once for the routing phase. Outputs: `o_route`, per routing-phase token its
 picks in pick order (the last one marked) with class and weight; `o_ema`, per chunk of each
 layer its EMA step, in chunk order.
 """
 
-from .params import PruParams
+from .params import PRU_LOGIT_LANES, PRU_MAX_TOKENS, PruParams
 from .top import Pru
 
-__all__ = ["Pru", "PruParams"]
+__all__ = ["Pru", "PruParams", "PRU_MAX_TOKENS", "PRU_LOGIT_LANES"]

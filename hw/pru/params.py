@@ -10,7 +10,13 @@ from amaranth.lib import data
 from ...contracts.ema import EXPERT_BITS, LAYER_BITS, MASK_BITS
 from ...contracts.pru import LOGIT_BITS, SCORE_BITS, WEIGHT_BITS, TokenClass
 
-__all__ = ["PruParams", "bits_for"]
+__all__ = ["PruParams", "bits_for", "PRU_MAX_TOKENS", "PRU_LOGIT_LANES"]
+
+#: the longest prompt: the bundled prefill encoder's window (golden.prefill.EncoderSettings)
+PRU_MAX_TOKENS = 128
+#: router logits per input beat (256 bits): the rate that keeps the PRU ahead of the MAC
+#: clusters on the bundled model's prefill (docs/blocks/pru.md, "Throughput")
+PRU_LOGIT_LANES = 8
 
 
 def bits_for(n: int) -> int:
@@ -23,7 +29,7 @@ class PruParams:
     """n_experts, top_k, n_layers, d_model and expert_ffn are the model's (the last two size the
     fetch's mask words); chunk is policies.prefill_chunk; max_tokens the longest prompt (the
     encoder's window); the thresholds are Q.16 (golden.pru.tau_q16) and the budgets count
-    experts, top-1 included."""
+    experts, top-1 included; `lanes` router logits arrive per beat (it divides n_experts)."""
     n_experts: int
     top_k: int
     n_layers: int
@@ -35,10 +41,11 @@ class PruParams:
     tau_minor_q16: int
     budget_minor: int
     budget_trivial: int
+    lanes: int = 1
 
     def __post_init__(self):
         for name in ("n_experts", "top_k", "n_layers", "d_model", "expert_ffn", "chunk",
-                     "max_tokens", "budget_minor", "budget_trivial"):
+                     "max_tokens", "budget_minor", "budget_trivial", "lanes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise TypeError(f"{name} must be a positive integer, not {value!r}")
@@ -51,6 +58,9 @@ class PruParams:
             value = getattr(self, name)
             if not lo <= value <= hi:
                 raise ValueError(f"{name} = {value} is out of range: accepted {lo}..{hi}")
+        if self.n_experts % self.lanes:
+            raise ValueError(f"lanes = {self.lanes} is out of range: accepted divisors of "
+                             f"n_experts (= {self.n_experts})")
 
     @property
     def expert_bits(self) -> int:
@@ -59,6 +69,10 @@ class PruParams:
     @property
     def length_bits(self) -> int:
         return bits_for(self.max_tokens)
+
+    @property
+    def beats_per_token(self) -> int:
+        return self.n_experts // self.lanes
 
     @property
     def pick_bits(self) -> int:
@@ -73,6 +87,11 @@ class PruParams:
         """One prompt token's score; `length` is the prompt's token count, the same on each."""
         return data.StructLayout({"score": unsigned(SCORE_BITS),
                                   "length": unsigned(self.length_bits)})
+
+    @property
+    def logit_layout(self) -> data.ArrayLayout:
+        """`lanes` router logits, expert order from lane 0 up."""
+        return data.ArrayLayout(signed(LOGIT_BITS), self.lanes)
 
     @property
     def class_layout(self) -> data.StructLayout:

@@ -26,10 +26,10 @@ EXP_BITS = 16
 class Renormalizer(wiring.Component):
     """Takes a token's picks (top-1 first: its logit is the largest chosen one), turns each into
     ex = EXP2[f] >> n (rounded) as it arrives, and adds them into S. After the token's last
-    pick, each weight floor((ex 2^16 + floor(S/2)) / S) takes WEIGHT_BITS cycles of a restoring
-    divider (one quotient bit per cycle) and leaves through `o_route` (a register, held until
-    taken). Picks are not taken while a token's weights are being divided: a token of j picks
-    occupies the stage j + j (WEIGHT_BITS + 1) cycles."""
+    pick, every weight floor((ex 2^16 + floor(S/2)) / S) at once, by top_k restoring dividers
+    of two quotient bits per cycle ((WEIGHT_BITS + 1) / 2 cycles); the weights then leave through
+    `o_route` in pick order, one per cycle (a register, held until taken). Picks are not taken
+    meanwhile: a token of j picks occupies the stage 2 j + (WEIGHT_BITS + 1) / 2 cycles."""
     def __init__(self, params: PruParams):
         self._p = params
         super().__init__({"i_pick": In(stream.Signature(params.pick_layout)),
@@ -62,12 +62,26 @@ class Renormalizer(wiring.Component):
         rounded = (lookup.data + (Const(1, 1) << shift >> 1)) >> shift
         ex = Mux(n < 17, rounded, 0)
 
-        item = Signal(p.pick_bits)          # the weight being divided
-        bit = Signal(range(WEIGHT_BITS))
-        remainder = Signal(sum_bits + 1)
-        quotient = Signal(WEIGHT_BITS)
-        numerator = (exps[item] << 16) + (total >> 1)      # ex 2^16 + floor(S/2)
-        trial = Cat(numerator.bit_select(bit, 1), remainder)
+        # one divider per pick slot, two quotient bits per cycle: numerator >> WEIGHT_BITS < S
+        # (the quotient has WEIGHT_BITS bits), so the first cycle loads those high bits and
+        # takes the top quotient bit; (WEIGHT_BITS - 1) / 2 cycles take the rest
+        bit = Signal(range(WEIGHT_BITS))    # the next quotient bit (the higher of a pair)
+        item = Signal(p.pick_bits)          # the weight leaving
+        remainders = [Signal(sum_bits, name=f"remainder_{j}") for j in range(k)]
+        quotients = [Signal(WEIGHT_BITS, name=f"quotient_{j}") for j in range(k)]
+        steps = []
+        for j in range(k):
+            numerator = (exps[j] << 16) + (total >> 1)      # ex 2^16 + floor(S/2)
+            first = Cat(numerator[WEIGHT_BITS - 1], numerator >> WEIGHT_BITS)
+            first_fits = first >= total
+            trial_hi = Cat(numerator.bit_select(bit, 1), remainders[j])
+            fits_hi = trial_hi >= total
+            rest_hi = Mux(fits_hi, trial_hi - total, trial_hi)
+            trial_lo = Cat(numerator.bit_select((bit - 1).as_unsigned(), 1), rest_hi)
+            fits_lo = trial_lo >= total
+            steps.append((Mux(first_fits, first - total, first), first_fits,
+                          Mux(fits_lo, trial_lo - total, trial_lo),
+                          Cat(fits_lo, fits_hi)))
 
         with m.If(o.ready):
             m.d.sync += o.valid.eq(0)
@@ -81,33 +95,29 @@ class Renormalizer(wiring.Component):
                     with m.If(count == 0):
                         m.d.sync += top.eq(i.payload.logit)
                     with m.If(i.payload.last):
-                        m.d.sync += [item.eq(0), bit.eq(WEIGHT_BITS - 1), quotient.eq(0),
-                                     remainder.eq(0)]
+                        m.d.sync += bit.eq(WEIGHT_BITS - 1)
                         m.next = "Divide"
             with m.State("Divide"):
-                # quotient < 2^WEIGHT_BITS, so numerator >> WEIGHT_BITS < S: starting from a
-                # zero remainder and feeding every numerator bit from the top would take 32
-                # steps; the bits above WEIGHT_BITS are loaded at once instead
                 with m.If(bit == WEIGHT_BITS - 1):
-                    start = numerator >> WEIGHT_BITS
-                    trial_first = Cat(numerator[WEIGHT_BITS - 1], start)
-                    fits = trial_first >= total
-                    m.d.sync += [remainder.eq(Mux(fits, trial_first - total, trial_first)),
-                                 quotient.eq(fits.as_unsigned() << bit), bit.eq(bit - 1)]
-                with m.Elif(bit != 0):
-                    fits = trial >= total
-                    m.d.sync += [remainder.eq(Mux(fits, trial - total, trial)),
-                                 quotient.eq(quotient | (fits.as_unsigned() << bit)), bit.eq(bit - 1)]
+                    for j, (rem, fits, _, _) in enumerate(steps):
+                        m.d.sync += [remainders[j].eq(rem),
+                                     quotients[j].eq(fits.as_unsigned() << (WEIGHT_BITS - 1))]
                 with m.Else():
-                    with m.If(~o.valid | o.ready):
-                        fits = trial >= total
-                        last = item + 1 == count
-                        m.d.sync += [o.valid.eq(1), o.payload.cls.eq(cls),
-                                     o.payload.expert.eq(experts[item]),
-                                     o.payload.weight.eq(quotient | fits),
-                                     o.payload.last.eq(last), item.eq(item + 1),
-                                     bit.eq(WEIGHT_BITS - 1), remainder.eq(0), quotient.eq(0)]
-                        with m.If(last):
-                            m.d.sync += count.eq(0)
-                            m.next = "Take-Picks"
+                    for j, (_, _, rem, pair) in enumerate(steps):
+                        m.d.sync += [remainders[j].eq(rem),
+                                     quotients[j].eq(quotients[j] | (pair << (bit - 1).as_unsigned()))]
+                m.d.sync += bit.eq(bit - Mux(bit == WEIGHT_BITS - 1, 1, 2))
+                with m.If(bit == 1):
+                    m.d.sync += item.eq(0)
+                    m.next = "Emit"
+            with m.State("Emit"):
+                with m.If(~o.valid | o.ready):
+                    last = item + 1 == count
+                    m.d.sync += [o.valid.eq(1), o.payload.cls.eq(cls),
+                                 o.payload.expert.eq(experts[item]),
+                                 o.payload.weight.eq(Array(quotients)[item]),
+                                 o.payload.last.eq(last), item.eq(item + 1)]
+                    with m.If(last):
+                        m.d.sync += count.eq(0)
+                        m.next = "Take-Picks"
         return m

@@ -36,17 +36,17 @@ def max_tree(m: Module, entries: list[tuple[Value, Value]]) -> tuple[Signal, Sig
 
 
 class Selector(wiring.Component):
-    """Per job: the token's `n_experts` logits (one beat each, in expert order) into a register
-    file, then `job.picks` picks, one per cycle, each the largest key among the experts not
+    """Per job: the token's `n_experts` logits (`lanes` per beat, in expert order) into a
+    register file, then `job.picks` picks, one per cycle, each the largest key among the experts not
     picked yet (`max_tree`). The key is the logit, except for a minor or trivial token's picks
     after its top-1 in the routing phase, whose key is (expert in S, logit). Shared-set phase
     picks set their expert in S and leave nothing; a job with `clear` empties S first. Routing
-    picks leave through `o_pick` (a register, held until taken). A token takes n_experts + picks
-    + 1 cycles when nothing stalls."""
+    picks leave through `o_pick` (a register, held until taken). A token takes n_experts / lanes +
+    picks + 1 cycles when nothing stalls."""
     def __init__(self, params: PruParams):
         self._p = params
         super().__init__({"i_job": In(stream.Signature(params.job_layout)),
-                          "i_logit": In(stream.Signature(signed(LOGIT_BITS))),
+                          "i_logit": In(stream.Signature(params.logit_layout)),
                           "o_pick": Out(stream.Signature(params.pick_layout)),
                           "shared_set": Out(params.n_experts)})
 
@@ -54,11 +54,11 @@ class Selector(wiring.Component):
         m = Module()
         p, o = self._p, self.o_pick
         e = p.n_experts
-        # a shift register: the logits arrive in expert order, so after n_experts beats entry i
-        # holds expert i's logit without an address decoder
+        # a shift register by `lanes` entries per beat: the logits arrive in expert order, so
+        # after the token's last beat entry i holds expert i's logit without an address decoder
         logits = [Signal(signed(LOGIT_BITS), name=f"logit_{i}", reset_less=True) for i in range(e)]
         job = Signal(p.job_layout, reset_less=True)
-        index = Signal(range(e))
+        index = Signal(range(p.beats_per_token))
         taken = Signal(e)
         s = Signal(e)
         picked = Signal(p.pick_bits)
@@ -84,9 +84,12 @@ class Selector(wiring.Component):
             with m.State("Load-Logits"):
                 m.d.comb += self.i_logit.ready.eq(1)
                 with m.If(self.i_logit.valid):
-                    m.d.sync += [logits[-1].eq(self.i_logit.payload), index.eq(index + 1)]
-                    m.d.sync += [logits[i].eq(logits[i + 1]) for i in range(e - 1)]
-                    with m.If(index == e - 1):
+                    lanes = p.lanes
+                    m.d.sync += [logits[e - lanes + j].eq(self.i_logit.payload[j])
+                                 for j in range(lanes)]
+                    m.d.sync += [logits[i].eq(logits[i + lanes]) for i in range(e - lanes)]
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(index == p.beats_per_token - 1):
                         m.next = "Pick"
                         with m.If(job.picks == 0):
                             m.next = "Take-Job"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, signed
+from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...contracts.ema import ema_command_layout
-from ...contracts.pru import LOGIT_BITS
 from .classifier import Classifier
 from .fetch import FetchList
 from .params import PruParams
@@ -25,7 +24,7 @@ class Pru(wiring.Component):
             raise TypeError(f"params must be a PruParams, not {params!r}")
         self._p = params
         super().__init__({"i_score": In(stream.Signature(params.score_layout)),
-                          "i_logit": In(stream.Signature(signed(LOGIT_BITS))),
+                          "i_logit": In(stream.Signature(params.logit_layout)),
                           "o_route": Out(stream.Signature(params.route_layout)),
                           "o_ema": Out(stream.Signature(ema_command_layout))})
 
