@@ -27,7 +27,7 @@ from .sim.models import model_spec
 from .sim.pru_stimulus import pru_stimulus
 from .sim.stimulus import Stimulus, mac_lane_stimulus
 
-__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters"]
+__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,18 @@ def _large_shape() -> dict:
             "d_model": spec.d_model, "expert_ffn": spec.expert_ffn}
 
 
+def pru_experts_per_step(config: Config, **model) -> int:
+    """Whole experts of the model (`model` overrides its shape) one step of the configured EMA
+    holds; at least 1: an expert larger than the buffer is still one step (the EMA then fails
+    it BUFFER_FULL; docs/blocks/pru.md, limits)."""
+    from .golden.pru import experts_per_step
+    shape = {k: getattr(config.model, k) for k in ("n_layers", "n_experts", "d_model",
+                                                    "expert_ffn", "n_shared_experts")}
+    layout = WeightLayout(**{**shape, **{k: v for k, v in model.items() if k in shape}})
+    ema = config.hardware.ema
+    return max(1, experts_per_step(layout, ema.axi_data_width // 8, ema.buffer_bytes, ema.slots))
+
+
 def pru_parameters(config: Config, **model) -> dict:
     """The PRU's parameters (keyword arguments of `PruParams`) from the config's model and
     prefill policy; `model` overrides the model's shape (`_large_shape`)."""
@@ -76,6 +88,7 @@ def pru_parameters(config: Config, **model) -> dict:
     shape = {"n_experts": m.n_experts, "top_k": m.top_k, "n_layers": m.n_layers,
              "d_model": m.d_model, "expert_ffn": m.expert_ffn, **model}
     return {**shape, "chunk": p.prefill_chunk, "max_tokens": PRU_MAX_TOKENS, "lanes": PRU_LOGIT_LANES,
+            "experts_per_step": pru_experts_per_step(config, **model),
             "tau_major_q16": tau_q16(p.prefill_tau_major),
             "tau_minor_q16": tau_q16(p.prefill_tau_minor),
             "budget_minor": p.prefill_budget_minor, "budget_trivial": p.prefill_budget_trivial}

@@ -23,11 +23,12 @@ import torch
 from ..contracts.ema import Descriptor, encode_step
 from ..contracts.pru import TokenClass, tau_q16
 from ..contracts.weight_layout import Matrix, WeightLayout
+from .ema import EmaReference
 from .intops import I64, softmax_q16
 
 __all__ = ["MAJOR", "MINOR", "TRIVIAL", "CLASS_NAMES", "Q16", "score_q16", "tau_q16", "logit_q16",
            "token_classes", "check_budgets", "native_top_k", "shared_set", "route_layer",
-           "routing_weights", "chunk_fetches", "fetch_commands"]
+           "routing_weights", "chunk_fetches", "experts_per_step", "fetch_commands"]
 
 MAJOR, MINOR, TRIVIAL = (int(c) for c in TokenClass)
 CLASS_NAMES = ("major", "minor", "trivial")
@@ -127,12 +128,35 @@ def chunk_fetches(experts: torch.Tensor, chunk: int) -> list[list[int]]:
     return [sorted(set(rows[rows >= 0].tolist())) for rows in experts.split(chunk)]
 
 
-def fetch_commands(layout: WeightLayout, layer: int, experts: list[int]) -> list[int]:
-    """EMA command words of one chunk's fetch: NEW_STEP, then per expert (ascending) GATE_UP and
-    DOWN whole, with their scale blocks; descriptor tags count 0, 1, ... within the step."""
-    descriptors = []
-    for e in experts:
-        for m in Matrix:
-            descriptors.append(Descriptor(len(descriptors) % 256, layer, e, m,
-                                          range(layout.in_channels(m)), True))
-    return encode_step(layout, descriptors)
+def experts_per_step(layout: WeightLayout, beat_bytes: int, buffer_bytes: int, slots: int) -> int:
+    """The most whole experts one EMA step holds (its slots and its buffer, as the EMA's
+    reference model allocates them); 0 when not even one expert fits."""
+    reference = EmaReference(layout, beat_bytes, buffer_bytes, slots)
+    fits = 0
+    for n in range(1, layout.n_experts + 1):
+        try:
+            reference.step(Descriptor(0, 0, e, m, range(layout.in_channels(m)), True)
+                           for e in range(n) for m in Matrix)
+        except ValueError:
+            break
+        fits = n
+    return fits
+
+
+def fetch_commands(layout: WeightLayout, layer: int, experts: list[int],
+                   experts_per_step: int) -> list[int]:
+    """EMA command words of one chunk's fetch: the experts in ascending index, cut into steps of
+    at most `experts_per_step`; each step a NEW_STEP, then per expert GATE_UP and DOWN whole,
+    with their scale blocks; descriptor tags count 0, 1, ... within the step."""
+    if experts_per_step < 1:
+        raise ValueError(f"experts_per_step = {experts_per_step} is out of range: accepted "
+                         "integers >= 1")
+    words = []
+    for first in range(0, len(experts), experts_per_step):
+        descriptors = []
+        for e in experts[first:first + experts_per_step]:
+            for m in Matrix:
+                descriptors.append(Descriptor(len(descriptors) % 256, layer, e, m,
+                                              range(layout.in_channels(m)), True))
+        words += encode_step(layout, descriptors)
+    return words

@@ -54,7 +54,7 @@ def test_chunk_fetches_and_their_ema_words():
     experts = torch.tensor([[0, 1], [1, 2], [3, -1], [3, 0], [5, -1]])
     assert pru.chunk_fetches(experts, 2) == [[0, 1, 2], [0, 3], [5]]
     layout = WeightLayout(n_layers=2, n_experts=8, d_model=64, expert_ffn=40)
-    words = pru.fetch_commands(layout, 1, [2, 5])
+    words = pru.fetch_commands(layout, 1, [2, 5], experts_per_step=2)
     ops = [ema_command_layout.from_bits(w).op for w in words]
     # NEW_STEP; per expert GATE_UP (64 channels: 2 mask words) and DOWN (40: 2 words)
     assert ops[0] == EmaOp.NEW_STEP and len(words) == 1 + 2 * (3 + 3)
@@ -66,3 +66,17 @@ def test_chunk_fetches_and_their_ema_words():
     assert masks[:4] == [2**32 - 1, 2**32 - 1, 2**32 - 1, 2**8 - 1]
     with pytest.raises(ValueError, match="accepted integers >= 1"):
         pru.chunk_fetches(experts, 0)
+    # one expert per step: two steps, tags restart
+    split = pru.fetch_commands(layout, 1, [2, 5], experts_per_step=1)
+    assert len(split) == 2 * (1 + 3 + 3)
+    assert [ema_command_layout.from_bits(w).op for w in split].count(EmaOp.NEW_STEP) == 2
+
+
+def test_experts_per_step_is_what_the_ema_reference_accepts():
+    layout = WeightLayout(n_layers=2, n_experts=8, d_model=64, expert_ffn=40)
+    # slots: two matrices per expert
+    assert pru.experts_per_step(layout, 32, 1 << 20, slots=6) == 3
+    # buffer: an expert moves 5,640 bytes; 16 KB hold fewer whole experts than 64 slots allow
+    assert layout.expert_fetch_bytes == 5640
+    assert 0 < pru.experts_per_step(layout, 32, 16384, slots=64) <= 16384 // 5640
+    assert pru.experts_per_step(layout, 32, 4096, slots=64) == 0

@@ -1,6 +1,7 @@
 """The PRU RTL in Amaranth's simulator on small synthetic prompts against golden.pru (the cocotb
 bench, cocotb_tests/pru/, runs the bundled prompts' traces on Icarus and Verilator)."""
 
+import dataclasses
 import random
 
 import pytest
@@ -72,8 +73,8 @@ def run(dut: Pru, vectors, seed: int, stall: bool) -> tuple[list[int], list[int]
     return routes, ema, cycles[0]
 
 
-@pytest.mark.parametrize("stall,lanes", [(False, 1), (True, 4)])
-def test_pru_matches_golden_on_synthetic_prompts(stall, lanes):
+@pytest.mark.parametrize("stall,lanes,per_step", [(False, 1, None), (True, 4, 2)])
+def test_pru_matches_golden_on_synthetic_prompts(stall, lanes, per_step):
     model = _model()
     gen = torch.Generator().manual_seed(5)
     t = 7
@@ -83,6 +84,8 @@ def test_pru_matches_golden_on_synthetic_prompts(stall, lanes):
     trace = synthetic_prefill_trace(model, SETTINGS, [(scores, z), (torch.tensor([65536]),
                                                                     z[:1])], {})
     params = pru_params(trace, max_tokens=8, lanes=lanes)
+    if per_step is not None:          # chunks of more experts than one EMA step takes
+        params = dataclasses.replace(params, experts_per_step=per_step)
     for p in range(2):
         vectors = prompt_vectors(trace, p, params)
         routes, ema, cycles = run(Pru(params), vectors, seed=p, stall=stall)

@@ -139,6 +139,9 @@ def cmd_bench_pru(args) -> int:
     from ..sim.models import BUNDLED, model_spec
 
     config = load(args)
+    if not 1 <= args.prompts <= 8:
+        raise InputError(f"--prompts {args.prompts} is out of range: accepted 1..8 (the bundled "
+                         "prompts)")
     macs = config.platform.macs
     cases = {"e32": (BUNDLED, args.prompts), "e128": (PRU_LARGE_MODEL, 0)}
     rows = {}
@@ -222,7 +225,7 @@ def register_bench(benches) -> None:
     p = benches.add_parser("pru", parents=[settings_options(1)],
                            help="the prompt routing unit's tokens per cycle on Verilator against "
                                 "the MAC clusters' time (minutes; build/bench/pru/)")
-    p.add_argument("--prompts", type=int, default=2, choices=range(1, 9), metavar="N",
+    p.add_argument("--prompts", type=int, default=2, metavar="N",
                    help="bundled prompts to route (1..8, default 2)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_bench_pru)

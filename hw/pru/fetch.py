@@ -16,9 +16,9 @@ __all__ = ["FetchList"]
 class FetchList(wiring.Component):
     """Watches the routing picks (`i_pick`): every pick's expert joins the chunk's set; the pick
     that ends a chunk (`chunk_last` and `last`) hands the set to the emitter, which writes the
-    chunk's EMA step on `o_ema`: NEW_STEP, then per expert in ascending index a GATE_UP and a
-    DOWN descriptor (scale blocks wanted, tags 0, 1, ... within the step), each followed by
-    all-ones MASK words over the matrix's input channels. One word per cycle; the next chunk
+    chunk's EMA steps on `o_ema`: per `experts_per_step` experts in ascending index a NEW_STEP,
+    then per expert a GATE_UP and a DOWN descriptor (scale blocks wanted, tags 0, 1, ... within
+    the step), each followed by all-ones MASK words over the matrix's input channels. One word per cycle; the next chunk
     collects while one is emitted; a chunk's end waits only while the previous chunk is still
     being emitted. The lowest expert left is found by a priority encoder."""
     def __init__(self, params: PruParams):
@@ -50,6 +50,7 @@ class FetchList(wiring.Component):
                 m.d.comb += lowest.eq(j)
         matrix = Signal(Matrix)
         tag = Signal(TAG_BITS)
+        in_step = Signal(range(p.experts_per_step))     # experts already in this EMA step
         word = Signal(range(max(p.mask_words(p.d_model), p.mask_words(p.expert_ffn)) + 1))
         words = [p.mask_words(p.d_model), p.mask_words(p.expert_ffn)]       # GATE_UP, DOWN
         tails = [p.d_model % MASK_BITS, p.expert_ffn % MASK_BITS]
@@ -69,7 +70,7 @@ class FetchList(wiring.Component):
             with m.State("New-Step"):
                 m.d.comb += [o.valid.eq(1), o.payload.op.eq(EmaOp.NEW_STEP)]
                 with m.If(o.ready):
-                    m.d.sync += [tag.eq(0), matrix.eq(Matrix.GATE_UP)]
+                    m.d.sync += [tag.eq(0), matrix.eq(Matrix.GATE_UP), in_step.eq(0)]
                     m.next = "Descriptor"
             with m.State("Descriptor"):
                 d = o.payload.arg.descriptor
@@ -91,9 +92,12 @@ class FetchList(wiring.Component):
                         with m.Else():
                             remaining = emitting & ~(Const(1, 1) << lowest)[:e]
                             m.d.sync += [matrix.eq(Matrix.GATE_UP), emitting.eq(remaining)]
+                            m.d.sync += in_step.eq(in_step + 1)
                             with m.If(remaining == 0):
                                 m.d.sync += busy.eq(0)
                                 m.next = "Idle"
+                            with m.Elif(in_step == p.experts_per_step - 1):
+                                m.next = "New-Step"     # the step is full: the rest in a new one
                             with m.Else():
                                 m.next = "Descriptor"
         return m

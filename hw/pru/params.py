@@ -29,7 +29,9 @@ class PruParams:
     """n_experts, top_k, n_layers, d_model and expert_ffn are the model's (the last two size the
     fetch's mask words); chunk is policies.prefill_chunk; max_tokens the longest prompt (the
     encoder's window); the thresholds are Q.16 (golden.pru.tau_q16) and the budgets count
-    experts, top-1 included; `lanes` router logits arrive per beat (it divides n_experts)."""
+    experts, top-1 included; `lanes` router logits arrive per beat (it divides n_experts); an
+    EMA step names at most `experts_per_step` whole experts (what the EMA's slots and buffer
+    hold: edgexpert.blocks.pru_experts_per_step)."""
     n_experts: int
     top_k: int
     n_layers: int
@@ -42,10 +44,11 @@ class PruParams:
     budget_minor: int
     budget_trivial: int
     lanes: int = 1
+    experts_per_step: int = 1
 
     def __post_init__(self):
         for name in ("n_experts", "top_k", "n_layers", "d_model", "expert_ffn", "chunk",
-                     "max_tokens", "budget_minor", "budget_trivial", "lanes"):
+                     "max_tokens", "budget_minor", "budget_trivial", "lanes", "experts_per_step"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise TypeError(f"{name} must be a positive integer, not {value!r}")
@@ -53,6 +56,7 @@ class PruParams:
                   ("n_layers", 1, 1 << LAYER_BITS), ("budget_minor", 1, self.top_k),
                   ("budget_trivial", 1, self.budget_minor), ("chunk", 1, self.max_tokens),
                   ("tau_minor_q16", 0, self.tau_major_q16),
+                  ("experts_per_step", 1, self.n_experts),
                   ("tau_major_q16", self.tau_minor_q16, (1 << 32) - 1)]
         for name, lo, hi in ranges:
             value = getattr(self, name)

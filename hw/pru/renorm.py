@@ -29,7 +29,8 @@ class Renormalizer(wiring.Component):
     pick, every weight floor((ex 2^16 + floor(S/2)) / S) at once, by top_k restoring dividers
     of two quotient bits per cycle ((WEIGHT_BITS + 1) / 2 cycles); the weights then leave through
     `o_route` in pick order, one per cycle (a register, held until taken). Picks are not taken
-    meanwhile: a token of j picks occupies the stage 2 j + (WEIGHT_BITS + 1) / 2 cycles."""
+    meanwhile: a token of j picks occupies the stage 2 j + 1 + (WEIGHT_BITS + 1) / 2 cycles
+    (one more for the exponent's pipeline register)."""
     def __init__(self, params: PruParams):
         self._p = params
         super().__init__({"i_pick": In(stream.Signature(params.pick_layout)),
@@ -52,10 +53,14 @@ class Renormalizer(wiring.Component):
         top = Signal(signed(LOGIT_BITS), reset_less=True)
         total = Signal(sum_bits)
 
-        # x = z - z_top <= 0; -y = -rshift(x log2(e), 16) >= 0 is -x log2(e) in Q.16
-        x = Mux(count == 0, 0, i.payload.logit - top)
-        neg_y = Signal(LOGIT_BITS + 2)
-        m.d.comb += neg_y.eq(-((x * LOG2E_Q16 + (1 << 15)) >> 16))
+        # stage 1 (the pick's cycle): x = z - z_top <= 0; -y = -rshift(x log2(e), 16) >= 0 is
+        # -x log2(e) in Q.16, registered (the 33 x 17-bit product is the stage's long path);
+        # stage 2: ex = EXP2[f] >> n, rounded, into the token's slot and the sum
+        accepted = Signal(p.pick_bits)      # picks of the token taken into stage 1
+        staged = Signal()
+        staged_last = Signal()
+        x = Mux(accepted == 0, 0, i.payload.logit - top)
+        neg_y = Signal(LOGIT_BITS + 2, reset_less=True)
         n = neg_y[16:]
         m.d.comb += lookup.addr.eq(neg_y[6:16])
         shift = n[:5]
@@ -87,15 +92,20 @@ class Renormalizer(wiring.Component):
             m.d.sync += o.valid.eq(0)
         with m.FSM(name="fsm"):
             with m.State("Take-Picks"):
-                m.d.comb += i.ready.eq(1)
-                with m.If(i.valid):
-                    m.d.sync += [exps[count].eq(ex), experts[count].eq(i.payload.expert),
-                                 cls.eq(i.payload.cls), count.eq(count + 1),
-                                 total.eq(Mux(count == 0, ex, total + ex))]
-                    with m.If(count == 0):
+                m.d.comb += i.ready.eq(~(staged & staged_last))
+                m.d.sync += staged.eq(0)
+                with m.If(i.valid & i.ready):
+                    m.d.sync += [neg_y.eq(-((x * LOG2E_Q16 + (1 << 15)) >> 16)),
+                                 experts[accepted].eq(i.payload.expert), cls.eq(i.payload.cls),
+                                 accepted.eq(accepted + 1), staged.eq(1),
+                                 staged_last.eq(i.payload.last)]
+                    with m.If(accepted == 0):
                         m.d.sync += top.eq(i.payload.logit)
-                    with m.If(i.payload.last):
-                        m.d.sync += bit.eq(WEIGHT_BITS - 1)
+                with m.If(staged):
+                    m.d.sync += [exps[count].eq(ex), count.eq(count + 1),
+                                 total.eq(Mux(count == 0, ex, total + ex))]
+                    with m.If(staged_last):
+                        m.d.sync += [bit.eq(WEIGHT_BITS - 1), accepted.eq(0), staged_last.eq(0)]
                         m.next = "Divide"
             with m.State("Divide"):
                 with m.If(bit == WEIGHT_BITS - 1):

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
-from amaranth.lib.memory import Memory
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -27,16 +26,14 @@ class Sequencer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p, o = self._p, self.o_job
-        m.submodules.classes = classes = Memory(shape=TokenClass, depth=p.max_tokens, init=[])
-        write, read = classes.write_port(), classes.read_port(domain="comb")
+        # flip-flops, not a memory: max_tokens x 2 bits is far below any SRAM macro
+        classes = Array(Signal(TokenClass, name=f"class_{t}") for t in range(p.max_tokens))
         count = Signal(p.length_bits)       # tokens of the prompt
         token = Signal(p.length_bits)
         in_chunk = Signal(range(p.chunk))   # the token's place in its chunk
         layer = Signal(range(p.n_layers))
         shared = Signal()
-        cls = read.data
-        m.d.comb += [read.addr.eq(token), write.addr.eq(count),
-                     write.data.eq(self.i_class.payload.cls)]
+        cls = classes[token]
         picks = Signal(p.pick_bits)     # a minor or trivial token picks nothing into S
         with m.Switch(cls):
             with m.Case(TokenClass.MAJOR):
@@ -51,8 +48,7 @@ class Sequencer(wiring.Component):
             with m.State("Take-Classes"):
                 m.d.comb += self.i_class.ready.eq(1)
                 with m.If(self.i_class.valid):
-                    m.d.comb += write.en.eq(1)
-                    m.d.sync += count.eq(count + 1)
+                    m.d.sync += [classes[count].eq(self.i_class.payload.cls), count.eq(count + 1)]
                     with m.If(self.i_class.payload.last):
                         m.d.sync += [token.eq(0), in_chunk.eq(0), layer.eq(0), shared.eq(1)]
                         m.next = "Issue-Jobs"
