@@ -47,8 +47,7 @@ class Selector(wiring.Component):
         self._p = params
         super().__init__({"i_job": In(stream.Signature(params.job_layout)),
                           "i_logit": In(stream.Signature(params.logit_layout)),
-                          "o_pick": Out(stream.Signature(params.pick_layout)),
-                          "shared_set": Out(params.n_experts)})
+                          "o_pick": Out(stream.Signature(params.pick_layout))})
 
     def elaborate(self, platform):
         m = Module()
@@ -62,7 +61,6 @@ class Selector(wiring.Component):
         taken = Signal(e)
         s = Signal(e)
         picked = Signal(p.pick_bits)
-        m.d.comb += self.shared_set.eq(s)
 
         prefer_s = ~job.shared & (job.cls != TokenClass.MAJOR) & (picked != 0)
         # offset binary: the signed logit compares as unsigned; S membership above its top bit
