@@ -26,12 +26,11 @@ from ..contracts.weight_layout import Matrix, WeightLayout
 from .ema import EmaReference
 from .intops import I64, softmax_q16
 
-__all__ = ["MAJOR", "MINOR", "TRIVIAL", "CLASS_NAMES", "Q16", "score_q16", "tau_q16", "logit_q16",
+__all__ = ["MAJOR", "MINOR", "TRIVIAL", "Q16", "score_q16", "tau_q16", "logit_q16",
            "token_classes", "check_budgets", "native_top_k", "shared_set", "route_layer",
            "routing_weights", "chunk_fetches", "experts_per_step", "fetch_commands"]
 
 MAJOR, MINOR, TRIVIAL = (int(c) for c in TokenClass)
-CLASS_NAMES = ("major", "minor", "trivial")
 Q16 = 1 << 16
 
 
