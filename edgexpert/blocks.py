@@ -17,13 +17,17 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .contracts.config import Config, ConfigError
+from .contracts.pru import tau_q16
 from .contracts.weight_layout import WeightLayout
 from .hw.ema import EmaController, EmaSystem
 from .hw.mac_lane import MacLane
+from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams
 from .sim.ema_stimulus import ema_stimulus
+from .sim.models import model_spec
+from .sim.pru_stimulus import pru_stimulus
 from .sim.stimulus import Stimulus, mac_lane_stimulus
 
-__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters"]
+__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,48 @@ def _ema(config: Config, with_memories: bool):
         raise ConfigError(f"hardware.ema: {exc}") from None
 
 
+#: the PRU at the scale of Qwen3-30B-A3B's routing (128 experts, top-8; sim.models has the shape)
+PRU_LARGE_MODEL = "qwen3-30b-a3b"
+
+
+def _large_shape() -> dict:
+    spec = model_spec(PRU_LARGE_MODEL)
+    return {"n_experts": spec.n_experts, "top_k": spec.top_k, "n_layers": spec.n_layers,
+            "d_model": spec.d_model, "expert_ffn": spec.expert_ffn}
+
+
+def pru_experts_per_step(config: Config, **model) -> int:
+    """Whole experts of the model (`model` overrides its shape) one step of the configured EMA
+    holds; at least 1: an expert larger than the buffer is still one step (the EMA then fails
+    it BUFFER_FULL; docs/blocks/pru.md, limits)."""
+    from .golden.pru import experts_per_step
+    shape = {k: getattr(config.model, k) for k in ("n_layers", "n_experts", "d_model",
+                                                    "expert_ffn", "n_shared_experts")}
+    layout = WeightLayout(**{**shape, **{k: v for k, v in model.items() if k in shape}})
+    ema = config.hardware.ema
+    return max(1, experts_per_step(layout, ema.axi_data_width // 8, ema.buffer_bytes, ema.slots))
+
+
+def pru_parameters(config: Config, **model) -> dict:
+    """The PRU's parameters (keyword arguments of `PruParams`) from the config's model and
+    prefill policy; `model` overrides the model's shape (`_large_shape`)."""
+    m, p = config.model, config.policies
+    shape = {"n_experts": m.n_experts, "top_k": m.top_k, "n_layers": m.n_layers,
+             "d_model": m.d_model, "expert_ffn": m.expert_ffn, **model}
+    return {**shape, "chunk": p.prefill_chunk, "max_tokens": PRU_MAX_TOKENS, "lanes": PRU_LOGIT_LANES,
+            "experts_per_step": pru_experts_per_step(config, **model),
+            "tau_major_q16": tau_q16(p.prefill_tau_major),
+            "tau_minor_q16": tau_q16(p.prefill_tau_minor),
+            "budget_minor": p.prefill_budget_minor, "budget_trivial": p.prefill_budget_trivial}
+
+
+def _pru(config: Config, **model):
+    try:
+        return Pru(PruParams(**pru_parameters(config, **model)))
+    except ValueError as exc:  # budgets or chunk the config ranges alone cannot rule out
+        raise ConfigError(f"pru: {exc}") from None
+
+
 BLOCKS: dict[str, Block] = {
     "mac_lane": Block(
         "mac_lane",
@@ -77,6 +123,21 @@ BLOCKS: dict[str, Block] = {
         "(what the benches simulate; memories synthesize to flip-flops)",
         lambda c: _ema(c, with_memories=True),
         ema_parameters,
+    ),
+    "pru": Block(
+        "pru",
+        "prompt routing unit: token classes, shared set, budgeted top-k and weights, per-chunk "
+        "EMA fetch list (the configured model's experts)",
+        _pru,
+        pru_parameters,
+        pru_stimulus,
+    ),
+    "pru_e128": Block(
+        "pru_e128",
+        "prompt routing unit at Qwen3-30B-A3B's routing (128 experts, top-8)",
+        lambda c: _pru(c, **_large_shape()),
+        lambda c: pru_parameters(c, **_large_shape()),
+        pru_stimulus,
     ),
 }
 

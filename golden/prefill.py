@@ -32,6 +32,7 @@ from ..contracts.errors import InputError
 from .checkpoint import bundled_checkpoint_dir, save_tensors, weights_sha256
 from .decode import exact_logits, run_pass
 from .metrics import LogitComparison
+from . import pru
 from .model import KVCache, MoEModel, route, routing_weights
 from .train import eval_windows
 
@@ -41,7 +42,7 @@ __all__ = ["MAJOR", "MINOR", "TRIVIAL", "EncoderError", "EncoderSettings", "Toke
            "bundled_encoder_dir", "PrefillRouting", "prefill_routing", "prefill_pass",
            "prefill_quality", "TARGET_DEFINITION"]
 
-MAJOR, MINOR, TRIVIAL = 0, 1, 2
+MAJOR, MINOR, TRIVIAL = pru.MAJOR, pru.MINOR, pru.TRIVIAL
 ENCODER_VERSION = 1
 #: encoder.json's `model_sha256`, the model an encoder was trained for: golden.checkpoint's
 #: weights_sha256 over float32 values with shapes, the form the bundled encoder records
@@ -80,15 +81,12 @@ class EncoderSettings:
 
 def token_classes(scores: torch.Tensor, tau_major: float, tau_minor: float) -> torch.Tensor:
     """MAJOR / MINOR / TRIVIAL per token from scores [T] (summing to 1): the score is multiplied
-    by T so that thresholds do not depend on the prompt length (1.0 = the uniform score)."""
+    by T so that thresholds do not depend on the prompt length (1.0 = the uniform score). The
+    comparison is the PRU's integer one (golden.pru): scores and thresholds in Q.16."""
     if tau_minor > tau_major:
         raise ValueError(f"tau_minor = {tau_minor} is out of range: accepted 0..tau_major "
                          f"(= {tau_major})")
-    relative = scores * scores.shape[-1]
-    classes = torch.full(scores.shape, TRIVIAL, dtype=torch.long)
-    classes[relative >= tau_minor] = MINOR
-    classes[relative >= tau_major] = MAJOR
-    return classes
+    return pru.token_classes(pru.score_q16(scores), pru.tau_q16(tau_major), pru.tau_q16(tau_minor))
 
 
 def random_classes(classes: torch.Tensor, seed: int) -> torch.Tensor:
@@ -109,25 +107,10 @@ def shared_set_route(logits: torch.Tensor, classes: torch.Tensor, top_k: int, bu
 
     Major tokens take the router's top-K; S is the union of those experts. A minor (trivial)
     token takes its top-1 expert, then up to budget_minor (budget_trivial) experts in all: first
-    S's experts by the token's router logit, then, only if S runs out, the others by logit."""
-    if not 1 <= budget_trivial <= budget_minor <= top_k:
-        raise ValueError(f"budgets (minor {budget_minor}, trivial {budget_trivial}) are out of "
-                         f"range: accepted 1 <= trivial <= minor <= top_k (= {top_k})")
-    native = route(logits, top_k)
-    major = classes == MAJOR
-    shared = torch.zeros(logits.shape[-1], dtype=torch.bool)
-    shared[native[major].reshape(-1)] = True
-    by_logit = route(logits, logits.shape[-1])
-    # the top-1 first, then S's experts, then the rest; a stable sort keeps logit order within
-    group = (~shared[by_logit]).long()
-    group[:, 0] = -1
-    preference = torch.gather(by_logit, 1, torch.sort(group, dim=1, stable=True).indices)
-    out = preference[:, :top_k].clone()
-    budget = torch.where(classes == MINOR, budget_minor, budget_trivial)
-    budget = torch.where(major, top_k, budget)
-    out[torch.arange(top_k)[None, :] >= budget[:, None]] = -1
-    out[major] = native[major]
-    return out
+    S's experts by the token's router logit, then, only if S runs out, the others by logit.
+    The PRU's integer routing (golden.pru.route_layer) on the logits as Q.16: exact for the
+    integer path's logits, a rounding onto 2**-16 for the float path's."""
+    return pru.route_layer(pru.logit_q16(logits), classes, top_k, budget_minor, budget_trivial)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -54,16 +54,18 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["rtl", "mac_lane", "--out", "x", "--set", "hardware.mac_lane.pairs_per_beat=0"],
      "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
     (["synth", "nope"],
-     "edgexpert: error: block 'nope' is not known: accepted ema, ema_system, mac_lane"),
+     "edgexpert: error: block 'nope' is not known: accepted ema, ema_system, mac_lane, pru, pru_e128"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_data_width=100"],
      "edgexpert: error: hardware.ema.axi_data_width = 100 is not accepted: accepted 64, 128, 256"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_addr_width=16"],
      "edgexpert: error: hardware.ema: addr_width 16 does not reach the end of the weights"),
     (["bench", "ema", "--trace", "/nonexistent.json"],
      "edgexpert: error: cannot read mask trace /nonexistent.json"),
+    (["bench", "pru", "--prompts", "9"],
+     "edgexpert: error: --prompts 9 is out of range: accepted 1..8 (the bundled prompts)"),
     (["synth", "mac_lane", "--config", "/nonexistent.yaml"], "edgexpert: error: cannot read config"),
     (["synth"], "edgexpert: error: synth needs a BLOCK or --all: accepted blocks "
-                "ema, ema_system, mac_lane"),
+                "ema, ema_system, mac_lane, pru, pru_e128"),
     (["synth", "mac_lane", "--all"],
      "edgexpert: error: synth takes a BLOCK or --all, not both (BLOCK 'mac_lane')"),
     (["synth", "--all", "--set", "synth.target_vdd_v=0.5"],
@@ -119,6 +121,18 @@ def test_synth_all_writes_report_and_cost_table(tmp_path):
     # a second run reads every block from the cache
     assert f"{len(BLOCKS)} blocks ({len(BLOCKS)} from the cache)" in run("synth", "--all", *SMALL, env=env).stdout
     assert json.loads(run("synth", "--all", "--json", *SMALL, env=env).stdout) == report
+
+
+def test_rtl_pru_writes_the_block_and_rejects_a_chunk_beyond_the_longest_prompt(tmp_path):
+    run("rtl", "pru", "--out", str(tmp_path / "a"))
+    # 8 router logits of 32 bits per input beat; class 2 + expert 5 + weight 17 + last 1 bits out
+    text = (tmp_path / "a" / "pru_sim.v").read_text()
+    assert "input [255:0] i_logit__payload" in text and "output [24:0] o_route__payload" in text
+    proc = run("rtl", "pru", "--out", str(tmp_path / "c"), "--set", "policies.prefill_chunk=200",
+               check=False)
+    assert proc.returncode != 0
+    assert proc.stderr == ("edgexpert: error: pru: chunk = 200 is out of range: accepted "
+                           "1..128\n")
 
 
 def test_rtl_ema_writes_the_controller_and_the_system(tmp_path):

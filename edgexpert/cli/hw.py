@@ -1,4 +1,4 @@
-"""The hardware blocks: `rtl`, `synth` and `bench ema`."""
+"""The hardware blocks: `rtl`, `synth`, `bench ema` and `bench pru`."""
 
 from __future__ import annotations
 
@@ -131,6 +131,54 @@ def cmd_bench_ema(args) -> int:
     return 0
 
 
+def cmd_bench_pru(args) -> int:
+    """The PRU's throughput on Verilator (cocotb_tests/pru, no backpressure) against the MAC
+    clusters' time for the same tokens."""
+    from ..blocks import PRU_LARGE_MODEL
+    from ..cocotb_tests.pru import run_bench
+    from ..sim.models import BUNDLED, model_spec
+
+    config = load(args)
+    if not 1 <= args.prompts <= 8:
+        raise InputError(f"--prompts {args.prompts} is out of range: accepted 1..8 (the bundled "
+                         "prompts)")
+    macs = config.platform.macs
+    cases = {"e32": (BUNDLED, args.prompts), "e128": (PRU_LARGE_MODEL, 0)}
+    rows = {}
+    for case, (model, prompts) in cases.items():
+        if not args.json:
+            print(f"edgexpert bench pru: {case} ({model}), verilator, seed {DEMO_SEED} ...")
+        report = run_bench(case, "verilator", seed=DEMO_SEED, bundled_prompts=prompts,
+                           modes=("none",)).report["tests"]
+        spec = model_spec(model)
+        for test, r in report.items():
+            token_layers = r["tokens"] * r["layers"]
+            experts = r["route_beats"] / token_layers
+            # the MAC clusters' time for one token in one layer: its routed experts and its
+            # share of the projections and router; attention over the prompt only adds to it
+            mac_cycles = (experts * spec.expert_macs + spec.nonexpert_macs / spec.n_layers) / macs
+            pru_cycles = r["cycles"] / token_layers
+            rows[f"{case}/{test.split('/')[0]}"] = {
+                "model": model, "prompts": r["prompts"], "tokens": r["tokens"],
+                "cycles": r["cycles"], "tokens_per_cycle": round(1 / pru_cycles, 5),
+                "pru_cycles_per_token_layer": round(pru_cycles, 2),
+                "experts_per_token_layer": round(experts, 3),
+                "mac_cycles_per_token_layer": round(mac_cycles, 2),
+                "pru_over_mac": round(pru_cycles / mac_cycles, 4)}
+    summary = {"block": "pru", "simulator": "verilator", "seed": DEMO_SEED,
+               "platform_macs": macs, "runs": rows}
+
+    def table(path: Path) -> None:
+        print(f"{'run':<16}{'tokens':>8}{'cycles/token-layer':>20}{'MAC cycles':>12}{'PRU/MAC':>9}")
+        for name, r in rows.items():
+            print(f"{name:<16}{r['tokens']:>8}{r['pru_cycles_per_token_layer']:>20.2f}"
+                  f"{r['mac_cycles_per_token_layer']:>12.2f}{r['pru_over_mac']:>9.3f}")
+        print(f"MAC cycles at platform.macs = {macs}; summary {path}")
+
+    publish(args, summary, ("bench", "pru", "summary.json"), table)
+    return 0
+
+
 def utilization_table(utilization: dict, sources: dict, latencies) -> str:
     """Case, mask source and one column per latency; the source column as wide as its longest
     entry (a trace's source is a sentence)."""
@@ -173,3 +221,11 @@ def register_bench(benches) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the summary (utilization by case and latency) as JSON")
     p.set_defaults(func=cmd_bench_ema)
+
+    p = benches.add_parser("pru", parents=[settings_options(1)],
+                           help="the prompt routing unit's tokens per cycle on Verilator against "
+                                "the MAC clusters' time (minutes; build/bench/pru/)")
+    p.add_argument("--prompts", type=int, default=2, metavar="N",
+                   help="bundled prompts to route (1..8, default 2)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_bench_pru)

@@ -1,0 +1,122 @@
+"""cocotb bench of the prompt routing unit (bench.py), the traces it runs on, and the function
+that runs it.
+
+Two hardware cases: `e32`, the bundled model's shape (32 experts, top-4, 4 layers) on the golden
+integer model's prefill traces of bundled prompts plus synthetic corner prompts; `e128`,
+Qwen3-30B-A3B's routing (128 experts, top-8) on synthetic prompts only (no checkpoint of that
+shape is bundled). A synthetic prompt's logits do not come from a model (golden's
+`synthetic_prefill_trace` routes them by the contract)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgexpert.contracts.tools import build_root
+from edgexpert.hw.pru import Pru, PRU_LOGIT_LANES, PRU_MAX_TOKENS
+from edgexpert.sim.runner import SimResult, run_cocotb
+
+__all__ = ["BENCH_MODULE", "BENCH_CASES", "MAX_TOKENS", "LANES", "CI_RUN", "FULL_RUN", "bench_tests", "run_bench",
+           "bundled_prefill_trace", "corner_prefill_trace"]
+
+BENCH_MODULE = "edgexpert.cocotb_tests.pru.bench"
+#: the longest prompt and the logits per beat: the registry's (edgexpert.blocks)
+MAX_TOKENS = PRU_MAX_TOKENS
+LANES = PRU_LOGIT_LANES
+#: model overrides per case (the bundled config's other fields; budgets within top_k)
+BENCH_CASES = {
+    "e32": {"overrides": []},
+    "e128": {"overrides": ["model.n_experts=128", "model.top_k=8", "model.n_layers=2"]},
+}
+#: what the test command runs (about a minute of simulation per simulator); the benchmark runs
+#: every bundled prompt and both backpressure modes
+CI_RUN = {"bundled_prompts": 1, "modes": ("random",)}
+FULL_RUN = {"bundled_prompts": 8, "modes": ("none", "random")}
+
+
+def bench_tests(case: str, bundled_prompts: int, modes) -> list[str]:
+    """Names of the cocotb tests the bench runs (what its report holds)."""
+    traces = ["corners"] + (["bundled"] if bundled_prompts and case == "e32" else [])
+    return sorted(f"{t}/{m}" for t in traces for m in modes)
+
+
+def _config(case: str):
+    from edgexpert.contracts.config import load_config
+    return load_config(overrides=BENCH_CASES[case]["overrides"])
+
+
+def bundled_prefill_trace(out: Path, prompts: int, progress: bool = False) -> Path:
+    """The golden integer model's prefill trace of the first `prompts` bundled prompts."""
+    from edgexpert.contracts.prefill_trace import write_prefill_trace
+    from edgexpert.golden.checkpoint import load_checkpoint
+    from edgexpert.golden.corpus import load_corpus
+    from edgexpert.golden.int_model import quantize_model
+    from edgexpert.golden.prefill import load_encoder
+    from edgexpert.golden.prefill_trace import build_prefill_trace
+    from edgexpert.golden.prompts import load_prompts
+
+    ckpt = load_checkpoint()
+    encoder, _ = load_encoder(ckpt.model)
+    chosen = load_prompts(load_corpus(), ckpt.tokenizer)[:prompts]
+    trace = build_prefill_trace(quantize_model(ckpt.model), encoder, _config("e32").policies,
+                                chosen, {"prompts": f"bundled[:{prompts}]"}, progress)
+    return write_prefill_trace(trace, out)
+
+
+def corner_prefill_trace(case: str, out: Path, seed: int) -> Path:
+    """Synthetic prompts: 1 token; the longest (MAX_TOKENS) with random logits; all major (equal
+    scores); all trivial (scores far below tau_minor, so S is empty); all trivial but one major;
+    and tied logits (four values, so most keys tie)."""
+    import torch
+
+    from edgexpert.contracts.prefill_trace import write_prefill_trace
+    from edgexpert.golden.prefill_trace import prefill_settings, synthetic_prefill_trace
+
+    config = _config(case)
+    m = config.model
+    gen = torch.Generator().manual_seed(seed)
+
+    def logits(t, spread=8 * 65536):
+        return torch.randint(-spread, spread, (t, m.n_layers, m.n_experts), generator=gen)
+
+    def uniform(t):
+        return torch.full((t,), -(-65536 // t))     # rounded up: r = s t >= 1.0 for every token
+
+    def spread_scores(t):      # r = s t spread over 0..2: every class
+        return torch.randint(0, 2 * 65536 // t, (t,), generator=gen)
+
+    trivial = torch.full((20,), 65536 // (20 * 4))    # r = 0.25 each: all trivial, S empty
+    one_major = trivial.clone()
+    one_major[0] = 65536 - int(trivial[1:].sum())
+    prompts = [
+        (torch.tensor([65536]), logits(1)),
+        (spread_scores(MAX_TOKENS), logits(MAX_TOKENS)),
+        (uniform(24), logits(24)),
+        (trivial, logits(20)),
+        (one_major, logits(20)),
+        (spread_scores(30), torch.randint(-2, 2, (30, m.n_layers, m.n_experts), generator=gen) * 65536),
+    ]
+    trace = synthetic_prefill_trace(m, prefill_settings(config.policies), prompts,
+                                    {"prompts": "synthetic corners", "seed": seed})
+    return write_prefill_trace(trace, out)
+
+
+def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
+              waves: bool | None = None, bundled_prompts: int = CI_RUN["bundled_prompts"],
+              modes=CI_RUN["modes"]) -> SimResult:
+    """Run the PRU bench for one case: the corner prompts and (32 experts only: the bundled
+    model's shape) the first `bundled_prompts` bundled prompts, each under every backpressure
+    mode of `modes`; raises SimError on any failure."""
+    from edgexpert.contracts.prefill_trace import read_prefill_trace
+    from edgexpert.cocotb_tests.pru.vectors import pru_params
+
+    folder = build_root() / "bench" / "pru"
+    corners = corner_prefill_trace(case, folder / f"corners-{case}.npz", seed)
+    traces = {"corners": {"file": str(corners), "modes": list(modes)}}
+    if bundled_prompts and case == "e32":
+        bundled = bundled_prefill_trace(folder / f"bundled-{bundled_prompts}.npz", bundled_prompts)
+        traces["bundled"] = {"file": str(bundled), "modes": list(modes)}
+    params = pru_params(read_prefill_trace(corners), MAX_TOKENS, LANES)
+    name = f"{case}-p{bundled_prompts}-{'-'.join(modes)}"
+    return run_cocotb(Pru(params), toplevel="pru", test_module=BENCH_MODULE, case=name,
+                      params={"traces": traces, "case": case}, simulator=simulator, seed=seed,
+                      waves=waves)

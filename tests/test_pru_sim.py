@@ -1,0 +1,208 @@
+"""The PRU RTL in Amaranth's simulator on small synthetic prompts against golden.pru (the cocotb
+bench, cocotb_tests/pru/, runs the bundled prompts' traces on Icarus and Verilator)."""
+
+import dataclasses
+import random
+
+import pytest
+import torch
+from amaranth.hdl import Elaboratable, Module, Value
+from amaranth.lib import wiring
+from amaranth.sim import Simulator
+
+from edgexpert.cocotb_tests.pru.vectors import prompt_vectors, pru_params
+from edgexpert.contracts.config import load_config
+from edgexpert.golden.prefill_trace import synthetic_prefill_trace
+from edgexpert.hw.pru import Pru, PruParams
+
+
+def _model(n_experts=8, top_k=3, n_layers=2):
+    return load_config(overrides=[f"model.n_experts={n_experts}", f"model.top_k={top_k}",
+                                  f"model.n_layers={n_layers}", "model.d_model=48",
+                                  "model.expert_ffn=40", "model.n_heads=2"]).model
+
+
+SETTINGS = {"tau_major_q16": 65536, "tau_minor_q16": 49152, "budget_minor": 2,
+            "budget_trivial": 1, "chunk": 3}
+
+
+def run(dut: Pru, vectors, seed: int, stall: bool) -> tuple[list[int], list[int], int]:
+    rng = random.Random(seed)
+    routes, ema, cycles = [], [], [0]
+
+    async def source(ctx, port, items):
+        for item in items:
+            while stall and rng.random() < 0.3:
+                ctx.set(port.valid, 0)
+                await ctx.tick()
+            ctx.set(port.valid, 1)
+            ctx.set(Value.cast(port.payload), item)
+            await ctx.tick().until(port.ready)
+        ctx.set(port.valid, 0)
+
+    async def sink(ctx, port, out, count):
+        while len(out) < count:
+            ctx.set(port.ready, not (stall and rng.random() < 0.3))
+            _, _, valid, ready, payload = await ctx.tick().sample(port.valid, port.ready,
+                                                                  Value.cast(port.payload))
+            if valid and ready:
+                out.append(payload)
+
+    async def scores(ctx):
+        await source(ctx, dut.i_score, vectors.scores)
+
+    async def logits(ctx):
+        await source(ctx, dut.i_logit, vectors.logits)
+
+    async def route_sink(ctx):
+        await sink(ctx, dut.o_route, routes, len(vectors.routes))
+
+    async def ema_sink(ctx):
+        await sink(ctx, dut.o_ema, ema, len(vectors.ema))
+
+    async def clock(ctx):
+        while len(routes) < len(vectors.routes) or len(ema) < len(vectors.ema):
+            await ctx.tick()
+            cycles[0] += 1
+            assert cycles[0] < 200_000, "hang"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for bench in (scores, logits, route_sink, ema_sink, clock):
+        sim.add_testbench(bench)
+    sim.run()
+    return routes, ema, cycles[0]
+
+
+@pytest.mark.parametrize("stall,lanes,per_step", [(False, 1, None), (True, 4, 2)])
+def test_pru_matches_golden_on_synthetic_prompts(stall, lanes, per_step):
+    model = _model()
+    gen = torch.Generator().manual_seed(5)
+    t = 7
+    # ties: every logit drawn from a few values
+    z = torch.randint(-3, 3, (t, model.n_layers, model.n_experts), generator=gen) * 40000
+    scores = torch.tensor([30000, 1000, 5000, 9000, 4000, 12000, 4536])
+    trace = synthetic_prefill_trace(model, SETTINGS, [(scores, z), (torch.tensor([65536]),
+                                                                    z[:1])], {})
+    params = pru_params(trace, max_tokens=8, lanes=lanes)
+    if per_step is not None:          # chunks of more experts than one EMA step takes
+        params = dataclasses.replace(params, experts_per_step=per_step)
+    for p in range(2):
+        vectors = prompt_vectors(trace, p, params)
+        routes, ema, cycles = run(Pru(params), vectors, seed=p, stall=stall)
+        assert routes == vectors.routes
+        assert ema == vectors.ema
+
+
+class _Chain(Elaboratable):
+    """The PRU's fetch commands straight into the EMA controller."""
+    def __init__(self, pru: Pru, ema):
+        self.pru, self.ema = pru, ema
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.pru, m.submodules.ema = self.pru, self.ema
+        wiring.connect(m, self.pru.o_ema, self.ema.cmd)
+        return m
+
+
+def test_pru_drives_the_ema_through_a_prompt():
+    """PRU -> EMA on one chunk of one layer (its experts need two EMA steps): every descriptor
+    completes OK, the AXI reads are the EMA reference model's for whole experts, and the buffer
+    ends up holding what the reference says (memory image of seeded random weights)."""
+    from edgexpert.cocotb_tests.ema import BENCH_CASES, BENCH_LAYOUT
+    from edgexpert.contracts.ema import Descriptor, ema_completion_layout
+    from edgexpert.contracts.weight_image import memory_image, random_weights
+    from edgexpert.contracts.weight_layout import Matrix
+    from edgexpert.golden.ema import EmaReference
+    from edgexpert.golden.pru import experts_per_step
+    from edgexpert.hw.ema import EmaSystem
+
+    layout, hw = BENCH_LAYOUT, BENCH_CASES["w64"]
+    beat = hw["data_width"] // 8
+    model = load_config(overrides=[
+        f"model.n_experts={layout.n_experts}", "model.top_k=2", "model.n_layers=1",
+        f"model.d_model={layout.d_model}", f"model.expert_ffn={layout.expert_ffn}",
+        f"model.n_shared_experts={layout.n_shared_experts}", "model.n_heads=2"]).model
+    z = torch.tensor([[[3, 1, 2]], [[0, 5, 1]], [[2, 0, 7]], [[1, 1, 1]]]) * 65536
+    trace = synthetic_prefill_trace(model, {**SETTINGS, "chunk": 4},
+                                    [(torch.tensor([40000, 10000, 9000, 6536]), z)], {})
+    per_step = experts_per_step(layout, beat, hw["buffer_bytes"], hw["slots"])
+    params = dataclasses.replace(pru_params(trace, max_tokens=8, lanes=1),
+                                 experts_per_step=per_step)
+    chosen = sorted(set(trace["experts"][trace["experts"] >= 0].tolist()))
+    assert per_step < len(chosen) == 3      # the chunk's three experts take two steps
+    vectors = prompt_vectors(trace, 0, params)
+    ema = EmaSystem(layout, data_width=hw["data_width"], outstanding=hw["outstanding"],
+                    buffer_bytes=hw["buffer_bytes"], buffer_banks=hw["buffer_banks"],
+                    slots=hw["slots"])
+    pru = Pru(params)
+    dut = _Chain(pru, ema)
+    image = memory_image(layout, random_weights(layout, seed=7))
+    reference = EmaReference(layout, beat, hw["buffer_bytes"], hw["slots"])
+    steps = [[Descriptor(t, 0, e, mtx, range(layout.in_channels(mtx)), True)
+              for t, (e, mtx) in enumerate((e, mtx) for e in group for mtx in Matrix)]
+             for group in (chosen[:per_step], chosen[per_step:])]
+    results = [reference.step(s) for s in steps]
+    ars, done, lines = [], [], {}
+    expected = {}
+    for r in results:                    # the second step's lines overwrite the first's
+        expected.update(reference.buffer_lines(r, image, layout.base_address))
+
+    async def feed(ctx, port, items):
+        ctx.set(port.valid, 1)
+        for item in items:
+            ctx.set(Value.cast(port.payload), item)
+            await ctx.tick().until(port.ready)
+        ctx.set(port.valid, 0)
+
+    async def scores(ctx):
+        await feed(ctx, pru.i_score, vectors.scores)
+
+    async def logits(ctx):
+        await feed(ctx, pru.i_logit, vectors.logits)
+
+    async def memory(ctx):
+        axi, queue, head, sent = ema.m_axi, [], None, 0
+        ctx.set(axi.arready, 1)
+        ctx.set(ema.done.ready, 1)
+        ctx.set(pru.o_route.ready, 1)
+        for _ in range(20_000):
+            if len(done) == sum(len(r.completions) for r in results):
+                break
+            if head is None and queue:
+                head, sent = queue.pop(0), 0
+            if head is not None:
+                at = head[0] - layout.base_address + sent * beat
+                ctx.set(axi.rdata, int.from_bytes(image[at:at + beat], "little"))
+                ctx.set(axi.rlast, sent == head[1] - 1)
+            ctx.set(axi.rvalid, head is not None)
+            _, _, arvalid, araddr, arlen, rready, d_valid, d_payload = \
+                await ctx.tick().sample(axi.arvalid, axi.araddr, axi.arlen, axi.rready,
+                                        ema.done.valid, Value.cast(ema.done.payload))
+            if arvalid:
+                ars.append((araddr, arlen + 1))
+                queue.append((araddr, arlen + 1))
+            if head is not None and rready:
+                sent += 1
+                if sent == head[1]:
+                    head = None
+            if d_valid:
+                done.append(ema_completion_layout.from_bits(d_payload))
+        banks = hw["buffer_banks"]
+        for line in sorted(expected):
+            port = ema.buf_rd[line % banks]
+            ctx.set(port.addr, line // banks)
+            await ctx.tick()
+            await ctx.tick()
+            lines[line] = ctx.get(port.data).to_bytes(beat, "little")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for bench in (scores, logits, memory):
+        sim.add_testbench(bench)
+    sim.run()
+    want = [c for r in results for c in r.completions]
+    assert [(int(c.tag), int(c.status)) for c in done] == [(c.tag, int(c.status)) for c in want]
+    assert ars == [b for r in results for b in reference.bursts(r)]
+    assert expected and lines == expected
