@@ -127,6 +127,7 @@ class _ReportWatch:
         self._path, self._total, self._desc = path, total, desc
         self._stop = threading.Event()
         self._thread = None
+        self._bar = None
 
     def _count(self) -> int:
         try:
@@ -136,22 +137,25 @@ class _ReportWatch:
         return len(report.get("runs", report.get("tests", {})))
 
     def _poll(self):
-        with progress_bar(total=self._total, desc=self._desc, unit="test") as bar:
-            while not self._stop.wait(0.5):
-                done = self._count()
-                if done > bar.n:
-                    bar.update(done - bar.n)
+        while not self._stop.wait(0.5):
+            done = self._count()
+            if done > self._bar.n:
+                self._bar.update(done - self._bar.n)
 
     def __enter__(self):
         if self._total:
-            self._thread = threading.Thread(target=self._poll, daemon=True)
-            self._thread.start()
+            self._bar = progress_bar(total=self._total, desc=self._desc, unit="test")
+            if not self._bar.disable:       # no terminal, or --quiet: nothing to draw
+                self._thread = threading.Thread(target=self._poll, daemon=True)
+                self._thread.start()
         return self
 
     def __exit__(self, *exc):
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
+        if self._bar is not None:
+            self._bar.close()
 
 
 def _case_dir(toplevel: str, case: str, simulator: str) -> Path:

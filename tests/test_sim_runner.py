@@ -84,3 +84,27 @@ def test_waves_one_file_per_case_with_the_dut_signals(build_dir, monkeypatch, ca
     again = run_cocotb(MacLane(1), toplevel="mac_lane", test_module="short_bench", case="waves",
                        params={}, simulator=simulator)
     assert again.waves is None
+
+
+def test_bench_progress_counts_the_report_entries(tmp_path, monkeypatch):
+    """`run_cocotb(progress_total=N)`'s bar follows the bench's report file, on a terminal."""
+    import io
+    import json
+    import sys
+    import time
+
+    from edgexpert.sim.runner import _ReportWatch
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    report = tmp_path / "report.json"
+    with _ReportWatch(report, 3, "bench") as watch:
+        report.write_text(json.dumps({"tests": {"a": {}, "b": {}}}))
+        for _ in range(20):
+            time.sleep(0.25)
+            if watch._bar.n == 2:
+                break
+        assert watch._bar.n == 2
+    assert "bench" in sys.stderr.getvalue()

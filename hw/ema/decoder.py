@@ -43,9 +43,10 @@ class Decoder(wiring.Component):
     the word's top stays open for the next word. The marker follows the last run.
 
     `items` is a register: valid and payload hold until `ready`. `stopped` (an error is latched)
-    at a descriptor's lookup makes it fetch nothing and complete ABORTED; once stopped, no check
-    fails a descriptor any more (the first failure stays the only one). Its own errors leave
-    through `error`.
+    at a descriptor's lookup makes it fetch nothing and complete ABORTED. A descriptor past its
+    lookup can meet a stop only by a bus error (a command error stops the engine before the next
+    lookup); if it then fails a mask check, the beat writer still completes it ABORTED and
+    STATUS keeps the bus error. Its own errors leave through `error`.
     `new_step` is high while a NEW_STEP is taken; `skipped` counts de-duplicated channels.
     """
     def __init__(self, geometry: EmaGeometry, addr_width: int):
@@ -134,8 +135,7 @@ class _Decode:
                 m.d.comb += tail_bits.eq(Const(((1 << MASK_BITS) - 1) ^ ((1 << valid_bits) - 1),
                                                MASK_BITS))
         self.mask_in = c.cmd.payload.arg.mask
-        # checked only while the engine runs: after an error a descriptor completes ABORTED
-        self.mask_bad = self.last_word & (self.mask_in & tail_bits).any() & ~c.stopped
+        self.mask_bad = self.last_word & (self.mask_in & tail_bits).any()
         # residency word of (slot, k)
         res_word_bits = (g.res_words_per_slot - 1).bit_length()
         self.res_addr = Cat(self.k[:res_word_bits], self.slot) if res_word_bits else self.slot
