@@ -11,8 +11,9 @@ Checked on every rising edge (outside reset):
 - no X/Z on any valid or ready (cocotb raises when one is read as a bool);
 - `assert_drained()`: every accepted burst got all its beats, none lost.
 
-It records every accepted AR (`ars`: (address, beats, cycle)), counts beats and error beats
-(SLVERR / DECERR, with the cycle of the first), so a bench can compare them with a reference.
+It records every accepted AR (`ars`: (address, beats, cycle accepted); `ar_offered`: the cycle
+its `arvalid` rose), counts beats and error beats (SLVERR / DECERR, with the cycle of the first),
+so a bench can compare them with a reference. Cycles count rising edges outside reset.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class AxiReadMonitor:
         self.size = (beat_bytes - 1).bit_length()
         self.max_outstanding = max_outstanding
         self.ars: list[tuple[int, int, int]] = []
+        self.ar_offered: list[int] = []
         self.beats = 0
         self.error_beats = 0
         self.first_error_cycle: int | None = None
@@ -48,6 +50,7 @@ class AxiReadMonitor:
         self.cycle = 0
         self._open: deque[int] = deque()     # beats still due per accepted burst
         self._ar_stalled = None
+        self._ar_since = None
         self._r_stalled = None
         self._task = cocotb.start_soon(self._run())
 
@@ -57,6 +60,11 @@ class AxiReadMonitor:
     @property
     def outstanding(self) -> int:
         return len(self._open)
+
+    def forget_errors(self):
+        """Start counting error beats afresh (a bench that injects errors case by case)."""
+        self.error_beats = 0
+        self.first_error_cycle = None
 
     def assert_drained(self):
         assert not self._open, (f"{len(self._open)} accepted bursts still miss "
@@ -92,8 +100,10 @@ class AxiReadMonitor:
                         f"AR changed from {self._ar_stalled} to {offer} while waiting for arready"
                 else:
                     self._check_ar(*offer)
+                    self._ar_since = self.cycle
                 if bool(ar["arready"].value):
                     self.ars.append((offer[0], offer[1], self.cycle))
+                    self.ar_offered.append(self._ar_since)
                     self._open.append(offer[1])
                     self._ar_stalled = None
                 else:

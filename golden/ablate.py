@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+from ..contracts.progress import progress_bar
 from ..contracts.weight_layout import WeightLayout
 from .decode import FloatEngine, decode_ar
 from .evaluate import against_naive, measure
@@ -99,16 +100,17 @@ def study_settings(study: str, config, model, layout,
 
 
 def run_study(study: str, config, model, prompts: list[list[int]], windows: list[list[int]],
-              eot: int | None, encoder=None,
-              progress: Callable[[str], None] = lambda label: None) -> dict:
-    """Every setting of `study` measured as `edgexpert compare` measures a policy, keyed by label."""
+              eot: int | None, encoder=None, progress: bool = True) -> dict:
+    """Every setting of `study` measured as `edgexpert compare` measures a policy, keyed by label
+    (`progress`: a bar over the settings)."""
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     settings = study_settings(study, config, model, layout, encoder)
     reference = [decode_ar(engine, prompt, config.decode, eot) for prompt in prompts]
     out = {}
-    for label, make in settings:
-        progress(label)
+    bar = progress_bar(settings, desc=study, unit="setting", enabled=progress)
+    for label, make in bar:
+        bar.set_postfix_str(label)
         out[label] = measure(engine, make(), prompts, reference, windows,
                              config.policies.eval_prompt_tokens, eot)
     return against_naive(out, out["naive_sd"]["ema_bytes_per_token_decode"])

@@ -9,14 +9,16 @@ import torch
 import torch.nn.functional as F
 
 from ..contracts.config import Config
+from ..contracts.progress import progress_bar
 from .model import MoE, MoEModel, balance_losses
 
 __all__ = ["measure_dispatch"]
 
 
-def measure_dispatch(config: Config, steps: int = 6, seed: int = 0) -> dict:
+def measure_dispatch(config: Config, steps: int = 6, seed: int = 0, progress: bool = True) -> dict:
     """Tokens per second of forward + backward + AdamW for each dispatch, alternating the two so
-    that machine load hits both alike; the first step of each is a warm-up."""
+    that machine load hits both alike; the first step of each is a warm-up. `progress`: a bar
+    over the steps."""
     mc, tc = config.model, config.train
     torch.set_num_threads(tc.threads)
     torch.manual_seed(seed)
@@ -24,7 +26,8 @@ def measure_dispatch(config: Config, steps: int = 6, seed: int = 0) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(seed)
     times = {"grouped": [], "loop": []}
-    for step in range(steps + 1):
+    for step in progress_bar(range(steps + 1), desc="bench dispatch", unit="step",
+                             enabled=progress):
         batch = torch.randint(0, mc.vocab_size, (tc.batch_size, tc.seq_len + 1), generator=gen)
         for name in times:
             for module in model.modules():

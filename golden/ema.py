@@ -7,6 +7,10 @@ padded block), bump allocation of buffer lines from line 0, the location of ever
 AXI bursts after the 4 KB / 256-beat split. Every number comes from `WeightLayout` and the bus
 width (docs/blocks/ema.md); nothing is taken from `hw/`, so an arithmetic bug in the RTL's
 constants cannot hide in the reference too. Benches and tests compare the RTL with it.
+
+`EmaReference.step_with_errors` says what the controller must report when a step goes wrong:
+error responses on some data beats, a descriptor with a field out of range, or both
+(docs/blocks/ema.md, "Completions and errors").
 """
 
 from __future__ import annotations
@@ -14,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..contracts.ema import Completion, Descriptor, EmaStatus
+from ..contracts.ema import Completion, Descriptor, EmaError, EmaStatus
 from ..contracts.weight_layout import Matrix, WeightLayout, channel_runs
 
-__all__ = ["Read", "StepResult", "EmaReference", "split_bursts", "SCALE", "PAGE_BYTES",
-           "MAX_BURST_BEATS"]
+__all__ = ["Read", "StepResult", "ErrorOutcome", "EmaReference", "split_bursts", "SCALE",
+           "PAGE_BYTES", "MAX_BURST_BEATS"]
 
 #: pseudo-channel naming a matrix's scale block in `StepResult.locations`
 SCALE = "scale"
@@ -68,6 +72,27 @@ class StepResult:
     fetched_channels: int = 0
     skipped_channels: int = 0
     lines_used: int = 0
+
+
+@dataclass
+class ErrorOutcome:
+    """What a step with errors must leave behind (`EmaReference.step_with_errors`)."""
+    #: one per descriptor, in command order
+    completions: list[Completion]
+    #: what STATUS must hold: the error and the tag of the one descriptor that completed FAILED
+    code: EmaError
+    tag: int
+    #: the AR bursts (address, beats) the step would issue without errors; the ARs on the bus
+    #: are a prefix of them
+    bursts: list[tuple[int, int]]
+    #: how many of `bursts` must have been issued (up to the failing one, or every burst of the
+    #: descriptors before a bad one)
+    bursts_issued_at_least: int
+    #: the well-formed descriptors before the first bad one, as `step` fetches them
+    result: StepResult
+    #: beats, counted in read order over `result.reads`, that reach the buffer; every later
+    #: line keeps what it held
+    written_beats: int
 
 
 class EmaReference:
@@ -137,6 +162,61 @@ class EmaReference:
             out.completions.append(Completion(d.tag, slot, EmaStatus.OK))
         out.lines_used = alloc
         return out
+
+    def step_with_errors(self, descriptors: Iterable[Descriptor],
+                         error_beats: dict[tuple[int, int], EmaError]) -> ErrorOutcome:
+        """A step where `error_beats[(burst, beat)]` (SLVERR or DECERR) answers that beat of
+        that burst (bursts numbered in issue order, as `bursts` lists them) and descriptors whose
+        fields are out of range fail their check (BAD_DESCRIPTOR).
+
+        The contract: the first failure *in command order* decides. A descriptor fails when it
+        is out of range or one of its own data beats returns an error (the first such beat in
+        its reads' order gives the code). Every descriptor before it completes OK, it completes
+        FAILED, every later one ABORTED, whatever happens to their data; FAILED and ABORTED
+        completions carry slot 0. STATUS names the failing descriptor. Tags must be unique.
+        """
+        descriptors = list(descriptors)
+        tags = [d.tag for d in descriptors]
+        if len(set(tags)) != len(tags):
+            raise ValueError("step_with_errors needs unique tags")
+        good = []
+        for d in descriptors:
+            try:
+                d.check(self.layout)
+            except ValueError:
+                break
+            good.append(d)
+        result = self.step(good)
+        bursts, owner, beats_before = [], [], []
+        done_beats = 0
+        for r in result.reads:
+            for burst in split_bursts(r.address, r.beats, self.beat_bytes):
+                bursts.append(burst)
+                owner.append(r.tag)
+                beats_before.append(done_beats)
+                done_beats += burst[1]
+        failing, code, cut, issued = None, EmaError.NONE, done_beats, len(bursts)
+        for i, d in enumerate(descriptors):
+            if i == len(good):
+                failing, code = i, EmaError.BAD_DESCRIPTOR
+                break
+            # (bursts past the planned ones belong to descriptors after a bad one: never issued)
+            hits = sorted(key for key in error_beats
+                          if key[0] < len(owner) and owner[key[0]] == d.tag)
+            if hits:
+                burst, beat = hits[0]
+                failing, code = i, EmaError(error_beats[hits[0]])
+                cut, issued = beats_before[burst] + beat, burst + 1
+                break
+        completions = []
+        for i, d in enumerate(descriptors):
+            if failing is None or i < failing:
+                completions.append(result.completions[i])
+            else:
+                completions.append(Completion(d.tag, 0, EmaStatus.FAILED if i == failing
+                                              else EmaStatus.ABORTED))
+        return ErrorOutcome(completions, code, 0 if failing is None else descriptors[failing].tag,
+                            bursts, issued, result, cut)
 
     def bursts(self, result: StepResult) -> list[tuple[int, int]]:
         """The AR bursts (address, beats) of a step, in issue order."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ..contracts.progress import progress_bar
 from ..contracts.weight_layout import WeightLayout
 from .decode import (DecodeResult, FloatEngine, PassCost, decode_ar, decode_speculative,
                      draft_and_verify, exact_logits, keep_path, prefill, run_pass, summarize)
@@ -115,14 +116,18 @@ def against_naive(results: dict, naive: int) -> dict:
 
 
 def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
-            eot: int | None, encoder=None) -> dict:
+            eot: int | None, encoder=None, progress: bool = True) -> dict:
     """Every policy on the same prompts (traffic, greedy match) and held-out windows (quality),
     keyed by policy name; EMA bytes change against naive speculative decoding. `encoder`: EdgeXpert's
-    prefill encoder (None: its prefill routes natively)."""
+    prefill encoder (None: its prefill routes natively). `progress`: a bar over the policies."""
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     reference = [decode_ar(engine, p, config.decode, eot) for p in prompts]
-    out = {policy.name: measure(engine, policy, prompts, reference, windows,
-                                config.policies.eval_prompt_tokens, eot)
-           for policy in build_policies(config, model, layout, encoder)}
+    out = {}
+    bar = progress_bar(build_policies(config, model, layout, encoder), desc="compare",
+                       unit="policy", enabled=progress)
+    for policy in bar:
+        bar.set_postfix_str(policy.name)
+        out[policy.name] = measure(engine, policy, prompts, reference, windows,
+                                   config.policies.eval_prompt_tokens, eot)
     return against_naive(out, out["naive_sd"]["ema_bytes_per_token_decode"])

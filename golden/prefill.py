@@ -29,6 +29,7 @@ from torch import nn
 
 from ..contracts.config import PolicyConfig, check_prefill_budgets
 from ..contracts.errors import InputError
+from ..contracts.progress import progress_bar
 from .checkpoint import bundled_checkpoint_dir, save_tensors, weights_sha256
 from .decode import exact_logits, run_pass
 from .metrics import LogitComparison
@@ -239,9 +240,11 @@ def _train_windows(stream: np.ndarray, window: int, count: int) -> torch.Tensor:
 
 
 def train_encoder(model: MoEModel, train_stream: np.ndarray, heldout_stream: np.ndarray,
-                  settings: EncoderSettings = EncoderSettings(), log=print) -> tuple[TokenEncoder, dict]:
+                  settings: EncoderSettings = EncoderSettings(), log=print,
+                  progress: bool = True) -> tuple[TokenEncoder, dict]:
     """Train the encoder on training-split windows; report the held-out rank correlation.
-    Deterministic for settings.seed on one thread (the caller sets torch's thread count)."""
+    Deterministic for settings.seed on one thread (the caller sets torch's thread count).
+    `progress`: a bar over the training steps."""
     start = time.time()
     torch.manual_seed(settings.seed)
     model.eval()
@@ -257,7 +260,8 @@ def train_encoder(model: MoEModel, train_stream: np.ndarray, heldout_stream: np.
         optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / settings.steps)))
     gen = torch.Generator().manual_seed(settings.seed)
     encoder.train()
-    for step in range(settings.steps):
+    for step in progress_bar(range(settings.steps), desc="prefill encoder", unit="step",
+                             enabled=progress):
         batch = torch.randint(len(windows), (settings.batch,), generator=gen)
         scores = encoder(windows[batch])
         p = goal[batch]

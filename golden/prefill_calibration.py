@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from ..contracts.config import DecodeConfig
+from ..contracts.progress import progress_bar
 from ..contracts.weight_layout import WeightLayout
 from .model import MoEModel, routing_weights
 from .policies import EdgeXpert
@@ -65,15 +66,16 @@ def default_grid(top_k: int) -> list[Setting]:
 
 @torch.no_grad()
 def sweep(model: MoEModel, encoder: TokenEncoder, windows: torch.Tensor, chunk: int,
-          grid: list[Setting]) -> list[dict]:
-    """Every setting of `grid` on prompt windows [B, T] (the module doc says what is measured)."""
+          grid: list[Setting], progress: bool = True) -> list[dict]:
+    """Every setting of `grid` on prompt windows [B, T] (the module doc says what is measured);
+    `progress`: a bar over the windows."""
     layout = WeightLayout.for_model(model.cfg)
     top_k = model.cfg.top_k
     err = torch.zeros(len(grid), dtype=torch.float64)
     experts = torch.zeros(len(grid), dtype=torch.float64)
     fetches = torch.zeros(len(grid), dtype=torch.float64)
     ref = 0.0
-    for tokens in windows:
+    for tokens in progress_bar(windows, desc="calibrate", unit="window", enabled=progress):
         scores = encoder(tokens[None])[0]
         inputs, outputs = moe_inputs(model, tokens[None])
         classes = {}
@@ -125,19 +127,25 @@ def choose(points: list[dict], mse_bound: float) -> dict:
 
 
 def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[int]], policies,
-           decode: DecodeConfig, front: list[dict] = (), log=print) -> dict:
+           decode: DecodeConfig, front: list[dict] = (), log=print, progress: bool = True) -> dict:
     """On held-out windows, through the prefill pass: (1) every k/n budget at the configured
     thresholds, encoder-scored and random classes; (2) the configured point at every chunk of
-    CHUNKS, native top-K alongside; (3) each calibration point of `front`, encoder classes."""
+    CHUNKS, native top-K alongside; (3) each calibration point of `front`, encoder classes.
+    `progress`: a bar over the settings measured."""
     layout = WeightLayout.for_model(model.cfg)
     base = prefill_routing(policies, encoder, model.cfg.top_k)
+    top_k = model.cfg.top_k
+    bar = progress_bar(total=top_k * (top_k + 1) + len(CHUNKS) + len(front), desc="prefill ablate",
+                       unit="setting", enabled=progress)
 
     def measure(routing: PrefillRouting, chunk: int) -> dict:
         policy = EdgeXpert(layout, decode, model, policies.coalescing_ratio,
                            policies.pruning_sparsity, policies.calibration, prefill=routing)
         native = Policy(layout, decode)
         policy.prefill_chunk = native.prefill_chunk = chunk
-        return prefill_quality(engine, policy, native, windows)
+        quality = prefill_quality(engine, policy, native, windows)
+        bar.update(1)
+        return quality
 
     start = time.time()
     budgets = []
@@ -166,5 +174,6 @@ def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[in
         log(f"  front tau {point['tau_major']}/{point['tau_minor']} k {point['budget_minor']} n "
             f"{point['budget_trivial']}  train mse {point['mse']:.5f}  held-out ppl ratio "
             f"{row['heldout']['ppl_ratio']}  bytes {-100 * row['heldout']['prefill_bytes_reduction']:+.1f}%")
+    bar.close()
     return {"budgets": budgets, "chunks": chunks, "front": measured_front,
             "seconds": round(time.time() - start, 1)}

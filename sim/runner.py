@@ -7,7 +7,12 @@ reads them); a bench may write a JSON report to $EDGEXPERT_BENCH_REPORT (`write_
 which comes back in `SimResult.report`.
 
 Environment: SIM picks the simulator when none is passed (icarus | verilator), WAVES=1 records
-waves (FST on Icarus, FST on Verilator), COCOTB_RANDOM_SEED is replaced by the explicit `seed`.
+waves when `waves` is not passed, COCOTB_RANDOM_SEED is replaced by the explicit `seed`.
+
+Waves: one VCD file per case, in the case's folder: `<toplevel>.vcd` on Icarus, `dump.vcd` on
+Verilator (cocotb's names). VCD, not FST, on both: Verilator's FST writer needs the lz4 headers,
+which scripts/setup.sh does not install, and a text file can be checked by any script.
+`run_cocotb` prints the path on stderr and returns it in `SimResult.waves`.
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ import json
 import os
 import re
 import subprocess
+import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
 from ..hw.emit import emit_rtl
+from ..contracts.progress import progress_bar
 from ..contracts.tools import ToolError, build_root, require, verilator_env
 
 __all__ = ["SIMULATORS", "SimError", "SimResult", "run_cocotb", "bench_params",
@@ -110,6 +118,46 @@ def _environ(extra: dict[str, str]):
                 os.environ[key] = value
 
 
+class _ReportWatch:
+    """A progress bar fed by a bench's report file: the bench rewrites it after each test (or
+    run), so the number of entries is how far the simulation is. Polled from a thread, because
+    the simulator runs in a child process."""
+
+    def __init__(self, path: Path, total: int, desc: str):
+        self._path, self._total, self._desc = path, total, desc
+        self._stop = threading.Event()
+        self._thread = None
+        self._bar = None
+
+    def _count(self) -> int:
+        try:
+            report = json.loads(self._path.read_text())
+        except (OSError, ValueError):    # not written yet, or being written
+            return -1
+        return len(report.get("runs", report.get("tests", {})))
+
+    def _poll(self):
+        while not self._stop.wait(0.5):
+            done = self._count()
+            if done > self._bar.n:
+                self._bar.update(done - self._bar.n)
+
+    def __enter__(self):
+        if self._total:
+            self._bar = progress_bar(total=self._total, desc=self._desc, unit="test")
+            if not self._bar.disable:       # no terminal, or --quiet: nothing to draw
+                self._thread = threading.Thread(target=self._poll, daemon=True)
+                self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+        if self._bar is not None:
+            self._bar.close()
+
+
 def _case_dir(toplevel: str, case: str, simulator: str) -> Path:
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", case)
     return build_root() / "sim" / toplevel / f"{safe}-{simulator}"
@@ -117,11 +165,15 @@ def _case_dir(toplevel: str, case: str, simulator: str) -> Path:
 
 def run_cocotb(component, *, toplevel: str, test_module: str, case: str, params: dict,
                simulator: str | None = None, seed: int = 1,
-               waves: bool | None = None) -> SimResult:
+               waves: bool | None = None, test_filter: str | None = None,
+               progress_total: int = 0) -> SimResult:
     """Simulate `component` under cocotb bench `test_module` and return its results.
 
     `case` names the build folder (build/sim/<toplevel>/<case>-<simulator>/), so parametrized
-    runs never share one. Raises SimError when any cocotb test fails or the simulator dies.
+    runs never share one. `test_filter` (a regular expression) runs only the cocotb tests it
+    matches. `progress_total` > 0: a bar on stderr that counts the entries of the bench's report
+    (its "runs" or "tests") as the bench writes them, out of that many. Raises SimError when any
+    cocotb test fails or the simulator dies.
     """
     from cocotb_tools.runner import get_runner
 
@@ -132,26 +184,45 @@ def run_cocotb(component, *, toplevel: str, test_module: str, case: str, params:
     case_dir = _case_dir(toplevel, case, simulator)
     rtl = emit_rtl(component, toplevel, case_dir / "rtl")
 
-    env: dict[str, str] = {}
+    # cocotb's own WAVES variable would override the argument: the argument decides
+    env: dict[str, str] = {"WAVES": "1" if waves else "0"}
+    plusargs: list[str] = []
+    wave_file = None
     if simulator == "verilator":
         env.update(verilator_env())
         build_args = ["-Wno-fatal"]  # WIDTH / CASEINCOMPLETE warnings on generated Verilog
+        if waves:
+            # cocotb's Verilator main writes dump.vcd in the test folder
+            wave_file = case_dir / "dump.vcd"
     else:
         require("iverilog")
         build_args = []
+        if waves:
+            # cocotb's Icarus dump module takes its file from +dumpfile_path; cocotb asks vvp for
+            # FST (-fst), and vvp's last format option wins, so -vcd goes after it
+            wave_file = case_dir / f"{toplevel}.vcd"
+            plusargs.append(f"+dumpfile_path={wave_file}")
+            env["SIM_CMD_SUFFIX"] = "-vcd"
+    if wave_file is not None:
+        wave_file.unlink(missing_ok=True)
     report_path = case_dir / "report.json"
     report_path.unlink(missing_ok=True)
     results_xml = case_dir / "results.xml"
     sim_log = case_dir / "sim.log"
 
-    with _environ(env):
+    watch = _ReportWatch(report_path, progress_total, f"{toplevel} {case}")
+    with _environ(env), watch:
         runner = get_runner(simulator)
         try:
+            # a build with waves has the dumper in it: its own folder, so that neither build
+            # is taken for the other (Icarus skips compiling when its output is newer)
             runner.build(sources=[rtl.sim_verilog], hdl_toplevel=toplevel,
-                         build_dir=case_dir / "sim_build", build_args=build_args,
+                         build_dir=case_dir / ("sim_build-waves" if waves else "sim_build"),
+                         build_args=build_args,
                          timescale=("1ns", "1ps"), waves=waves,
                          log_file=case_dir / "build.log")
             runner.test(test_module=test_module, hdl_toplevel=toplevel, seed=seed, waves=waves,
+                        test_filter=test_filter, plusargs=plusargs,
                         test_dir=case_dir, results_xml=str(results_xml), log_file=sim_log,
                         extra_env={"EDGEXPERT_BENCH_PARAMS": json.dumps(params, sort_keys=True),
                                    "EDGEXPERT_BENCH_REPORT": str(report_path)})
@@ -180,6 +251,8 @@ def run_cocotb(component, *, toplevel: str, test_module: str, case: str, params:
     if passed == 0:
         raise SimError(f"{simulator} run of {test_module} passed no test; see {sim_log}")
     report = json.loads(report_path.read_text()) if report_path.is_file() else {}
-    wave_files = sorted(case_dir.rglob("*.fst")) + sorted(case_dir.rglob("*.vcd")) if waves else []
-    return SimResult(simulator, case_dir, results_xml, passed, skipped, report,
-                     wave_files[0] if wave_files else None)
+    if wave_file is not None:
+        if not wave_file.is_file():
+            raise SimError(f"{simulator} wrote no waves at {wave_file}; log {sim_log}")
+        print(f"waves: {wave_file}", file=sys.stderr)
+    return SimResult(simulator, case_dir, results_xml, passed, skipped, report, wave_file)

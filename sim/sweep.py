@@ -12,7 +12,6 @@ whatever order the tasks finish in.
 from __future__ import annotations
 
 import itertools
-import sys
 from dataclasses import dataclass
 
 from ..contracts.config import Config
@@ -84,8 +83,8 @@ def run_sweep(points: list[SweepPoint], models: list[str], policies: list[str], 
     here and shipped with the tasks, so every worker prices with the same ones whatever machine
     it runs on."""
     from distributed import as_completed
-    from tqdm import tqdm
 
+    from ..contracts.progress import progress_bar
     from .passes import load_cost_table
     table = load_cost_table()
     extra = {"measured": measured, **({} if context is None else {"context": context})}
@@ -94,8 +93,7 @@ def run_sweep(points: list[SweepPoint], models: list[str], policies: list[str], 
     futures = {client.submit(estimate, p.config, models, policies, cost_table=table, pure=False,
                              **extra): i for i, p in enumerate(points)}
     results: dict[int, list[dict]] = {}
-    bar = tqdm(total=len(points), unit="point", desc="sweep", file=sys.stderr,
-               disable=not progress)
+    bar = progress_bar(total=len(points), unit="point", desc="sweep", enabled=progress)
     for future in as_completed(futures):
         results[futures[future]] = future.result()
         bar.update()

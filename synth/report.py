@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from ..contracts.config import Config
+from ..contracts.progress import progress_bar
 from ..contracts.tools import build_root
 from .cacti import CACTI_7, SramSpec, cacti_settings, sram_cost
 from .costs import build_cost_table, write_cost_table
@@ -112,16 +113,22 @@ def report_paths() -> dict[str, Path]:
             "costs": root / "costs.json"}
 
 
-def write_reports(blocks, config: Config) -> dict:
-    """Reports and cost table for `blocks` at `config`; returns the JSON report."""
+def write_reports(blocks, config: Config, progress: bool = True) -> dict:
+    """Reports and cost table for `blocks` at `config`; returns the JSON report. `progress`: a
+    bar over the blocks (each a Yosys, OpenSTA and power run, or the cache)."""
     scaling = scale_to_28nm(config.synth.target_vdd_v)
+    reports = {}
+    bar = progress_bar(blocks, desc="synth", unit="block", enabled=progress)
+    for block in bar:
+        bar.set_postfix_str(block.name)
+        reports[block.name] = block_report(block, config)
     report = {
         "source_node": SOURCE_NODE,
         "synth_config": {k: getattr(config.synth, k) for k in config.synth.__dataclass_fields__},
         "scaling": scaling.to_json(), "sram_model": cacti_settings(),
         "sram_28nm": {name: sram_cost(spec).to_json()
                       for name, spec in reference_srams(config).items()},
-        "blocks": {block.name: block_report(block, config) for block in blocks},
+        "blocks": reports,
     }
     paths = report_paths()
     paths["json"].parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 """The `edgexpert` command as a user runs it: subprocesses, exit codes, output."""
 
+import io
 import json
 import os
 import subprocess
@@ -351,3 +352,56 @@ def test_bad_own_prompts_are_one_line_and_exit_2(tmp_path, args, message):
                env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}, check=False)
     assert proc.returncode == 2 and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal: progress bars draw on it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bars_go_to_stderr_only_and_quiet_stops_them(monkeypatch, tmp_path, capsys):
+    """`compare --json` with a bar drawing (its policies loop real, the measurements stand-ins):
+    stdout is the JSON alone, the bar is on stderr; --quiet, before or after the command, and a
+    stderr that is not a terminal draw none."""
+    import types
+
+    import edgexpert.cli.plot
+    import edgexpert.cli.policies
+    import edgexpert.golden.evaluate as evaluate
+    import edgexpert.golden.prefill
+    from edgexpert.cli import main
+    from edgexpert.cli.policies import COMPARE_COLUMNS
+    from edgexpert.contracts.progress import is_quiet, set_quiet
+    metrics = {**{key: 1 for key, _ in COMPARE_COLUMNS}, "ema_bytes_per_token_decode": 2,
+               # what sim/traffic.py prices: one plain pass per token
+               "tokens": 10, "steps": 10, "pass_kinds": {"ar": {
+                   "runs_per_step": 1.0, "tokens": 1.0, "context": 10.0, "expert_bytes": 1.0}}}
+    monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
+    monkeypatch.setattr(edgexpert.golden.prefill, "load_encoder", lambda model: (None, {}))
+    monkeypatch.setattr(edgexpert.cli.plot, "tradeoff_plot", lambda result, path, title: path)
+    monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
+        types.SimpleNamespace(model=types.SimpleNamespace(cfg=None)), [[1, 2]], [[3, 4]], 0))
+    monkeypatch.setattr(evaluate, "FloatEngine", lambda model: None)
+    monkeypatch.setattr(evaluate, "WeightLayout", types.SimpleNamespace(for_model=lambda c: None))
+    monkeypatch.setattr(evaluate, "decode_ar", lambda *a: None)
+    monkeypatch.setattr(evaluate, "build_policies", lambda *a: [
+        types.SimpleNamespace(name=name) for name in ("naive_sd", "edgexpert")])
+    monkeypatch.setattr(evaluate, "measure", lambda *a: dict(metrics))
+    try:
+        for argv, drawn in ((["compare", "--json"], True),
+                            (["--quiet", "compare", "--json"], False),
+                            (["compare", "--json", "--quiet"], False)):
+            terminal = _Terminal()
+            monkeypatch.setattr(sys, "stderr", terminal)
+            assert main(argv) == 0
+            assert set(json.loads(capsys.readouterr().out)) == {"naive_sd", "edgexpert"}, argv
+            assert ("compare" in terminal.getvalue()) == drawn, (argv, terminal.getvalue())
+            assert is_quiet() != drawn
+        monkeypatch.setattr(sys, "stderr", io.StringIO())     # a log file, not a terminal
+        assert main(["compare", "--json"]) == 0
+        json.loads(capsys.readouterr().out)
+        assert sys.stderr.getvalue() == ""
+    finally:
+        set_quiet(False)

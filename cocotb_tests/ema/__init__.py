@@ -39,7 +39,8 @@ UTILIZATION_LATENCIES = (20, 100)
 def bench_tests() -> list[str]:
     """Names of the cocotb tests the bench runs (what its report holds)."""
     return sorted(["random_masks/none", "random_masks/random", "trace_masks", "dense_bursts",
-                   "bus_error/slverr", "bus_error/decerr", "reset_mid_burst", "command_errors"])
+                   "bus_error/slverr", "bus_error/decerr", "bus_errors_random", "reset_mid_burst",
+                   "command_errors"])
 
 
 def _system(layout: WeightLayout, hw: dict) -> EmaSystem:
@@ -48,25 +49,40 @@ def _system(layout: WeightLayout, hw: dict) -> EmaSystem:
                      buffer_banks=hw["buffer_banks"], slots=hw["slots"])
 
 
+#: error cases of `bus_errors_random` in the test suite; the benchmark run
+#: (cocotb_tests/ema/test_ema.py::test_ema_error_seeds) takes ERROR_SEEDS_BENCHMARK
+ERROR_CASES_CI = 6
+ERROR_SEEDS_BENCHMARK = 100
+
+
 def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
-              waves: bool | None = None) -> SimResult:
-    """Run every test of the EMA bench for one parameter set; raises SimError on any failure."""
+              waves: bool | None = None, error_cases: int = ERROR_CASES_CI,
+              error_seed: int | None = None, testcase: str | None = None) -> SimResult:
+    """Run every test of the EMA bench for one parameter set (or only `testcase`); raises
+    SimError on any failure. `bus_errors_random` runs `error_cases` cases, seeded
+    `error_seed`, `error_seed + 1`, ... (default: `seed`)."""
     hw = BENCH_CASES[case]
     masks = build_root() / "bench" / "ema" / f"golden_masks-{case}.json"
     golden_mask_trace(BENCH_LAYOUT, hw, masks, max_steps=3)
-    params = {**hw, "layout": asdict(BENCH_LAYOUT), "trace_file": str(masks)}
+    params = {**hw, "layout": asdict(BENCH_LAYOUT), "trace_file": str(masks),
+              "error_cases": error_cases, "error_seed": seed if error_seed is None else error_seed}
     return run_cocotb(_system(BENCH_LAYOUT, hw), toplevel="ema_system", test_module=BENCH_MODULE,
-                      case=case, params=params, simulator=simulator, seed=seed, waves=waves)
+                      case=case if testcase is None else f"{case}-{testcase}", params=params,
+                      simulator=simulator, seed=seed, waves=waves,
+                      test_filter=None if testcase is None else rf"\.{testcase}$",
+                      progress_total=1 if testcase else len(bench_tests()))
 
 
 def run_utilization(layout: WeightLayout, hw: dict, trace_file: Path, seed: int = 20261129,
-                    simulator: str = "verilator") -> SimResult:
+                    simulator: str = "verilator", waves: bool = False) -> SimResult:
     """The bus-utilization benchmark (not a test): every case of UTILIZATION_CASES at every
-    latency of UTILIZATION_LATENCIES, on the given hardware and model shape."""
+    latency of UTILIZATION_LATENCIES, on the given hardware and model shape. `waves` records
+    the whole run (about a million cycles: a large file)."""
     params = {**hw, "layout": asdict(layout), "trace_file": str(trace_file)}
     case = "bench-{data_width}b-o{outstanding}".format(**hw)
     return run_cocotb(_system(layout, hw), toplevel="ema_system", test_module=UTILIZATION_MODULE,
-                      case=case, params=params, simulator=simulator, seed=seed, waves=False)
+                      case=case, params=params, simulator=simulator, seed=seed, waves=waves,
+                      progress_total=len(UTILIZATION_CASES) * len(UTILIZATION_LATENCIES))
 
 
 def golden_mask_trace(layout: WeightLayout, hw: dict, out: Path, ratio: float = 0.5,

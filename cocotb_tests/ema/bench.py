@@ -21,7 +21,7 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from edgexpert.cocotb_tests.ema.harness import EmaTB, decode_status
+from edgexpert.cocotb_tests.ema.harness import EmaTB, decode_status, pause_generator
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, encode_step, new_step_command
 from edgexpert.golden.ema import split_bursts
 from edgexpert.contracts.ema import EmaCsr, EmaError, EmaOp, EmaStatus, ema_command_layout
@@ -153,6 +153,7 @@ async def _expect_error(tb: EmaTB, words: list[int], statuses: list[EmaStatus], 
     status, STATUS names the error and the descriptor, the bus drains; then a reset clears it."""
     got = await tb.run_commands(words, len(statuses), max_cycles)
     assert [c.status for c in got] == statuses, f"{[c.status.name for c in got]}"
+    assert all(c.slot == 0 for c in got if c.status != EmaStatus.OK), got
     await ClockCycles(tb.dut.clk, 20)
     status = decode_status(await tb.csr(EmaCsr.STATUS))
     assert status == {"busy": 0, "error": 1, "code": code, "tag": tag}, status
@@ -205,11 +206,13 @@ async def bus_error(dut, resp: str):
     status = decode_status(await tb.csr(EmaCsr.STATUS))
     assert status == {"busy": 0, "error": 1, "code": code, "tag": tag}, status
     assert tb.monitor.error_beats == 1
-    # no AR after the error (one may already have been on the bus in the cycle it was seen)
+    assert all(c.slot == 0 for c in got if c.status != EmaStatus.OK), got
+    # no AR offered after the error beat's cycle (one offered before may be accepted later)
     ars = tb.monitor.ars[first_ar:]
     assert [(a, n) for a, n, _ in ars] == bursts[:len(ars)]
-    late = [a for a, _, cycle in ars if cycle > tb.monitor.first_error_cycle + 1]
-    assert not late, f"ARs {late} issued after the error"
+    late = [hex(a) for (a, _, _), offered in zip(ars, tb.monitor.ar_offered[first_ar:])
+            if offered > tb.monitor.first_error_cycle]
+    assert not late, f"ARs {late} offered after the error beat's cycle"
     # lines up to the failing beat hold the new data, every later line still the old data
     lines = await tb.read_buffer()
     new = tb.ref.buffer_lines(result, tb.image, lay.base_address)
@@ -237,6 +240,159 @@ async def bus_error(dut, resp: str):
     _record(tb, name, failing_tag=tag, completions=[s.name for s in statuses],
             bursts_issued=len(ars), bursts_planned=len(bursts),
             weight_bytes_checked_after_reset=checked)
+
+
+def _long_descriptor(rng: random.Random, lay, tag: int, key) -> Descriptor:
+    """A descriptor with many reads or long ones: every other channel (the most reads a matrix
+    can make), runs of three with gaps, or the whole matrix."""
+    n = lay.in_channels(key[2])
+    kind = rng.choice(["alternate", "alternate", "runs", "dense"])
+    if kind == "alternate":
+        channels = range(rng.randrange(2), n, 2)
+    elif kind == "runs":
+        channels = [c for c in range(n) if c % 5 < 3]
+    else:
+        channels = range(n)
+    return Descriptor(tag, *key, channels, scales=rng.random() < 0.7)
+
+
+def _error_case(tb: EmaTB, rng: random.Random, index: int):
+    """One case: long descriptors, error beats in one to three of them, sometimes a descriptor
+    with its layer out of range among them. The first case is the one issue 16 reported (an
+    error on beat 0 of a descriptor of 33 reads, latency 60)."""
+    lay = tb.layout
+    keys = [(layer, expert, matrix) for layer in range(lay.n_layers)
+            for expert in range(lay.experts_per_layer) for matrix in Matrix]
+    rng.shuffle(keys)
+    step: list[Descriptor] = []
+    if index == 0:
+        keys.remove((0, 0, Matrix.GATE_UP))
+        step.append(Descriptor(0, 0, 0, Matrix.GATE_UP,
+                               range(0, lay.in_channels(Matrix.GATE_UP), 2), scales=True))
+    for key in keys[:rng.randint(3, 6) - len(step)]:
+        candidate = step + [_long_descriptor(rng, lay, len(step), key)]
+        try:
+            tb.ref.step(candidate)
+        except ValueError:      # over the buffer: the step is long enough
+            break
+        step = candidate
+    result = tb.ref.step(step)
+    bursts = tb.ref.bursts(result)
+    owners = [r.tag for r in result.reads
+              for _ in split_bursts(r.address, r.beats, tb.g.beat_bytes)]
+    errors: dict[tuple[int, int], EmaError] = {}
+    if index == 0:
+        errors[(0, 0)] = EmaError.SLVERR
+    else:
+        fetching = sorted(set(owners))
+        for tag in rng.sample(fetching, min(len(fetching), rng.randint(1, 3))):
+            burst = rng.choice([i for i, t in enumerate(owners) if t == tag])
+            errors[(burst, rng.randrange(bursts[burst][1]))] = rng.choice(
+                [EmaError.SLVERR, EmaError.DECERR])
+    if index and rng.random() < 0.3:
+        # a descriptor the controller itself rejects, somewhere after the first one
+        at = rng.randint(1, len(step))
+        step.insert(at, Descriptor(len(step), lay.n_layers, 0, Matrix.DOWN, [1]))
+    return step, errors
+
+
+def _step_words(tb: EmaTB, step: list[Descriptor]) -> list[int]:
+    """NEW_STEP and the descriptors, those with a layer out of range encoded without the host's
+    check (which would refuse them)."""
+    words = [new_step_command()]
+    for d in step:
+        if d.layer >= tb.layout.n_layers:
+            masks = [sum(1 << (c % 32) for c in d.channels if c // 32 == k)
+                     for k in range(tb.g.mask_words(d.matrix))]
+            words += _raw_descriptor(d.tag, d.layer, d.expert, int(d.matrix), masks)
+        else:
+            words += encode_descriptor(tb.layout, d)
+    return words
+
+
+#: AXI4 RRESP of the error beats the memory model injects (AMBA AXI spec, A3.4.4)
+_RRESP = {EmaError.SLVERR: 2, EmaError.DECERR: 3}
+
+
+@cocotb.test()
+async def bus_errors_random(dut):
+    """Error completions on long descriptors at high latency, case by case (params
+    "error_cases" of them, each with its own seed from "error_seed" on, logged): latency
+    60..200, random pauses on the command, completion, AR and R channels, SLVERR / DECERR on
+    beats of one to three descriptors, and in some cases a descriptor with its layer out of
+    range. Each case against `EmaReference.step_with_errors`: every completion (the first
+    failure in command order FAILED, slot 0; before it OK; after it ABORTED, slot 0), STATUS,
+    the ARs a prefix of the planned bursts reaching at least the failing one, no AR offered
+    after the cycle of the first error beat, every burst drained, every line before the first
+    error beat new and every later one unchanged. A reset between cases."""
+    params = bench_params()
+    cases, seed0 = params.get("error_cases", 6), params.get("error_seed", cocotb.RANDOM_SEED)
+    tb = EmaTB(dut, "bus_errors_random", latency=60, pauses="random")
+    await tb.start()
+    lines = await tb.read_buffer()
+    counts = {"cases": 0, "descriptors": 0, "failed_on_bus_error": 0, "bad_descriptor_first": 0,
+              "errors_in_several_descriptors": 0, "aborted": 0, "late_accepted_ars": 0,
+              "lines_checked_unchanged": 0}
+    for index in range(cases):
+        seed = seed0 + index
+        rng = random.Random(f"bus_errors_random-{seed}")
+        latency = 60 if index == 0 else rng.randint(60, 200)
+        tb.rng = rng        # the stream drivers' pauses come from the case's own seed
+        tb.ram.set_latency(latency)
+        tb.ram.ar_pause(pause_generator(rng, rng.choice([0.0, 0.3, 0.6])))
+        tb.ram.r_pause(pause_generator(rng, rng.choice([0.0, 0.3, 0.6])))
+        tb.ram.errors.clear()
+        await tb.reset()
+        step, errors = _error_case(tb, rng, index)
+        out = tb.ref.step_with_errors(step, errors)
+        dut._log.info("error case %d: seed %d, latency %d, %d descriptors, errors %s, tags %s",
+                      index, seed, latency, len(step), errors, [d.tag for d in step])
+        for key, code in errors.items():
+            tb.ram.errors[key] = _RRESP[code]
+        ars_from, buf_from = len(tb.monitor.ars), len(tb.writes.buf)
+        tb.monitor.forget_errors()
+        where = f"error case {index} (seed {seed})"
+
+        got = await tb.run_commands(_step_words(tb, step), len(step), tb.bound(out.result))
+        assert got == out.completions, f"{where}: completions {got} != {out.completions}"
+        await ClockCycles(dut.clk, 20)
+        tb.monitor.assert_drained()
+        status = decode_status(await tb.csr(EmaCsr.STATUS))
+        assert status == {"busy": 0, "error": 1, "code": out.code, "tag": out.tag}, \
+            f"{where}: STATUS {status}"
+        ars = tb.monitor.ars[ars_from:]
+        offered = tb.monitor.ar_offered[ars_from:]
+        assert [(a, n) for a, n, _ in ars] == out.bursts[:len(ars)], f"{where}: ARs"
+        assert len(ars) >= out.bursts_issued_at_least, f"{where}: {len(ars)} ARs"
+        if out.code in (EmaError.SLVERR, EmaError.DECERR):
+            first = tb.monitor.first_error_cycle
+            late = [(hex(a), c) for (a, _, _), c in zip(ars, offered) if c > first]
+            assert not late, f"{where}: ARs offered after the error beat's cycle {first}: {late}"
+            counts["late_accepted_ars"] += sum(c > first for _, _, c in ars)
+            counts["failed_on_bus_error"] += 1
+        else:
+            assert tb.monitor.error_beats == 0, f"{where}: a burst after the bad descriptor"
+            assert len(ars) == len(out.bursts), f"{where}: a burst of the bad descriptor's " \
+                "predecessors is missing"
+            counts["bad_descriptor_first"] += 1
+        # exactly the beats before the first error beat were written, each where it belongs;
+        # read back, those lines hold the new data and every later line the old
+        tb.check_writes(out.result, tb.writes.buf[buf_from:], [], out.written_beats)
+        after = await tb.read_buffer()
+        new = tb.ref.buffer_lines(out.result, tb.image, tb.layout.base_address)
+        order = [line for r in out.result.reads for line in range(r.line, r.line + r.beats)]
+        for i, line in enumerate(order):
+            if i < out.written_beats:
+                assert after[line] == new[line], f"{where}: line {line} before the error"
+            else:
+                assert after[line] == lines[line], f"{where}: line {line} written after the error"
+                counts["lines_checked_unchanged"] += lines[line] != new[line]
+        lines = after
+        counts["cases"] += 1
+        counts["descriptors"] += len(step)
+        counts["aborted"] += sum(c.status == EmaStatus.ABORTED for c in got)
+        counts["errors_in_several_descriptors"] += len(errors) > 1   # one per descriptor
+    _record(tb, "bus_errors_random", first_seed=seed0, **counts)
 
 
 @cocotb.test()

@@ -26,7 +26,7 @@ from edgexpert.contracts.weight_image import (column_values, memory_image, rando
                                     unpack_int4)
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
-__all__ = ["PERIOD_NS", "EmaTB", "decode_status", "pause_generator"]
+__all__ = ["PERIOD_NS", "EmaTB", "WriteRecorder", "decode_status", "pause_generator"]
 
 PERIOD_NS = 10
 
@@ -43,11 +43,40 @@ def decode_status(value: int) -> dict:
             "tag": int(s.tag)}
 
 
+class WriteRecorder:
+    """Records every write `EmaSystem` shows on its observation ports `buf_wr` and `loc_wr`
+    (address, data) in order, outside reset: what was written and when, including writes that
+    leave a memory unchanged, which a read-back cannot see."""
+
+    def __init__(self, dut):
+        self._dut = dut
+        self.buf: list[tuple[int, int]] = []
+        self.loc: list[tuple[int, int]] = []
+        self._task = cocotb.start_soon(self._run())
+
+    async def _run(self):
+        d = self._dut
+        while True:
+            await RisingEdge(d.clk)
+            if bool(d.rst.value):
+                continue
+            if bool(d.buf_wr__en.value):
+                self.buf.append((d.buf_wr__addr.value.to_unsigned(),
+                                 d.buf_wr__data.value.to_unsigned()))
+            if bool(d.loc_wr__en.value):
+                self.loc.append((d.loc_wr__addr.value.to_unsigned(),
+                                 d.loc_wr__data.value.to_unsigned()))
+
+
 class EmaTB:
     """One test's bench. Create it, then `await tb.start()`; `pauses` is "none" or "random"
-    (command valid, completion ready, AR ready and R valid, each paused at random)."""
+    (command valid, completion ready, AR ready and R valid, each paused at random).
+    `record_writes` watches the buffer and location-table writes (`WriteRecorder`), and
+    `run_step` then checks every one of them; the utilization benchmark leaves it off (a
+    coroutine per cycle costs simulation time)."""
 
-    def __init__(self, dut, name: str, *, latency: int, pauses: str = "none"):
+    def __init__(self, dut, name: str, *, latency: int, pauses: str = "none",
+                 record_writes: bool = True):
         p = bench_params()
         self.dut = dut
         self.name = name
@@ -78,6 +107,7 @@ class EmaTB:
         for b in range(self.banks):
             getattr(dut, f"buf_rd__{b}__addr").value = 0
         self.monitor = None
+        self.writes = WriteRecorder(dut) if record_writes else None
         self.source = None
         self.sink = None
 
@@ -173,10 +203,33 @@ class EmaTB:
     async def run_step(self, descriptors: list[Descriptor]) -> StepResult:
         """Run one step and check its completions; returns the reference's result."""
         result = self.ref.step(descriptors)
+        buf_from, loc_from = (len(self.writes.buf), len(self.writes.loc)) if self.writes else (0, 0)
         got = await self.run_commands(encode_step(self.layout, descriptors),
                                       len(result.completions), self.bound(result))
         assert got == result.completions, f"completions {got} != expected {result.completions}"
+        if self.writes:
+            self.check_writes(result, self.writes.buf[buf_from:], self.writes.loc[loc_from:])
         return result
+
+    def check_writes(self, result: StepResult, buf: list[tuple[int, int]],
+                     loc: list[tuple[int, int]], beats: int | None = None):
+        """The buffer writes of a step are its reads' lines in read order, each with its bytes
+        of the memory image, each once (the first `beats` of them if the step stopped on an
+        error); the location-table writes are exactly the reference's locations, each once."""
+        lines = self.ref.buffer_lines(result, self.image, self.layout.base_address)
+        order = [line for r in result.reads for line in range(r.line, r.line + r.beats)]
+        order = order if beats is None else order[:beats]
+        assert [a for a, _ in buf] == order, "buffer writes: lines differ from the reads' order"
+        for line, value in buf:
+            assert value.to_bytes(self.g.beat_bytes, "little") == lines[line], \
+                f"buffer write to line {line}: wrong data"
+        if beats is not None:
+            return
+        g = self.g
+        want = {slot * g.chan_stride + (g.scale_entry if ch == SCALE else ch): line
+                for (slot, ch), line in result.locations.items()}
+        assert len(loc) == len(want) and dict(loc) == want, \
+            f"location-table writes {sorted(loc)[:8]}... != {sorted(want.items())[:8]}..."
 
     async def check_buffer(self, expected: dict[int, bytes]) -> int:
         """Every line of the buffer equals `expected` (line -> bytes); returns lines checked."""

@@ -2,7 +2,8 @@
 
 import pytest
 
-from edgexpert.cocotb_tests.ema import BENCH_CASES, bench_tests, run_bench
+from edgexpert.cocotb_tests.ema import (BENCH_CASES, ERROR_CASES_CI, ERROR_SEEDS_BENCHMARK,
+                                        bench_tests, run_bench)
 from edgexpert.sim.runner import SIMULATORS
 
 
@@ -25,8 +26,27 @@ def test_ema(simulator: str, case: str):
         assert error["completions"].count("FAILED") == 1
         # the engine stopped issuing: the bursts after the error never went out
         assert error["bursts_issued"] < error["bursts_planned"]
+    errors = ran["bus_errors_random"]
+    assert errors["cases"] == ERROR_CASES_CI
+    # the cases reached what they are for: failures on bus errors, errors in several
+    # descriptors, and descriptors completed ABORTED after the failing one
+    assert errors["failed_on_bus_error"] >= 1 and errors["errors_in_several_descriptors"] >= 1
+    assert errors["aborted"] >= 1 and errors["lines_checked_unchanged"] > 0
     assert ran["reset_mid_burst"]["bursts_in_flight_at_reset"] >= 1
     # whole matrices keep the bus busy: beyond the beats, only the first read's 100-cycle
     # latency and a few cycles per descriptor are spent
     dense = ran["dense_bursts"]
     assert dense["busy_cycles"] <= dense["beats"] + 100 + 10 * dense["descriptors"]
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("simulator", SIMULATORS)
+@pytest.mark.parametrize("case", sorted(BENCH_CASES))
+def test_ema_error_seeds(simulator: str, case: str):
+    """The error-completion contract on ERROR_SEEDS_BENCHMARK seeds (issue 16): only the
+    `bus_errors_random` test, seeds 1..100 (`pytest -m benchmark -k error_seeds`)."""
+    result = run_bench(case, simulator, error_cases=ERROR_SEEDS_BENCHMARK, error_seed=1,
+                       testcase="bus_errors_random")
+    ran = result.report["tests"]["bus_errors_random"]
+    assert ran["cases"] == ERROR_SEEDS_BENCHMARK
+    assert ran["bad_descriptor_first"] >= 1 and ran["errors_in_several_descriptors"] >= 10

@@ -60,7 +60,7 @@ def _tagged(steps):
 @cocotb.parametrize(case=list(UTILIZATION_CASES), latency=list(UTILIZATION_LATENCIES))
 async def utilization(dut, case: str, latency: int):
     name = f"{case}/{latency}"
-    tb = EmaTB(dut, f"utilization/{name}", latency=latency)
+    tb = EmaTB(dut, f"utilization/{name}", latency=latency, record_writes=False)
     steps, source = _workload(tb, case)
     results = [tb.ref.step(step) for step in steps]
     words = [w for step in steps for w in encode_step(tb.layout, step)]

@@ -1,9 +1,10 @@
 """The `edgexpert` command line.
 
-Every subcommand takes `--config FILE` (YAML, any subset of the bundled defaults) and
-`--set KEY=VALUE` overrides. Bad input exits non-zero with one line on stderr, no traceback:
-2 for bad input (a configuration value, an argument, a checkpoint, a prompt or trace file), 1 when
-a tool, simulation or synthesis run fails.
+Every subcommand takes `--config FILE` (YAML, any subset of the bundled defaults),
+`--set KEY=VALUE` overrides and `--quiet` (no progress bars; long loops show one on stderr when
+it is a terminal, so `--json` output on stdout stays clean). Bad input exits non-zero with one
+line on stderr, no traceback: 2 for bad input (a configuration value, an argument, a checkpoint,
+a prompt or trace file), 1 when a tool, simulation or synthesis run fails.
 
 One module per command group: doctor, hw (rtl, synth, bench ema), golden (train, prune, decode,
 analyze, bench dispatch), policies (compare, ablate), prefill (prefill train / ablate, calibrate),
@@ -20,13 +21,15 @@ import sys
 
 from ..contracts.errors import InputError
 from . import demo, doctor, estimate, golden, hw, policies, prefill, report, trace
-from .common import settings_options
+from .common import quiet_requested, settings_options
 
 __all__ = ["main"]
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="edgexpert", description=__doc__.splitlines()[0])
+    top.add_argument("--quiet", dest="quiet_top", action="store_true",
+                     help="no progress bars (every command also takes --quiet)")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     doctor.register(sub)
     hw.register(sub)
@@ -52,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
+    from ..contracts.progress import set_quiet
+    set_quiet(quiet_requested(args))
     # what train, prune and prefill train record in their metadata
     args.command_line = "edgexpert " + shlex.join(argv)
     try:

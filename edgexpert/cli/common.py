@@ -12,8 +12,9 @@ from typing import Callable
 from ..contracts.config import Config, load_config
 from ..contracts.errors import InputError
 
-__all__ = ["DEMO_SEED", "LEVELS", "QUICK", "settings_options", "load", "changed_settings",
-           "settings_note", "checkpoint_option", "prompt_options", "prompt_texts", "golden_inputs", "print_json", "write_result", "publish"]
+__all__ = ["DEMO_SEED", "LEVELS", "QUICK", "settings_options", "quiet_requested", "load",
+           "changed_settings", "settings_note", "checkpoint_option", "prompt_options", "prompt_texts", "golden_inputs",
+           "waves_option", "print_json", "write_result", "publish"]
 
 #: the project's seed (configs/default.yaml's train, decode and synth.activity seeds): the
 #: demo's and the EMA bench's stimulus
@@ -39,7 +40,15 @@ def settings_options(level: int = 0) -> argparse.ArgumentParser:
                         default=[], help="override one config value, e.g. "
                         "hardware.mac_lane.pairs_per_beat=8 (repeatable, applied in the order "
                         "given)")
+    common.add_argument("--quiet", dest=f"quiet_{level}", action="store_true",
+                        help="no progress bars (they go to stderr, and only on a terminal)")
     return common
+
+
+def quiet_requested(args) -> bool:
+    """--quiet at any level of the command line (`edgexpert --quiet compare`, `compare
+    --quiet`, `prefill --quiet train`)."""
+    return any(getattr(args, f"quiet_{level}", False) for level in (*range(LEVELS), "top"))
 
 
 def config_sources(args) -> tuple[str | None, list[str]]:
@@ -86,6 +95,13 @@ def settings_note(config: Config) -> str:
 
 def checkpoint_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", metavar="DIR", help="checkpoint folder (default: bundled)")
+
+
+def waves_option(parser: argparse.ArgumentParser) -> None:
+    """--waves on every command that simulates RTL (`edgexpert.sim.runner.run_cocotb`)."""
+    parser.add_argument("--waves", action="store_true",
+                        help="record waves: one VCD file per simulated case under build/sim/, "
+                             "its path printed on stderr")
 
 
 def prompt_options(parser: argparse.ArgumentParser) -> None:

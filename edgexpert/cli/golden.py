@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..contracts.errors import InputError
 from .common import (checkpoint_option, golden_inputs, load, print_json, prompt_options,
-                     prompt_texts, settings_options)
+                     prompt_texts, quiet_requested, settings_options)
 
 __all__ = ["register", "register_bench"]
 
@@ -17,7 +17,7 @@ def cmd_train(args) -> int:
     from ..golden.train import train
     config = load(args)
     out = bundled_checkpoint_dir() if args.install else Path(args.out or build_root() / "train")
-    meta = train(config, out, args.command_line, progress=not args.quiet)
+    meta = train(config, out, args.command_line, progress=not quiet_requested(args))
     print(f"checkpoint {out}: held-out loss {meta['heldout_loss']} nats/token (bigram baseline "
           f"{meta['bigram_heldout_loss']}), {meta['train_tokens_per_second']} tokens/s")
     return 0
@@ -31,7 +31,7 @@ def cmd_prune(args) -> int:
     out = bundled_pruned_dir() if args.install else \
         Path(args.out or build_root() / "prune" / f"s{args.sparsity:g}_n{args.steps}")
     meta = recover(config, args.sparsity, args.steps, args.lr, out, args.command_line,
-                   parent=args.checkpoint, progress=not args.quiet)
+                   parent=args.checkpoint, progress=not quiet_requested(args))
     prune = meta["prune"]
     if args.json:
         print_json({"checkpoint": str(out), "sparsity": prune["sparsity"],
@@ -148,7 +148,6 @@ def register(sub) -> None:
     where.add_argument("--out", metavar="DIR", help="checkpoint folder (default build/train)")
     where.add_argument("--install", action="store_true",
                        help="replace the bundled checkpoint in golden/checkpoint/")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("prune", parents=[settings_options()],
@@ -168,7 +167,6 @@ def register(sub) -> None:
                        help="checkpoint folder (default build/prune/s<S>_n<N>)")
     where.add_argument("--install", action="store_true",
                        help="install as the bundled pruned checkpoint in golden/checkpoint_pruned/")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the held-out losses as JSON")
     p.set_defaults(func=cmd_prune)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..contracts.config import Config
 from ..contracts.errors import InputError
-from .common import DEMO_SEED, load, print_json, publish, settings_options
+from .common import DEMO_SEED, load, print_json, publish, settings_options, waves_option
 
 __all__ = ["register", "register_bench", "synth_block"]
 
@@ -110,7 +110,7 @@ def cmd_bench_ema(args) -> int:
     if not args.json:
         print(f"edgexpert bench ema: {hw['data_width']}-bit AXI, {hw['outstanding']} outstanding, "
               f"masks from {trace_file} (source: {trace.source}), verilator, seed {DEMO_SEED}")
-    result = run_utilization(layout, hw, trace_file, seed=DEMO_SEED)
+    result = run_utilization(layout, hw, trace_file, seed=DEMO_SEED, waves=args.waves)
     runs = result.report["runs"]
     utilization = {case: {str(lat): runs[f"{case}/{lat}"]["utilization"]
                           for lat in UTILIZATION_LATENCIES} for case in UTILIZATION_CASES}
@@ -220,6 +220,7 @@ def register_bench(benches) -> None:
                         "golden model's depth-coalesced masks on two bundled prompts")
     p.add_argument("--json", action="store_true",
                    help="print the summary (utilization by case and latency) as JSON")
+    waves_option(p)
     p.set_defaults(func=cmd_bench_ema)
 
     p = benches.add_parser("pru", parents=[settings_options(1)],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 
 from ..contracts.errors import InputError
 from .common import (QUICK, checkpoint_option, golden_inputs, load, print_json, prompt_options,
@@ -116,10 +115,8 @@ def cmd_ablate(args) -> int:
     encoder = load_encoder(ckpt.model)[0]
     everything = {}
     for study in studies:
-        progress = (lambda label: None) if args.json else \
-            (lambda label: print(f"  {study}: {label}", file=sys.stderr, flush=True))
         result = _with_traffic(run_study(study, config, ckpt.model, prompts, windows, eot,
-                                         encoder, progress), config)
+                                         encoder), config)
         everything[study] = result
         out = write_result({"study": study, "question": STUDIES[study], "settings": result,
                             "prompts": len(prompts), "windows": len(windows),

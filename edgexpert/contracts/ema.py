@@ -56,9 +56,11 @@ class EmaOp(enum.IntEnum, shape=2):
 class EmaStatus(enum.IntEnum, shape=2):
     #: every byte of the descriptor's fetch is in the buffer, at the recorded locations
     OK = 0
-    #: this descriptor failed: a bad field, a bus error on its data, no free slot or buffer
+    #: this descriptor is the first failure in command order: a bad field, a bus error on its own
+    #: data, no free slot or buffer (the one STATUS names; docs/blocks/ema.md)
     FAILED = 1
-    #: an earlier error stopped the engine; this descriptor's data was not (fully) fetched
+    #: it comes after the failing descriptor: the engine had stopped; its data was not (fully)
+    #: fetched
     ABORTED = 2
 
 
@@ -105,7 +107,8 @@ ema_command_layout = data.StructLayout({
 
 ema_completion_layout = data.StructLayout({
     "tag": unsigned(TAG_BITS),
-    "slot": unsigned(SLOT_BITS),      # where the location table keeps this matrix's channels
+    # where the location table keeps this matrix's channels; 0 when the status is not OK
+    "slot": unsigned(SLOT_BITS),
     "status": EmaStatus,
 })
 

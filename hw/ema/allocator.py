@@ -40,8 +40,9 @@ class Allocator(wiring.Component):
     """Takes one item per cycle when both queues have room (a read with its location record goes
     to both or to neither). Buffer lines are bump-allocated from line 0 of the step (`new_step`
     resets the allocator). A read that does not fit fails its descriptor (`error`,
-    BUFFER_FULL); once `stopped`, reads are dropped and only markers pass, carrying FAILED or
-    ABORTED. `fetched` counts the columns sent."""
+    BUFFER_FULL); once `stopped`, reads are dropped and only markers pass. A marker carries
+    FAILED if its descriptor failed here, else the decoder's status (the beat writer has the
+    last word: a bus error decides there). `fetched` counts the columns sent."""
     def __init__(self, geometry: EmaGeometry, addr_width: int):
         self._g = geometry
         super().__init__({
@@ -78,8 +79,9 @@ class Allocator(wiring.Component):
         ]
         with m.If(self.items.valid):
             with m.If(item.kind == ItemKind.MARKER):
-                status = Mux(item.fail | desc_err, EmaStatus.FAILED,
-                             Mux(self.stopped, EmaStatus.ABORTED, EmaStatus.OK))
+                # not `stopped`: an error of a later descriptor may stop the engine while this
+                # marker waits here, after every read of this descriptor went out
+                status = Mux(desc_err, EmaStatus.FAILED, item.status)
                 m.d.comb += [read.marker.eq(1), read.status.eq(status), self.reads.valid.eq(1),
                              self.items.ready.eq(self.reads.ready)]
                 with m.If(self.reads.ready):

@@ -8,8 +8,8 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.ema import (MASK_BITS, TAG_BITS, EmaError, EmaOp, ema_command_layout,
-                              ema_descriptor_layout)
+from ...contracts.ema import (MASK_BITS, TAG_BITS, EmaError, EmaOp, EmaStatus,
+                              ema_command_layout, ema_descriptor_layout)
 from ...contracts.weight_layout import Matrix
 from .geometry import EmaGeometry
 from .ports import ErrorSignature, ReadSignature, field_registers
@@ -26,10 +26,12 @@ class ItemKind(enum.Enum, shape=2):
 
 def item_layout(g: EmaGeometry, addr_width: int) -> data.StructLayout:
     """One item for the allocator: what to read (`base` is the address of column 0, or of the
-    scale block), for which slot and descriptor, and whether the descriptor failed here."""
+    scale block), for which slot and descriptor, and the descriptor's status as the decoder
+    knows it: FAILED (it failed a check here), ABORTED (the engine had stopped before its
+    lookup: it fetches nothing), else OK."""
     return data.StructLayout({
         "kind": ItemKind, "first": g.channel_bits, "count": g.channel_bits, "base": addr_width,
-        "slot": g.slot_bits, "matrix": 1, "tag": TAG_BITS, "fail": 1,
+        "slot": g.slot_bits, "matrix": 1, "tag": TAG_BITS, "status": EmaStatus,
     })
 
 
@@ -41,7 +43,10 @@ class Decoder(wiring.Component):
     the word's top stays open for the next word. The marker follows the last run.
 
     `items` is a register: valid and payload hold until `ready`. `stopped` (an error is latched)
-    makes every later descriptor fetch nothing; its own errors leave through `error`.
+    at a descriptor's lookup makes it fetch nothing and complete ABORTED. A descriptor past its
+    lookup can meet a stop only by a bus error (a command error stops the engine before the next
+    lookup); if it then fails a mask check, the beat writer still completes it ABORTED and
+    STATUS keeps the bus error. Its own errors leave through `error`.
     `new_step` is high while a NEW_STEP is taken; `skipped` counts de-duplicated channels.
     """
     def __init__(self, geometry: EmaGeometry, addr_width: int):
@@ -82,7 +87,7 @@ class _Decode:
         # thousand flip-flops a reset costs a gate each and a net with thousands of loads.
         self.desc = field_registers(ema_descriptor_layout, "desc")
         self.failed = Signal(reset_less=True)   # this descriptor is bad: take masks, fetch nothing
-        self.skip = Signal(reset_less=True)     # fetch nothing: bad, or an earlier error stopped us
+        self.skip = Signal(reset_less=True)     # fetch nothing: bad (failed), or stopped (aborted)
         self.hit = Signal(reset_less=True)      # its slot already existed in this step
         self.slot = Signal(g.slot_bits, reset_less=True)
         self.index = Signal(range(lay.n_layers * lay.experts_per_layer), reset_less=True)
@@ -105,7 +110,10 @@ class _Decode:
         self.emit_item = Signal(c.items.payload.shape())    # what `emit` offers this cycle
         self.emitting = Signal()
         m.d.comb += [self.emit_item.slot.eq(self.slot), self.emit_item.matrix.eq(self.desc.matrix),
-                     self.emit_item.tag.eq(self.desc.tag), self.emit_item.fail.eq(self.failed),
+                     self.emit_item.tag.eq(self.desc.tag),
+                     self.emit_item.status.eq(Mux(self.failed, EmaStatus.FAILED,
+                                                  Mux(self.skip, EmaStatus.ABORTED,
+                                                      EmaStatus.OK))),
                      c.items.valid.eq(valid), c.items.payload.eq(item)]
         with m.If(self.emitting):
             m.d.sync += [valid.eq(1), item.eq(self.emit_item)]

@@ -29,8 +29,10 @@ class BurstIssuer(wiring.Component):
     """Cuts the read at the head into bursts of min(beats left, 256, beats to the next 4 KB
     boundary) and loads one AR per cycle into registers (`arvalid` held until `arready`, address
     and length stable) while fewer than `outstanding` bursts are in flight. It never waits for R
-    data: each burst's first line goes to the in-flight queue (`bursts`) with it. After a bus
-    error (`bus_error`) the reads left are dropped, markers still pass. `burst_done` (a burst's
+    data: each burst's first line goes to the in-flight queue (`bursts`) with it. From the cycle
+    of a bus error on (`bus_error`, high in the error beat's own cycle) no AR is loaded and the
+    reads left are dropped, markers still pass; an AR already offered stays offered until
+    `arready`, as AXI requires, and its burst drains. `burst_done` (a burst's
     last beat taken) and the issue keep the count `in_flight`."""
     def __init__(self, geometry: EmaGeometry, addr_width: int, outstanding: int):
         self._g = geometry

@@ -17,10 +17,13 @@ __all__ = ["Registers"]
 class Registers(wiring.Component):
     """Latches the first error reported (`beat_error`, the oldest in the pipeline, wins over
     `buffer_error`, which wins over `command_error` on the same cycle) and says so on `stopped`
-    until reset. Counts the events it is shown (48-bit counters; the increments are registered,
-    so the counters lag one cycle and their adders stay off the paths that decide a beat or a
-    completion) and the most bursts ever in flight. `csr`: `EmaCsr` address in, the register one
-    cycle later."""
+    until reset. One exception keeps STATUS naming the descriptor that completes FAILED: a
+    beat error (the beat writer reports only its first) replaces a command or buffer error
+    latched before it, because its descriptor comes earlier in command order (or is the same
+    one): the commands after a failed check fetch nothing. Counts the events it is shown
+    (48-bit counters; the increments are registered, so the counters lag one cycle and their
+    adders stay off the paths that decide a beat or a completion) and the most bursts ever in
+    flight. `csr`: `EmaCsr` address in, the register one cycle later."""
     def __init__(self, geometry: EmaGeometry, outstanding: int):
         self._g = geometry
         super().__init__({
@@ -36,11 +39,14 @@ class Registers(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         error, code, tag = Signal(), Signal(EmaError), Signal(TAG_BITS)
-        with m.If(~error):
-            for i, source in enumerate((self.beat_error, self.buffer_error, self.command_error)):
-                with (m.Elif if i else m.If)(source.valid):
-                    m.d.sync += [error.eq(1), code.eq(source.payload.code),
-                                 tag.eq(source.payload.tag)]
+        def latch(source):
+            m.d.sync += [error.eq(1), code.eq(source.payload.code), tag.eq(source.payload.tag)]
+        with m.If(self.beat_error.valid):
+            latch(self.beat_error)
+        with m.Elif(~error & self.buffer_error.valid):
+            latch(self.buffer_error)
+        with m.Elif(~error & self.command_error.valid):
+            latch(self.command_error)
         m.d.comb += self.stopped.eq(error)
         peak = Signal.like(self.in_flight)
         with m.If(self.in_flight > peak):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Module, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
+from amaranth.lib.memory import Memory, WritePort
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ...contracts.ema import (CSR_ADDR_BITS, CSR_DATA_BITS, MASK_BITS, ema_command_layout,
@@ -35,6 +35,13 @@ class EmaSystem(wiring.Component):
     buf_rd : per bank, row in, line out one cycle later
     loc_rd : location-table entry (slot * chan_stride + channel) in, buffer line out
     res_rd : residency word (slot * res_words_per_slot + word) in, mask of resident channels out
+    buf_wr : observation (outputs only): the weight-buffer write the controller makes this
+        cycle, line address (not bank and row), one beat of data, enable
+    loc_wr : observation: the location-table write of this cycle, entry
+        (slot * chan_stride + channel, or the slot's scale_entry), buffer line, enable
+
+    `buf_wr` and `loc_wr` are copies of the memories' write ports, so a bench sees what is
+    written and when without reaching into the hierarchy; nothing inside reads them.
     """
 
     def __init__(self, layout: WeightLayout, *, data_width: int = DEFAULTS.axi_data_width,
@@ -60,6 +67,9 @@ class EmaSystem(wiring.Component):
             "buf_rd": In(ReadSignature(row_bits, data_width)).array(buffer_banks),
             "loc_rd": In(ReadSignature(g.loc_addr_bits, g.line_bits)),
             "res_rd": In(ReadSignature(g.res_addr_bits, MASK_BITS)),
+            # the write ports' signature from the writer's side: every member an output here
+            "buf_wr": In(WritePort.Signature(addr_width=g.line_bits, shape=data_width)),
+            "loc_wr": In(WritePort.Signature(addr_width=g.loc_addr_bits, shape=g.line_bits)),
         })
 
     @property
@@ -88,6 +98,8 @@ class EmaSystem(wiring.Component):
         connect(m, flipped(self.cmd), c.cmd)
         connect(m, c.done, flipped(self.done))
         connect(m, flipped(self.csr), c.csr)
+        _write(m, c.buf_wr, self.buf_wr)
+        _write(m, c.loc_wr, self.loc_wr)
         forward(m, self.m_axi, c.m_axi)
         # write channels tied off: never a write, every response accepted
         m.d.comb += [self.m_axi.awvalid.eq(0), self.m_axi.wvalid.eq(0), self.m_axi.bready.eq(1)]

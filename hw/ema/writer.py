@@ -21,9 +21,13 @@ class BeatWriter(wiring.Component):
     """`rready` is high while a burst heads the in-flight queue (`bursts`); its beats go to
     lines `line, line + 1, ...` (`buf_wr`, one line per beat). When a marker heads the queue,
     every beat of its descriptor is written: the completion leaves through `done` (a register,
-    held until `ready`), costing that cycle's beat. An SLVERR or DECERR beat is not written, is
-    reported (`error`), fails its descriptor and sets `bus_error` until reset: later beats are
-    taken and dropped, later descriptors complete ABORTED."""
+    held until `ready`), costing that cycle's beat. The first SLVERR or DECERR beat is not
+    written, is reported (`error`), fails its descriptor and sets `bus_error` until reset:
+    later beats (error or not) are taken and dropped unreported, later descriptors complete
+    ABORTED. So a descriptor's completion is FAILED when its own data failed, else ABORTED
+    after a bus error, else what the marker carries (docs/blocks/ema.md); FAILED and ABORTED
+    completions carry slot 0. `bus_error` is high already in the cycle of the error beat, so
+    the burst issuer loads no AR from that cycle on."""
     def __init__(self, geometry: EmaGeometry):
         self._g = geometry
         super().__init__({
@@ -43,23 +47,27 @@ class BeatWriter(wiring.Component):
         r, head, done = self.r, self.bursts.payload, self.done
         first = Signal(init=1)      # the next beat starts a burst
         next_line = Signal(self._g.line_bits, reset_less=True)
-        bus_error = Signal()
-        desc_err = Signal()         # a bus error hit the descriptor whose beats are arriving
+        bus_error = Signal()        # an error beat was taken before this cycle
+        desc_err = Signal()         # the first error beat belongs to the descriptor arriving
         beat_bad = r.rresp[1]       # SLVERR (2) or DECERR (3)
         line = Mux(first, head.line, next_line)
+        first_error = Signal()
+        m.d.comb += first_error.eq(self.beat & beat_bad & ~bus_error)
         completion = Signal(ema_completion_layout, reset_less=True)
-        m.d.comb += [done.payload.eq(completion), self.bus_error.eq(bus_error)]
+        status = Signal(EmaStatus)
+        m.d.comb += [status.eq(Mux(desc_err, EmaStatus.FAILED,
+                                   Mux(bus_error, EmaStatus.ABORTED, head.status))),
+                     done.payload.eq(completion),
+                     self.bus_error.eq(bus_error | (self.beat & beat_bad))]
         with m.If(done.ready):
             m.d.sync += done.valid.eq(0)
         with m.If(self.bursts.valid & head.marker):
             with m.If(~done.valid | done.ready):
                 m.d.comb += self.bursts.ready.eq(1)
                 m.d.sync += [
-                    done.valid.eq(1), completion.tag.eq(head.tag), completion.slot.eq(head.slot),
-                    completion.status.eq(
-                        Mux(head.status != EmaStatus.OK, head.status,
-                            Mux(desc_err, EmaStatus.FAILED,
-                                Mux(bus_error, EmaStatus.ABORTED, EmaStatus.OK)))),
+                    done.valid.eq(1), completion.tag.eq(head.tag), completion.status.eq(status),
+                    # a slot means something only with the data in it
+                    completion.slot.eq(Mux(status == EmaStatus.OK, head.slot, 0)),
                     desc_err.eq(0),
                 ]
         with m.Elif(self.bursts.valid):
@@ -71,7 +79,9 @@ class BeatWriter(wiring.Component):
             with m.If(r.rlast):
                 m.d.comb += [self.bursts.ready.eq(1), self.burst_done.eq(1)]
             with m.If(beat_bad):
-                m.d.sync += [bus_error.eq(1), desc_err.eq(1)]
+                m.d.sync += bus_error.eq(1)
+            with m.If(first_error):
+                m.d.sync += desc_err.eq(1)
                 m.d.comb += [self.error.valid.eq(1), self.error.payload.tag.eq(head.tag),
                              self.error.payload.code.eq(Mux(r.rresp[0], EmaError.DECERR,
                                                             EmaError.SLVERR))]
