@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from edgexpert.blocks import BLOCKS
 
 EDGEXPERT = Path(sys.executable).parent / "edgexpert"
 
@@ -69,6 +68,8 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
                 "ema, ema_system, mac_lane, pru, pru_e128"),
     (["synth", "mac_lane", "--all"],
      "edgexpert: error: synth takes a BLOCK or --all, not both (BLOCK 'mac_lane')"),
+    (["synth", "mac_lane", "--blocks", "ema"],
+     "edgexpert: error: --blocks chooses the blocks of --all: accepted with --all"),
     (["synth", "--all", "--set", "synth.target_vdd_v=0.5"],
      "edgexpert: error: synth.target_vdd_v = 0.5 is out of range: accepted values 0.7..1.0"),
     (["ablate"], "edgexpert: error: name a study or pass --all: accepted calibration, ratio, "
@@ -109,7 +110,8 @@ def test_synth_json_has_the_promised_keys(tmp_path):
 
 def test_synth_all_writes_report_and_cost_table(tmp_path):
     env = {"EDGEXPERT_BUILD_DIR": str(tmp_path)}
-    out = run("synth", "--all", *SMALL, env=env).stdout
+    # the lane and the EMA stand for every block: the full-size points take minutes each
+    out = run("synth", "--all", "--blocks", "mac_lane,ema", *SMALL, env=env).stdout
     assert out.startswith("| block | parameters | cells | area 180 nm (um2) | area 28 nm (mm2)")
     assert "| mac_lane | pairs_per_beat=1 |" in out and "(0 from the cache)" in out
     report = json.loads((tmp_path / "synth" / "report.json").read_text())
@@ -120,8 +122,12 @@ def test_synth_all_writes_report_and_cost_table(tmp_path):
     assert costs["costs"]["mac_lane.energy_per_mac"]["value"] == \
         lane["scaled_28nm"]["energy_per_op_j"]
     # a second run reads every block from the cache
-    assert f"{len(BLOCKS)} blocks ({len(BLOCKS)} from the cache)" in run("synth", "--all", *SMALL, env=env).stdout
-    assert json.loads(run("synth", "--all", "--json", *SMALL, env=env).stdout) == report
+    again = run("synth", "--all", "--blocks", "ema,mac_lane", *SMALL, env=env).stdout
+    assert "2 blocks (2 from the cache)" in again
+    assert json.loads(run("synth", "--all", "--blocks", "mac_lane,ema", "--json", *SMALL,
+                          env=env).stdout) == report
+    proc = run("synth", "--all", "--blocks", "mac_lane,gpu", *SMALL, env=env, check=False)
+    assert proc.returncode == 2 and "accepted" in proc.stderr and "mac_lane" in proc.stderr
 
 
 def test_rtl_pru_writes_the_block_and_rejects_a_chunk_beyond_the_longest_prompt(tmp_path):

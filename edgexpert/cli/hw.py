@@ -44,8 +44,10 @@ def cmd_synth(args) -> int:
         raise InputError(f"synth takes a BLOCK or --all, not both (BLOCK {args.block!r})")
     if not args.all and args.block is None:
         raise InputError(f"synth needs a BLOCK or --all: accepted blocks {', '.join(sorted(BLOCKS))}")
+    if args.blocks is not None and not args.all:
+        raise InputError("--blocks chooses the blocks of --all: accepted with --all")
     if args.all:
-        return _synth_all(config, args.json)
+        return _synth_all(config, args.json, args.blocks)
     result, summary = synth_block(config, args.block)
     scaled = summary["scaled_28nm"]
     if args.json:
@@ -73,10 +75,11 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def _synth_all(config: Config, as_json: bool) -> int:
-    from ..blocks import BLOCKS
+def _synth_all(config: Config, as_json: bool, only: str | None) -> int:
+    from ..blocks import BLOCKS, get_block
     from ..synth.report import report_paths, write_reports
-    report = write_reports([BLOCKS[name] for name in sorted(BLOCKS)], config)
+    names = sorted(BLOCKS) if only is None else sorted({n.strip() for n in only.split(",")})
+    report = write_reports([get_block(name) for name in names], config)
     paths = report_paths()
     if as_json:
         print(paths["json"].read_text())
@@ -206,6 +209,9 @@ def register(sub) -> None:
     p.add_argument("block", metavar="BLOCK", nargs="?", help=f"one of: {blocks}")
     p.add_argument("--all", action="store_true",
                    help="every block: build/synth/report.md, report.json and costs.json")
+    p.add_argument("--blocks", metavar="A,B,...",
+                   help="with --all: the report and cost table over these blocks only (the "
+                        "full-size points take minutes each)")
     p.add_argument("--json", action="store_true",
                    help="print cells, area_um2, critical_path_ns, fmax_hz, power and more as JSON")
     p.set_defaults(func=cmd_synth)
