@@ -103,7 +103,7 @@ def measure(engine: FloatEngine, policy: Policy, prompts: list[list[int]],
     own = engine if policy.model is None else FloatEngine(policy.model)
     traffic = run_policy(own, policy, prompts, reference, eot)
     return {**traffic, **quality(own, policy, windows, prompt_len, reference=engine),
-            "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"]}
+            "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"], "draft": policy.draft}
 
 
 def against_naive(results: dict, naive: int) -> dict:
@@ -115,14 +115,15 @@ def against_naive(results: dict, naive: int) -> dict:
 
 
 def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
-            eot: int | None, encoder=None) -> dict:
+            eot: int | None, encoder=None, eagle=None) -> dict:
     """Every policy on the same prompts (traffic, greedy match) and held-out windows (quality),
     keyed by policy name; EMA bytes change against naive speculative decoding. `encoder`: EdgeXpert's
-    prefill encoder (None: its prefill routes natively)."""
+    prefill encoder (None: its prefill routes natively); `eagle`: the EAGLE draft head
+    (golden/eagle.py) for the policies that draft with it (policies.draft)."""
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     reference = [decode_ar(engine, p, config.decode, eot) for p in prompts]
     out = {policy.name: measure(engine, policy, prompts, reference, windows,
                                 config.policies.eval_prompt_tokens, eot)
-           for policy in build_policies(config, model, layout, encoder)}
+           for policy in build_policies(config, model, layout, encoder, eagle)}
     return against_naive(out, out["naive_sd"]["ema_bytes_per_token_decode"])

@@ -255,7 +255,8 @@ class IntModel:
             traces.append(LayerTrace(moe_in, logits, idx, g.to(torch.float64) / 65536,
                                      {"x8": x8, "x_scale": sx, "router_q16": z, "weights_q16": g,
                                       "hidden_q": hidden, "hidden_scale": Dyadic(hidden_m, hidden_e),
-                                      "expert_out_q16": expert_out, "moe_out_q16": out}))
+                                      "expert_out_q16": expert_out, "moe_out_q16": out},
+                                     output=r.to(torch.float64) / (1 << RESIDUAL_FRAC)))
         cache.positions = torch.cat([cache.positions, positions])
         f8, sf = self.rmsnorm_q8(r, self.norm_f)
         logits = requant(int_matmul(f8, self.head.f64), sf, self.head.scale, RESIDUAL_FRAC)

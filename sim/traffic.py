@@ -12,8 +12,13 @@ in `summarize`'s output). `measured_plan` turns that into the performance model'
 - the KV-cache entries it attends to that were cached before it, and writes its own tokens'
   entries, at the integer path's precision (`MoEModelSpec.kv_bytes_per_token`).
 
-Every draft here is the target's own layers (a self-draft: the model with top-1 routing, or
-Specter's quantized experts), so a draft pass reads what a target pass reads.
+A self-draft pass (the model with top-1 routing, Specter's quantized experts) runs the target's
+own layers and reads what a target pass reads. An EAGLE draft pass (golden/eagle.py) does not
+read the target (`reads_target` 0): it reads the head's weights (`draft_head_bytes`, int4 layers
+and int8 head rows as golden states them), one embedding row per token, and its own one-layer
+KV cache, whose entries have one target layer's shape (`kv_bytes_per_token / n_layers`). The
+target features it reads (three 192-wide rows per accepted token) come from the verification
+pass just before and are taken to stay on chip. A kind that mixes both weighs each by its share.
 
 `traffic_columns` gives the per-token byte columns `edgexpert compare` prints; `add_traffic`
 adds them to every policy of a comparison.
@@ -58,10 +63,14 @@ def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config
     passes = []
     for kind, stats in summary["pass_kinds"].items():
         tokens = stats["tokens"]
+        target = stats.get("reads_target", 1.0)
+        # KV bytes per entry: all target layers, or the draft head's one layer
+        kv = spec.kv_bytes_per_token * (target + (1 - target) / spec.n_layers)
         passes.append((Pass(GOLDEN_KINDS[kind], tokens, stats["expert_bytes"],
-                            weights + tokens * spec.embedding_row_bytes,
-                            stats["context"] * spec.kv_bytes_per_token,
-                            tokens * spec.kv_bytes_per_token, macs={}, resident_bytes=resident),
+                            target * weights + tokens * spec.embedding_row_bytes,
+                            stats["context"] * kv, tokens * kv, macs={},
+                            draft_head_bytes=stats.get("draft_head_bytes", 0.0),
+                            resident_bytes=target * resident),
                        stats["runs_per_step"]))
     return StepPlan(policy, spec.name, "trace", summary["tokens_per_step"], tuple(passes), (
         f"measured passes of the bundled model; {resident} B of non-expert weights resident",))

@@ -262,6 +262,7 @@ def fake_policy_run(monkeypatch, tmp_path):
     monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
         types.SimpleNamespace(model=None), [[1, 2]], [[3, 4]], 0))
     monkeypatch.setattr(edgexpert.golden.prefill, "load_encoder", lambda model: (None, {}))
+    monkeypatch.setattr(edgexpert.cli.policies, "eagle_head", lambda ckpt, config, needed=False: None)
     monkeypatch.setattr(edgexpert.golden.evaluate, "compare", lambda *a: {"ar": metrics})
     monkeypatch.setattr(edgexpert.golden.ablate, "run_study", lambda *a: {"x": metrics})
     monkeypatch.setattr(edgexpert.cli.plot, "tradeoff_plot",

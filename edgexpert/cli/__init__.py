@@ -7,6 +7,7 @@ a tool, simulation or synthesis run fails.
 
 One module per command group: doctor, hw (rtl, synth, bench ema), golden (train, prune, decode,
 analyze, bench dispatch), policies (compare, ablate), prefill (prefill train / ablate, calibrate),
+draft (draft train: the EAGLE head),
 estimate (the performance model), demo. Each command imports torch, the golden model, the simulators and the synthesis flow inside
 its own function, so that `edgexpert --help` and `edgexpert doctor` start in well under a second.
 """
@@ -18,7 +19,7 @@ import shlex
 import sys
 
 from ..contracts.errors import InputError
-from . import demo, doctor, estimate, golden, hw, policies, prefill
+from . import demo, doctor, draft, estimate, golden, hw, policies, prefill
 from .common import settings_options
 
 __all__ = ["main"]
@@ -32,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
     golden.register(sub)
     policies.register(sub)
     prefill.register(sub)
+    draft.register(sub)
     estimate.register(sub)
     p = sub.add_parser("bench", parents=[settings_options(0)],
                        help="benchmarks (minutes, not tests): `bench ema` the EMA's bus "
