@@ -233,7 +233,7 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
     module doc; the policy's "draft" routing and channels apply to every draft pass), or its
     EAGLE head (golden/eagle.py: no target pass, no trace kept)."""
     policy = policy or default_policy(engine, cfg)
-    eagle = EagleTree(policy.eagle, cache, root) if policy.eagle is not None else None
+    eagle = EagleTree(policy.eagle_for(engine), cache, root) if policy.eagle is not None else None
     drafter = policy.draft_engine(engine)
     fork = cache.fork()
     prefix = len(cache)

@@ -50,10 +50,12 @@ from tqdm import tqdm
 
 from ..contracts.errors import InputError
 from .checkpoint import bundled_checkpoint_dir, save_tensors, weights_sha256
+from .int_model import INT4_MAX, RESIDUAL_FRAC, _gain, _rows, quantize_weight
+from .intops import int_matmul, quantize_vec, requant, rshift
 from .model import KVCache, LayerTrace, MoEModel, RMSNorm
 from .train import eval_windows
 
-__all__ = ["EagleSettings", "EagleHead", "EagleError", "EagleTree", "draft_vocabulary",
+__all__ = ["EagleSettings", "EagleHead", "IntEagleHead", "EagleError", "EagleTree", "draft_vocabulary",
            "record_features", "train_eagle", "save_eagle", "load_eagle", "bundled_eagle_dir",
            "EAGLE_VERSION"]
 
@@ -210,6 +212,60 @@ class EagleHead(nn.Module):
             prev = self._finish(feature, mixed)
             out.append(self.logits(prev))
         return out
+
+
+class IntEagleHead:
+    """The head's A8W4 integer path (docs/contracts.md), drafting for the integer target
+    (golden.int_model.IntModel, whose arithmetic it shares): the linear layers int4 with one
+    scale per output channel, the RMSNorm gains Q.12, the embedding and head rows the target's
+    int8 rows; activations int8 with a per-token scale, the residual Q.16. The query-key-value
+    projection reads two inputs normed apart (the embedding and the feature): one int4 matrix,
+    its two column halves multiplied by their own int8 input and requantized with the same
+    weight scale, so its storage is that of one layer. Features and outputs are Q.16 integers;
+    `fuse` takes the target's dequantized features (LayerTrace.output) back to them exactly."""
+
+    def __init__(self, head: EagleHead, target):
+        self.settings, self.cfg, self.target = head.settings, head.cfg, target
+        self.vocab, self.d = head.vocab, head.cfg.d_model
+        w = {name: quantize_weight(getattr(head, name).weight, INT4_MAX)
+             for name in ("fc", "qkv", "proj", "gate", "up", "down")}
+        self.w = w
+        self.gain = {name: _gain(getattr(head, name).weight, f"eagle.{name}")
+                     for name in ("norm_emb", "norm_feat", "norm2", "norm_f")}
+        self.head_rows = target.head if head.vocab is None else _rows(target.head, head.vocab)
+        self.n_heads, self.hd = head.n_heads, head.hd
+
+    def fuse(self, features: torch.Tensor) -> torch.Tensor:
+        q16 = torch.round(features.to(torch.float64) * (1 << RESIDUAL_FRAC)).to(torch.int64)
+        x8, sx = quantize_vec(q16, RESIDUAL_FRAC)
+        return requant(int_matmul(x8, self.w["fc"].f64), sx, self.w["fc"].scale, RESIDUAL_FRAC)
+
+    def step(self, feature, tokens, cache: KVCache, allowed) -> torch.Tensor:
+        t, d, ops = len(tokens), self.d, self.target
+        emb = _rows(ops.emb, tokens)
+        e = rshift(emb.q * emb.scale.m[:, None], emb.scale.e[:, None] - RESIDUAL_FRAC)
+        e8, se = ops.rmsnorm_q8(e, self.gain["norm_emb"])
+        h8, sh = ops.rmsnorm_q8(feature, self.gain["norm_feat"])
+        qkv = self.w["qkv"]
+        mixed = (requant(int_matmul(e8, qkv.f64[:, :d]), se, qkv.scale, RESIDUAL_FRAC)
+                 + requant(int_matmul(h8, qkv.f64[:, d:]), sh, qkv.scale, RESIDUAL_FRAC))
+        q, k, v = (y.view(t, self.n_heads, self.hd).transpose(0, 1) for y in mixed.chunk(3, dim=-1))
+        a8, sa = ops.attention(0, q, k, v, cache, allowed)
+        cache.positions = torch.cat([cache.positions, torch.zeros(t, dtype=torch.long)])
+        r = feature + requant(int_matmul(a8, self.w["proj"].f64), sa, self.w["proj"].scale,
+                              RESIDUAL_FRAC)
+        x8, sx = ops.rmsnorm_q8(r, self.gain["norm2"])
+        return r + ops.expert(x8, sx, self.w["gate"], self.w["up"], self.w["down"])[0]
+
+    def full_logits(self, out: torch.Tensor) -> torch.Tensor:
+        f8, sf = self.target.rmsnorm_q8(out, self.gain["norm_f"])
+        small = requant(int_matmul(f8, self.head_rows.f64), sf, self.head_rows.scale,
+                        RESIDUAL_FRAC).to(torch.float64) / (1 << RESIDUAL_FRAC)
+        if self.vocab is None:
+            return small
+        full = small.new_full(small.shape[:-1] + (self.target.head.q.shape[0],), float("-inf"))
+        full[..., self.vocab] = small
+        return full
 
 
 # ---------------------------------------------------------------------------------------------

@@ -172,6 +172,25 @@ class IntModel:
             return torch.where(valid, softmax_q16(torch.gather(z, -1, safe), valid), 0)
         return torch.where(valid, torch.gather(softmax_q16(z), -1, safe), 0)
 
+    def attention(self, layer: int, q, k, v, cache: KVCache, allowed) -> tuple[torch.Tensor, Dyadic]:
+        """Attention of Q.16 queries q [H, T, hd] against `cache`'s entries of `layer` and the
+        new keys and values k, v [H_kv, T, hd] (appended: keys int8 with a Dyadic scale per head
+        and token, values Q.12), allowed [T, len(cache) + T]: the int8 attention output
+        [T, H hd] and its per-token scale."""
+        h_n, t, hd = q.shape
+        score_scale = round((1 << 15) / math.sqrt(hd))
+        q8, sq = quantize_vec(q, RESIDUAL_FRAC)
+        k8, sk = quantize_vec(k, RESIDUAL_FRAC)
+        keys, kms, kes, values = cache.extend(layer, k=k8, km=sk.m, ke=sk.e,
+                                              v=rshift(v, RESIDUAL_FRAC - VALUE_FRAC))
+        group = h_n // k.shape[0]
+        keys, kms, kes, values = (a.repeat_interleave(group, 0) for a in (keys, kms, kes, values))
+        s = torch.matmul(q8.to(torch.float64), keys.to(torch.float64).transpose(-1, -2)).to(I64)
+        z = rshift(s * sq.m[..., None] * kms[:, None, :], sq.e[..., None] + kes[:, None, :] - RESIDUAL_FRAC)
+        p = softmax_q16(rshift(z * score_scale, 15), allowed)
+        o = rshift(torch.matmul(p.to(torch.float64), values.to(torch.float64)).to(I64), 16)
+        return quantize_vec(o.transpose(0, 1).reshape(t, h_n * hd), VALUE_FRAC)
+
     def _check_residual(self, r: torch.Tensor, where: str):
         if int(r.abs().max()) >= 1 << 31:
             raise OverflowError(f"residual stream left int32 at {where}: "
@@ -196,7 +215,6 @@ class IntModel:
             r = r + rshift(pos.q * pos.scale.m[:, None], pos.scale.e[:, None] - RESIDUAL_FRAC)
         self._check_residual(r, "the embedding")
         h_n, kv_n, hd = cfg.n_heads, cfg.kv_heads, cfg.dim_head
-        score_scale = round((1 << 15) / math.sqrt(hd))
         traces = []
         for n, w in enumerate(self.layers):
             # attention
@@ -215,17 +233,7 @@ class IntModel:
                 half = hd // 2
                 q = rshift(q * cos + torch.cat([-q[..., half:], q[..., :half]], -1) * sin, ROPE_FRAC)
                 k = rshift(k * cos + torch.cat([-k[..., half:], k[..., :half]], -1) * sin, ROPE_FRAC)
-            q8, sq = quantize_vec(q, RESIDUAL_FRAC)
-            k8, sk = quantize_vec(k, RESIDUAL_FRAC)
-            keys, kms, kes, values = cache.extend(n, k=k8, km=sk.m, ke=sk.e,
-                                                  v=rshift(v, RESIDUAL_FRAC - VALUE_FRAC))
-            group = h_n // kv_n
-            keys, kms, kes, values = (a.repeat_interleave(group, 0) for a in (keys, kms, kes, values))
-            s = torch.matmul(q8.to(torch.float64), keys.to(torch.float64).transpose(-1, -2)).to(I64)
-            z = rshift(s * sq.m[..., None] * kms[:, None, :], sq.e[..., None] + kes[:, None, :] - RESIDUAL_FRAC)
-            p = softmax_q16(rshift(z * score_scale, 15), allowed)
-            o = rshift(torch.matmul(p.to(torch.float64), values.to(torch.float64)).to(I64), 16)
-            a8, sa = quantize_vec(o.transpose(0, 1).reshape(t, h_n * hd), VALUE_FRAC)
+            a8, sa = self.attention(n, q, k, v, cache, allowed)
             r = r + requant(int_matmul(a8, w["proj"].f64), sa, w["proj"].scale, RESIDUAL_FRAC)
             self._check_residual(r, f"layer {n} attention")
 

@@ -33,6 +33,8 @@ import torch
 
 from ..contracts.config import DecodeConfig
 from ..contracts.weight_layout import Matrix, WeightLayout, channel_runs
+from .eagle import IntEagleHead
+from .int_model import IntModel
 from .model import LayerTrace, Router, route
 
 __all__ = ["ChannelHook", "Policy", "PassFetches", "ExpertSlots", "Expansion",
@@ -185,6 +187,16 @@ class Policy:
         self.eagle = copy.deepcopy(head).to_double()
         self.eagle_bytes = head.weight_bytes()
         self.draft = "eagle"
+        self._int_eagle = None
+
+    def eagle_for(self, engine):
+        """The head that drafts for `engine`: on the integer path its A8W4 twin
+        (golden.eagle.IntEagleHead, built once per integer model), else the float64 head."""
+        if not isinstance(engine, IntModel):
+            return self.eagle
+        if self._int_eagle is None or self._int_eagle[0] is not engine:
+            self._int_eagle = (engine, IntEagleHead(self.eagle, engine))
+        return self._int_eagle[1]
 
     def start(self, prompt: list[int]) -> None:
         """Called before each prompt (policies with state across passes reset it here)."""

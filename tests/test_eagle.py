@@ -162,6 +162,35 @@ def test_the_bundled_head_belongs_to_the_bundled_checkpoint(bundled):
     assert (bundled_eagle_dir() / "eagle.safetensors").is_file()
 
 
+def test_the_integer_head_drafts_what_the_float_head_drafts_mostly(bundled):
+    """The A8W4 head on the integer target's features against the float head on the same ones:
+    int4 weights move its features, rarely its top choice (89% on this prompt when written)."""
+    from edgexpert.golden.corpus import load_corpus
+    from edgexpert.golden.eagle import IntEagleHead
+    from edgexpert.golden.prompts import load_prompts
+    ckpt, head, _ = bundled
+    target = IntModel(ckpt.model)
+    policy = Policy(WeightLayout.for_model(ckpt.model.cfg), DecodeConfig())
+    policy.use_eagle(head)
+    integer = policy.eagle_for(target)
+    assert isinstance(integer, IntEagleHead) and policy.eagle_for(target) is integer
+    assert policy.eagle_for(FloatEngine(ckpt.model)) is policy.eagle
+    prompt = load_prompts(load_corpus(), ckpt.tokenizer, None)[0]
+    n = len(prompt)
+    _, traces = target.step(torch.tensor(prompt), torch.arange(n), KVCache(),
+                            torch.ones(n, n, dtype=torch.bool).tril())
+    features = torch.cat([traces[layer].output for layer in head.settings.fused], dim=-1)[:-1]
+    allowed = torch.ones(n - 1, n - 1, dtype=torch.bool).tril()
+    tokens = torch.tensor(prompt[1:])
+    with torch.no_grad():
+        exact = policy.eagle.full_logits(policy.eagle.step(policy.eagle.fuse(features), tokens,
+                                                           KVCache(), allowed))
+    ints = integer.step(integer.fuse(features), tokens, KVCache(), allowed)
+    assert ints.dtype == torch.int64
+    agree = (exact.argmax(-1) == integer.full_logits(ints).argmax(-1)).double().mean()
+    assert agree > 0.8
+
+
 @pytest.mark.parametrize("path", ["float", "int"])
 def test_bundled_eagle_drafting_is_lossless_on_every_bundled_prompt(bundled, path):
     from edgexpert.golden.corpus import load_corpus
