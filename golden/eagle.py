@@ -50,7 +50,7 @@ from tqdm import tqdm
 
 from ..contracts.errors import InputError
 from .checkpoint import bundled_checkpoint_dir, save_tensors, weights_sha256
-from .int_model import INT4_MAX, RESIDUAL_FRAC, _gain, _rows, quantize_weight
+from .int_model import INT4_MAX, RESIDUAL_FRAC, quantize_gain, quantize_weight, weight_rows
 from .intops import int_matmul, quantize_vec, requant, rshift
 from .model import KVCache, LayerTrace, MoEModel, RMSNorm
 from .train import eval_windows
@@ -227,22 +227,23 @@ class IntEagleHead:
     def __init__(self, head: EagleHead, target):
         self.settings, self.cfg, self.target = head.settings, head.cfg, target
         self.vocab, self.d = head.vocab, head.cfg.d_model
-        w = {name: quantize_weight(getattr(head, name).weight, INT4_MAX)
-             for name in ("fc", "qkv", "proj", "gate", "up", "down")}
-        self.w = w
-        self.gain = {name: _gain(getattr(head, name).weight, f"eagle.{name}")
+        self.w = {name: quantize_weight(getattr(head, name).weight, INT4_MAX)
+                  for name in ("fc", "qkv", "proj", "gate", "up", "down")}
+        self.gain = {name: quantize_gain(getattr(head, name).weight, f"eagle.{name}")
                      for name in ("norm_emb", "norm_feat", "norm2", "norm_f")}
-        self.head_rows = target.head if head.vocab is None else _rows(target.head, head.vocab)
+        self.head_rows = target.head if head.vocab is None else weight_rows(target.head, head.vocab)
         self.n_heads, self.hd = head.n_heads, head.hd
 
     def fuse(self, features: torch.Tensor) -> torch.Tensor:
+        """The target's dequantized fused-layer outputs -> the head's Q.16 feature."""
         q16 = torch.round(features.to(torch.float64) * (1 << RESIDUAL_FRAC)).to(torch.int64)
         x8, sx = quantize_vec(q16, RESIDUAL_FRAC)
         return requant(int_matmul(x8, self.w["fc"].f64), sx, self.w["fc"].scale, RESIDUAL_FRAC)
 
     def step(self, feature, tokens, cache: KVCache, allowed) -> torch.Tensor:
+        """EagleHead.step on Q.16 features: the output features, Q.16 [T, D]."""
         t, d, ops = len(tokens), self.d, self.target
-        emb = _rows(ops.emb, tokens)
+        emb = weight_rows(ops.emb, tokens)
         e = rshift(emb.q * emb.scale.m[:, None], emb.scale.e[:, None] - RESIDUAL_FRAC)
         e8, se = ops.rmsnorm_q8(e, self.gain["norm_emb"])
         h8, sh = ops.rmsnorm_q8(feature, self.gain["norm_feat"])
@@ -258,6 +259,7 @@ class IntEagleHead:
         return r + ops.expert(x8, sx, self.w["gate"], self.w["up"], self.w["down"])[0]
 
     def full_logits(self, out: torch.Tensor) -> torch.Tensor:
+        """EagleHead.full_logits of Q.16 output features (Q.16 logits, dequantized)."""
         f8, sf = self.target.rmsnorm_q8(out, self.gain["norm_f"])
         small = requant(int_matmul(f8, self.head_rows.f64), sf, self.head_rows.scale,
                         RESIDUAL_FRAC).to(torch.float64) / (1 << RESIDUAL_FRAC)
@@ -284,10 +286,11 @@ def record_features(cache: KVCache, tokens: torch.Tensor, traces: list[LayerTrac
 
 
 class EagleTree:
-    """The draft passes of one tree: the head's state across steps lives in `target.draft`
-    (its KV cache and how many of its entries hold true target features)."""
+    """The draft passes of one tree, by `head` (an EagleHead in float64, or an IntEagleHead):
+    the head's state across steps lives in `target.draft` (its KV cache and how many of its
+    entries hold true target features)."""
 
-    def __init__(self, head: EagleHead, target: KVCache, root: int):
+    def __init__(self, head, target: KVCache, root: int):
         if target.draft is None:
             target.draft = {"cache": KVCache(), "valid": 0}
         self.head, self.target, self.root = head, target, root
