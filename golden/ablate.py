@@ -16,10 +16,14 @@ from ..contracts.progress import progress_bar
 from ..contracts.weight_layout import WeightLayout
 from .decode import FloatEngine, decode_ar
 from .evaluate import against_naive, measure
-from .policies import build_policy, on_chip_slots
+from .policies import COMPARED, PAPER_DRAFT, build_policy, on_chip_slots
 from .policy import Policy
 
-__all__ = ["STUDIES", "study_settings", "run_study"]
+__all__ = ["STUDIES", "study_settings", "run_study", "EAGLE_CAPABLE"]
+
+#: the compared policies whose rules let them draft with the EAGLE head: those whose paper does
+#: (golden/policies.py PAPER_DRAFT); the others read their self-draft's per-layer routing
+EAGLE_CAPABLE = tuple(name for name, draft in PAPER_DRAFT.items() if draft == "eagle")
 
 # what each study asks (`edgexpert ablate --help` prints these)
 STUDIES = {
@@ -31,24 +35,35 @@ STUDIES = {
     "combined": "our combined policy built up part by part, and with EdgeXpert's prefill reuse",
     "pruning": "EdgeXpert coalescing on the unpruned model and on the bundled pruned-and-recovered one",
     "chain": "Specter: draft chain length K (chosen offline, as Specter does, for the least bytes per token)",
+    "draft": "every speculative policy with its self-draft and with the EAGLE head where its rules allow",
 }
 
 
-def study_settings(study: str, config, model, layout,
-                   encoder=None) -> list[tuple[str, Callable[[], Policy]]]:
+def study_settings(study: str, config, model, layout, encoder=None,
+                   eagle=None) -> list[tuple[str, Callable[[], Policy]]]:
     """(label, policy factory) for every setting of `study`, references first; `encoder`: the
-    prefill encoder for the settings with EdgeXpert's prefill reuse."""
+    prefill encoder for the settings with EdgeXpert's prefill reuse; `eagle`: the EAGLE draft
+    head for the policies that draft with it."""
     p, k = config.policies, model.cfg.top_k
 
-    def setting(name: str, prefill_encoder=None, **values) -> Callable[[], Policy]:
+    def setting(name: str, prefill_encoder=None, draft=None, **values) -> Callable[[], Policy]:
         """Policy `name` with the `policies` values of this setting (the rest from the
-        configuration); the prefill encoder only where the setting names it."""
+        configuration) and `draft` (None: policies.draft); the prefill encoder only where the
+        setting names it."""
         studied = dataclasses.replace(config, policies=dataclasses.replace(p, **values))
-        return lambda: build_policy(name, studied, model, layout, prefill_encoder)
+        return lambda: build_policy(name, studied, model, layout, prefill_encoder, eagle, draft)
 
     # EdgeXpert on the compared model, whatever policies.pruned_checkpoint says
     unpruned = {"pruned_checkpoint": "none"}
     naive = [("naive_sd", setting("naive_sd"))]
+    if study == "draft":
+        # the reference naive_sd drafts as policies.draft says; its other draft is a setting
+        own = PAPER_DRAFT["naive_sd"] if p.draft == "paper" else p.draft
+        return naive + [(f"{name} draft={draft}", setting(name, draft=draft))
+                        for name in COMPARED if name != "ar"
+                        for draft in ("self", "eagle")
+                        if (draft == "self" or name in EAGLE_CAPABLE)
+                        and (name, draft) != ("naive_sd", own)]
     if study == "calibration":
         return naive + [(f"edgexpert ratio={r} calibration={c}",
                          setting("edgexpert", coalescing_ratio=r, calibration=c, **unpruned))
@@ -100,12 +115,13 @@ def study_settings(study: str, config, model, layout,
 
 
 def run_study(study: str, config, model, prompts: list[list[int]], windows: list[list[int]],
-              eot: int | None, encoder=None, progress: bool = True) -> dict:
+              eot: int | None, encoder=None, eagle=None, progress: bool = True) -> dict:
     """Every setting of `study` measured as `edgexpert compare` measures a policy, keyed by label
-    (`progress`: a bar over the settings)."""
+    (`eagle`: the EAGLE draft head for the settings that draft with it; `progress`: a bar over
+    the settings)."""
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
-    settings = study_settings(study, config, model, layout, encoder)
+    settings = study_settings(study, config, model, layout, encoder, eagle)
     reference = [decode_ar(engine, prompt, config.decode, eot) for prompt in prompts]
     out = {}
     bar = progress_bar(settings, desc=study, unit="setting", enabled=progress)

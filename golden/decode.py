@@ -2,7 +2,9 @@
 
 Self-speculative drafting: the draft is the target model itself with a smaller expert budget
 (top-`draft_experts` routing), reading the target's KV cache for the prefix and its own cache
-entries for the tree it is building.
+entries for the tree it is building. A policy may instead draft with an EAGLE head
+(golden/eagle.py): one small decoder layer on the target's features of the accepted prefix,
+which every target pass then records next to its KV cache.
 
 Dynamic draft tree (in the manner of EAGLE-2): the root is the last known token. At each depth
 the draft runs once on the `width` most probable frontier nodes and proposes `branch` children
@@ -31,6 +33,7 @@ import torch
 
 from ..contracts.config import DecodeConfig
 from ..contracts.weight_layout import WeightLayout
+from .eagle import EagleTree, record_features
 from .model import KVCache, LayerTrace, MoEModel, route
 from .policy import Policy
 
@@ -67,12 +70,17 @@ def exact_logits(engine: FloatEngine, tokens: list[int]) -> torch.Tensor:
 class PassCost:
     """One forward pass: the distinct routed experts per layer, the bytes the policy's expert
     fetches moved, and the KV-cache entries its tokens attend to that were cached before it
-    (`context`: what the pass reads from the cache; its own tokens' entries it writes)."""
+    (`context`: what the pass reads from the cache; its own tokens' entries it writes). An
+    EAGLE draft pass (golden/eagle.py) does not run the target (`reads_target` False: no expert,
+    no target weight, its one layer's KV cache) and reads the head's weights instead
+    (`draft_head_bytes`, at their storage precision)."""
     kind: str                     # "prefill", "ar", "draft", "verify"
     tokens: int
     experts_per_layer: list[int]
     bytes: int
     context: int = 0
+    draft_head_bytes: int = 0
+    reads_target: bool = True
 
 
 @dataclass
@@ -107,6 +115,8 @@ def run_pass(engine, policy: Policy, kind: str, tokens: torch.Tensor, positions,
     context = len(cache)
     logits, traces = engine.step(tokens, positions, cache, allowed, policy.router(kind, tokens),
                                  **extra)
+    if policy.eagle is not None:      # the next draft reads these tokens' target features
+        record_features(cache, tokens, traces, policy.eagle.settings.fused)
     cost = PassCost(kind, len(tokens), [int(torch.unique(t.experts[t.experts >= 0]).numel())
                                         for t in traces], policy.pass_bytes(kind, traces, hook),
                     context)
@@ -219,9 +229,11 @@ def _tree_mask(prefix: int, parents: list[int], rows: list[int], root_entry: int
 def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: list[PassCost],
                traces_out: list[PassTrace] | None = None, step: int = 0,
                policy: Policy | None = None) -> Tree:
-    """Draft a tree after `root` with the self-speculative draft (see the module doc); the
-    policy's "draft" routing and channels apply to every draft pass."""
+    """Draft a tree after `root` with the policy's draft: the self-speculative one (see the
+    module doc; the policy's "draft" routing and channels apply to every draft pass), or its
+    EAGLE head (golden/eagle.py: no target pass, no trace kept)."""
     policy = policy or default_policy(engine, cfg)
+    eagle = EagleTree(policy.eagle_for(engine), cache, root) if policy.eagle is not None else None
     drafter = policy.draft_engine(engine)
     fork = cache.fork()
     prefix = len(cache)
@@ -232,21 +244,30 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
     frontier = [-1]                           # -1: the root
     for depth in range(1, cfg.max_depth + 1):
         tokens = [root if n < 0 else pool.tokens[n] for n in frontier]
-        first = len(fork)   # the root's entry is `prefix`, written by the first pass
-        for r, n in enumerate(frontier):
-            if n >= 0:
-                entry_of[n] = first + r
-        allowed = _tree_mask(prefix, pool.parents, frontier, prefix, entry_of, first + len(frontier))
-        positions = torch.full((len(frontier),), prefix + depth - 1, dtype=torch.long)
-        logits, traces, cost = run_pass(drafter, policy, "draft", torch.tensor(tokens), positions,
-                                        fork, allowed, torch.full((len(frontier),), depth - 1))
-        passes.append(cost)
-        if traces_out is not None:
-            traces_out.append(PassTrace("draft", step, tokens, [depth - 1] * len(tokens), traces))
-        # the target's top-k by the draft's router logits: what verifying the node will likely
-        # fetch (policies that size the tree by its expert cost read it)
-        for r, n in enumerate(frontier):
-            routed[n] = torch.stack([route(t.router_logits[r], engine.cfg.top_k) for t in traces])
+        if eagle is not None:
+            logits, count, context = eagle.run(frontier, pool.parents, tokens)
+            passes.append(PassCost("draft", count, [0] * engine.cfg.n_layers, 0, context,
+                                   policy.eagle_bytes, reads_target=False))
+        else:
+            first = len(fork)   # the root's entry is `prefix`, written by the first pass
+            for r, n in enumerate(frontier):
+                if n >= 0:
+                    entry_of[n] = first + r
+            allowed = _tree_mask(prefix, pool.parents, frontier, prefix, entry_of,
+                                 first + len(frontier))
+            positions = torch.full((len(frontier),), prefix + depth - 1, dtype=torch.long)
+            logits, traces, cost = run_pass(drafter, policy, "draft", torch.tensor(tokens),
+                                            positions, fork, allowed,
+                                            torch.full((len(frontier),), depth - 1))
+            passes.append(cost)
+            if traces_out is not None:
+                traces_out.append(PassTrace("draft", step, tokens, [depth - 1] * len(tokens),
+                                            traces))
+            # the target's top-k by the draft's router logits: what verifying the node will
+            # likely fetch (policies that size the tree by its expert cost read it)
+            for r, n in enumerate(frontier):
+                routed[n] = torch.stack([route(t.router_logits[r], engine.cfg.top_k)
+                                         for t in traces])
         grow = set(expansion.admit(pool, routed, frontier))
         logp = torch.log_softmax(logits, dim=-1)
         top = torch.sort(-logp, dim=-1, stable=True)
@@ -355,8 +376,9 @@ def decode_speculative(engine, prompt: list[int], cfg: DecodeConfig, eot: int | 
 
 def pass_kinds(results: list[DecodeResult]) -> dict:
     """Per decoding pass kind ("ar", "draft", "verify"; prefill aside): runs per step and, per
-    run, the mean tokens, cached entries attended (`context`) and routed-expert bytes. This is
-    what sim/traffic.py turns into every byte a token costs (docs/policies.md, "Total
+    run, the mean tokens, cached entries attended (`context`), routed-expert bytes, draft-head
+    weight bytes and share of runs that read the target (`reads_target`: 0 for EAGLE drafts).
+    This is what sim/traffic.py turns into every byte a token costs (docs/policies.md, "Total
     traffic")."""
     steps = sum(r.steps for r in results)
     runs: dict[str, list[PassCost]] = {}
@@ -368,7 +390,9 @@ def pass_kinds(results: list[DecodeResult]) -> dict:
     return {kind: {"runs_per_step": len(ps) / steps,
                    "tokens": sum(p.tokens for p in ps) / len(ps),
                    "context": sum(p.context for p in ps) / len(ps),
-                   "expert_bytes": sum(p.bytes for p in ps) / len(ps)}
+                   "expert_bytes": sum(p.bytes for p in ps) / len(ps),
+                   "draft_head_bytes": sum(p.draft_head_bytes for p in ps) / len(ps),
+                   "reads_target": sum(p.reads_target for p in ps) / len(ps)}
             for kind, ps in sorted(runs.items())}
 
 

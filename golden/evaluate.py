@@ -104,7 +104,7 @@ def measure(engine: FloatEngine, policy: Policy, prompts: list[list[int]],
     own = engine if policy.model is None else FloatEngine(policy.model)
     traffic = run_policy(own, policy, prompts, reference, eot)
     return {**traffic, **quality(own, policy, windows, prompt_len, reference=engine),
-            "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"]}
+            "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"], "draft": policy.draft}
 
 
 def against_naive(results: dict, naive: int) -> dict:
@@ -116,15 +116,17 @@ def against_naive(results: dict, naive: int) -> dict:
 
 
 def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
-            eot: int | None, encoder=None, progress: bool = True) -> dict:
+            eot: int | None, encoder=None, eagle=None, progress: bool = True) -> dict:
     """Every policy on the same prompts (traffic, greedy match) and held-out windows (quality),
     keyed by policy name; EMA bytes change against naive speculative decoding. `encoder`: EdgeXpert's
-    prefill encoder (None: its prefill routes natively). `progress`: a bar over the policies."""
+    prefill encoder (None: its prefill routes natively); `eagle`: the EAGLE draft head
+    (golden/eagle.py) for the policies that draft with it (policies.draft). `progress`: a bar
+    over the policies."""
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     reference = [decode_ar(engine, p, config.decode, eot) for p in prompts]
     out = {}
-    bar = progress_bar(build_policies(config, model, layout, encoder), desc="compare",
+    bar = progress_bar(build_policies(config, model, layout, encoder, eagle), desc="compare",
                        unit="policy", enabled=progress)
     for policy in bar:
         bar.set_postfix_str(policy.name)

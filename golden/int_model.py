@@ -26,7 +26,8 @@ from .intops import (I64, Dyadic, dyadic_mul, fp16_dyadic, int_matmul, quantize_
                      rshift, rsqrt_dyadic, sigmoid_q15, softmax_q16)
 from .model import KVCache, LayerTrace, MoEModel, Router, route
 
-__all__ = ["IntModel", "quantize_model", "quantize_weight", "RESIDUAL_FRAC", "INT4_MAX"]
+__all__ = ["IntModel", "quantize_model", "quantize_weight", "quantize_gain", "weight_rows",
+           "RESIDUAL_FRAC", "INT4_MAX"]
 
 RESIDUAL_FRAC = 16   # the residual stream and every fixed-point activation: Q.16
 VALUE_FRAC = 12      # cached attention values: Q.12
@@ -71,7 +72,8 @@ def quantize_weight(w: torch.Tensor, qmax: int) -> QWeight:
     return QWeight(q, dyadic, words)
 
 
-def _gain(weight: torch.Tensor, name: str) -> torch.Tensor:
+def quantize_gain(weight: torch.Tensor, name: str) -> torch.Tensor:
+    """An RMSNorm gain as Q.12 int16 values (`name` names it in the error)."""
     g = torch.round(weight.detach().to(torch.float64) * (1 << GAIN_FRAC)).to(I64)
     if int(g.abs().max()) >= 1 << 15:
         raise ValueError(f"{name} has a gain of {float(weight.abs().max()):.2f}: accepted "
@@ -79,7 +81,8 @@ def _gain(weight: torch.Tensor, name: str) -> torch.Tensor:
     return g
 
 
-def _rows(w: QWeight, index) -> QWeight:
+def weight_rows(w: QWeight, index) -> QWeight:
+    """The rows `index` of a quantized weight, with their scales."""
     return QWeight(w.q[index], w.scale[index], w.words[index])
 
 
@@ -91,15 +94,15 @@ class IntModel:
         self.emb = quantize_weight(model.tok_emb.weight, INT8_MAX)
         self.pos = None if cfg.rope_theta else quantize_weight(model.pos_emb.weight, INT8_MAX)
         self.head = self.emb if cfg.tie_embeddings else quantize_weight(model.lm_head.weight, INT8_MAX)
-        self.norm_f = _gain(model.norm_f.weight, "norm_f")
+        self.norm_f = quantize_gain(model.norm_f.weight, "norm_f")
         self.layers = []
         for n, block in enumerate(model.layers):
             moe = block.moe
             layer = {
-                "norm1": _gain(block.norm1.weight, f"layers.{n}.norm1"),
+                "norm1": quantize_gain(block.norm1.weight, f"layers.{n}.norm1"),
                 "qkv": quantize_weight(block.qkv.weight, INT4_MAX),
                 "proj": quantize_weight(block.proj.weight, INT4_MAX),
-                "norm2": _gain(block.norm2.weight, f"layers.{n}.norm2"),
+                "norm2": quantize_gain(block.norm2.weight, f"layers.{n}.norm2"),
                 "router": quantize_weight(moe.router.weight, INT8_MAX),
                 "gate": quantize_weight(moe.w_gate, INT4_MAX),
                 "up": quantize_weight(moe.w_up, INT4_MAX),
@@ -109,8 +112,8 @@ class IntModel:
                 "s_down": quantize_weight(moe.s_down, INT4_MAX),
             }
             if cfg.qk_norm != "none":
-                layer["q_norm"] = _gain(block.q_norm.weight, f"layers.{n}.q_norm")
-                layer["k_norm"] = _gain(block.k_norm.weight, f"layers.{n}.k_norm")
+                layer["q_norm"] = quantize_gain(block.q_norm.weight, f"layers.{n}.q_norm")
+                layer["k_norm"] = quantize_gain(block.k_norm.weight, f"layers.{n}.k_norm")
             self.layers.append(layer)
         self.eps_cache: dict[int, int] = {}
         self.rope_cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -172,6 +175,25 @@ class IntModel:
             return torch.where(valid, softmax_q16(torch.gather(z, -1, safe), valid), 0)
         return torch.where(valid, torch.gather(softmax_q16(z), -1, safe), 0)
 
+    def attention(self, layer: int, q, k, v, cache: KVCache, allowed) -> tuple[torch.Tensor, Dyadic]:
+        """Attention of Q.16 queries q [H, T, hd] against `cache`'s entries of `layer` and the
+        new keys and values k, v [H_kv, T, hd] (appended: keys int8 with a Dyadic scale per head
+        and token, values Q.12), allowed [T, len(cache) + T]: the int8 attention output
+        [T, H hd] and its per-token scale."""
+        h_n, t, hd = q.shape
+        score_scale = round((1 << 15) / math.sqrt(hd))
+        q8, sq = quantize_vec(q, RESIDUAL_FRAC)
+        k8, sk = quantize_vec(k, RESIDUAL_FRAC)
+        keys, kms, kes, values = cache.extend(layer, k=k8, km=sk.m, ke=sk.e,
+                                              v=rshift(v, RESIDUAL_FRAC - VALUE_FRAC))
+        group = h_n // k.shape[0]
+        keys, kms, kes, values = (a.repeat_interleave(group, 0) for a in (keys, kms, kes, values))
+        s = torch.matmul(q8.to(torch.float64), keys.to(torch.float64).transpose(-1, -2)).to(I64)
+        z = rshift(s * sq.m[..., None] * kms[:, None, :], sq.e[..., None] + kes[:, None, :] - RESIDUAL_FRAC)
+        p = softmax_q16(rshift(z * score_scale, 15), allowed)
+        o = rshift(torch.matmul(p.to(torch.float64), values.to(torch.float64)).to(I64), 16)
+        return quantize_vec(o.transpose(0, 1).reshape(t, h_n * hd), VALUE_FRAC)
+
     def _check_residual(self, r: torch.Tensor, where: str):
         if int(r.abs().max()) >= 1 << 31:
             raise OverflowError(f"residual stream left int32 at {where}: "
@@ -189,14 +211,13 @@ class IntModel:
             raise ValueError(f"position {int(positions.max())} is beyond max_seq_len "
                              f"{cfg.max_seq_len}: accepted 0..{cfg.max_seq_len - 1}")
         t = len(tokens)
-        emb = _rows(self.emb, tokens)
+        emb = weight_rows(self.emb, tokens)
         r = rshift(emb.q * emb.scale.m[:, None], emb.scale.e[:, None] - RESIDUAL_FRAC)
         if self.pos is not None:
-            pos = _rows(self.pos, positions)
+            pos = weight_rows(self.pos, positions)
             r = r + rshift(pos.q * pos.scale.m[:, None], pos.scale.e[:, None] - RESIDUAL_FRAC)
         self._check_residual(r, "the embedding")
         h_n, kv_n, hd = cfg.n_heads, cfg.kv_heads, cfg.dim_head
-        score_scale = round((1 << 15) / math.sqrt(hd))
         traces = []
         for n, w in enumerate(self.layers):
             # attention
@@ -215,17 +236,7 @@ class IntModel:
                 half = hd // 2
                 q = rshift(q * cos + torch.cat([-q[..., half:], q[..., :half]], -1) * sin, ROPE_FRAC)
                 k = rshift(k * cos + torch.cat([-k[..., half:], k[..., :half]], -1) * sin, ROPE_FRAC)
-            q8, sq = quantize_vec(q, RESIDUAL_FRAC)
-            k8, sk = quantize_vec(k, RESIDUAL_FRAC)
-            keys, kms, kes, values = cache.extend(n, k=k8, km=sk.m, ke=sk.e,
-                                                  v=rshift(v, RESIDUAL_FRAC - VALUE_FRAC))
-            group = h_n // kv_n
-            keys, kms, kes, values = (a.repeat_interleave(group, 0) for a in (keys, kms, kes, values))
-            s = torch.matmul(q8.to(torch.float64), keys.to(torch.float64).transpose(-1, -2)).to(I64)
-            z = rshift(s * sq.m[..., None] * kms[:, None, :], sq.e[..., None] + kes[:, None, :] - RESIDUAL_FRAC)
-            p = softmax_q16(rshift(z * score_scale, 15), allowed)
-            o = rshift(torch.matmul(p.to(torch.float64), values.to(torch.float64)).to(I64), 16)
-            a8, sa = quantize_vec(o.transpose(0, 1).reshape(t, h_n * hd), VALUE_FRAC)
+            a8, sa = self.attention(n, q, k, v, cache, allowed)
             r = r + requant(int_matmul(a8, w["proj"].f64), sa, w["proj"].scale, RESIDUAL_FRAC)
             self._check_residual(r, f"layer {n} attention")
 
@@ -242,20 +253,21 @@ class IntModel:
             hidden_m, hidden_e = torch.zeros(idx.shape, dtype=I64), torch.zeros(idx.shape, dtype=I64)
             for e in torch.unique(idx[idx >= 0]).tolist():
                 rows, slots = torch.nonzero(idx == e, as_tuple=True)
-                y, h8, sh = self.expert(x8[rows], sx[rows], _rows(w["gate"], e), _rows(w["up"], e),
-                                        _rows(w["down"], e))
+                y, h8, sh = self.expert(x8[rows], sx[rows], weight_rows(w["gate"], e), weight_rows(w["up"], e),
+                                        weight_rows(w["down"], e))
                 expert_out[rows, slots] = y
                 hidden[rows, slots], hidden_m[rows, slots], hidden_e[rows, slots] = h8, sh.m, sh.e
                 out.index_add_(0, rows, rshift(y * g[rows, slots, None], 16))
             for s_e in range(w["s_gate"].q.shape[0]):
-                out = out + self.expert(x8, sx, _rows(w["s_gate"], s_e), _rows(w["s_up"], s_e),
-                                        _rows(w["s_down"], s_e))[0]
+                out = out + self.expert(x8, sx, weight_rows(w["s_gate"], s_e), weight_rows(w["s_up"], s_e),
+                                        weight_rows(w["s_down"], s_e))[0]
             r = r + out
             self._check_residual(r, f"layer {n} experts")
             traces.append(LayerTrace(moe_in, logits, idx, g.to(torch.float64) / 65536,
                                      {"x8": x8, "x_scale": sx, "router_q16": z, "weights_q16": g,
                                       "hidden_q": hidden, "hidden_scale": Dyadic(hidden_m, hidden_e),
-                                      "expert_out_q16": expert_out, "moe_out_q16": out}))
+                                      "expert_out_q16": expert_out, "moe_out_q16": out},
+                                     output=r.to(torch.float64) / (1 << RESIDUAL_FRAC)))
         cache.positions = torch.cat([cache.positions, positions])
         f8, sf = self.rmsnorm_q8(r, self.norm_f)
         logits = requant(int_matmul(f8, self.head.f64), sf, self.head.scale, RESIDUAL_FRAC)

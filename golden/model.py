@@ -88,15 +88,23 @@ class LayerTrace:
     experts: torch.Tensor         # [T, j] chosen routed experts, -1 for none
     weights: torch.Tensor         # [T, j] their routing weights
     int_data: dict | None = None  # the integer path's exact values (golden.int_model)
+    #: [T, D] the residual stream after the layer (dequantized on the int path): the feature an
+    #: EAGLE draft head reads (golden/eagle.py)
+    output: torch.Tensor | None = None
 
 
 @dataclass
 class KVCache:
     """Per layer, named tensors whose axis 1 runs over cached tokens (keys and values
     [H_kv, L, head_dim], and on the integer path the keys' scales [H_kv, L]), plus each entry's
-    position."""
+    position, and `entries`: named tensors whose axis 0 runs over the cached tokens, kept and
+    dropped with them (an EAGLE draft keeps each entry's token and target features there,
+    golden/eagle.py), and `draft`: what a draft head keeps across steps next to this cache
+    (golden/eagle.py; a fork shares it)."""
     layers: list = field(default_factory=list)
     positions: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    entries: dict = field(default_factory=dict)
+    draft: dict | None = None
 
     def __len__(self):
         return int(self.positions.numel())
@@ -113,12 +121,14 @@ class KVCache:
     def fork(self) -> "KVCache":
         """A cache that starts with these entries and grows on its own (tensors are shared until
         either side appends, which makes new ones)."""
-        return KVCache([dict(layer) for layer in self.layers], self.positions)
+        return KVCache([dict(layer) for layer in self.layers], self.positions, dict(self.entries),
+                       self.draft)
 
     def keep(self, index: torch.Tensor) -> None:
         """Keep only the entries at `index` (e.g. the prefix and the accepted tree path)."""
         self.layers = [{name: t[:, index] for name, t in layer.items()} for layer in self.layers]
         self.positions = self.positions[index]
+        self.entries = {name: t[index] for name, t in self.entries.items()}
 
 
 class MoE(nn.Module):
@@ -322,7 +332,7 @@ class MoEModel(nn.Module):
                     hidden = hidden * channels.down(n, e, rows, hidden, g)
                 y = y.index_add(0, rows, g[:, None] * (hidden @ layer.moe.w_down[e].t()))
             x = x + y
-            traces.append(LayerTrace(h, logits, idx, weights))
+            traces.append(LayerTrace(h, logits, idx, weights, output=x))
         cache.positions = torch.cat([cache.positions, positions])
         return F.linear(self.norm_f(x), self.head_weight()), traces
 

@@ -12,7 +12,9 @@
 - `ResidentAR`: a reference, plain decoding with the same on-chip slots.
 
 The registry `POLICIES` builds each of them by name from the configuration (`build_policy`);
-`COMPARED` are the ones `edgexpert compare` runs, in its order (`build_policies`).
+`COMPARED` are the ones `edgexpert compare` runs, in its order (`build_policies`). Each
+speculative policy drafts with its own layers ("self") or with the EAGLE head (golden/eagle.py),
+as `policies.draft` says; "paper" is the draft of each policy's paper (`PAPER_DRAFT`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from .prune import load_pruned_checkpoint, pruning_masks
 __all__ = ["Autoregressive", "EdgeXpert", "MoESpec", "S2MoE", "SpecMoE", "Specter", "Combined",
            "ResidentAR", "selected_count", "salient_channels", "CoalescingHook", "affinity_order",
            "quantized_experts", "AdaptiveExpansion", "reuse_aware_router", "on_chip_slots",
-           "pruned_edgexpert", "POLICIES", "COMPARED", "build_policy", "build_policies"]
+           "pruned_edgexpert", "POLICIES", "COMPARED", "PAPER_DRAFT", "build_policy",
+           "build_policies"]
 
 
 class Autoregressive(Policy):
@@ -241,6 +244,8 @@ class S2MoE(Policy):
     alignment, as every self-speculative policy here); the verified tree chosen by routing-aware
     adaptive expansion; reuse-aware gating in verification (cap experts preferred)."""
     name = "s2moe"
+    EAGLE_REFUSAL = ("its adaptive expansion prices each node by the experts the draft's "
+                     "per-layer routing names; accepted policies.draft paper or self")
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig, top_k: int, threshold: float,
                  cap: int):
@@ -327,6 +332,8 @@ class SpecMoE(_Resident):
     the target's routing; each missing expert is fetched once. HotTemporal: the experts the
     verification used most become the next draft's resident set (they are on chip already)."""
     name = "specmoe"
+    EAGLE_REFUSAL = ("its draft is the target's own layers on the resident experts; accepted "
+                     "policies.draft paper or self")
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig, model: MoEModel, slots: int):
         super().__init__(layout, decode, slots)
@@ -393,6 +400,8 @@ class Specter(_Resident):
     load into the LRU slots before verification (as many as there are slots); verification uses the resident
     experts first and demand-loads the rest into the slots (least recently used evicted)."""
     name = "specter"
+    EAGLE_REFUSAL = ("its quantized self-draft's routing names the experts it prefetches; "
+                     "accepted policies.draft paper or self")
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig, model: MoEModel, slots: int,
                  chain: int, draft_bits: int):
@@ -447,6 +456,8 @@ class Combined(SpecMoE):
     `prefill`, EdgeXpert's shared-set routing in the prefill pass (lossy, policies.
     combined_prefill_reuse)."""
     name = "combined"
+    EAGLE_REFUSAL = ("its resident draft and adaptive expansion read the draft's per-layer "
+                     "routing; accepted policies.draft paper or self")
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig, model: MoEModel, slots: int,
                  threshold: float, prefill: PrefillRouting | None = None):
@@ -537,21 +548,47 @@ POLICIES: dict[str, Callable[[Config, MoEModel, WeightLayout, TokenEncoder | Non
 #: what `edgexpert compare` runs, in its order (ar_resident is a reference for `edgexpert ablate`)
 COMPARED = ("ar", "naive_sd", "edgexpert", "moe_spec", "s2moe", "specmoe", "specter", "combined")
 
+#: each speculative policy's draft in its paper (docs/golden-model.md, "Drafts"): EdgeXpert and
+#: MoE-Spec speculate with an EAGLE-3 head; naive speculative decoding is EdgeXpert's baseline,
+#: so it drafts as EdgeXpert does (issue 11: EdgeXpert against naive speculative decoding with
+#: the same draft); SpecMoE and S2-MoE self-draft, Specter with its quantized self-draft; ours
+#: (combined) keeps SpecMoE's resident self-draft
+PAPER_DRAFT = {"naive_sd": "eagle", "edgexpert": "eagle", "moe_spec": "eagle", "s2moe": "self",
+               "specmoe": "self", "specter": "self", "combined": "self"}
+
 
 def build_policy(name: str, config: Config, model: MoEModel, layout: WeightLayout,
-                 encoder: TokenEncoder | None = None) -> Policy:
+                 encoder: TokenEncoder | None = None, eagle=None, draft: str | None = None) -> Policy:
     """Policy `name` for `model` from the configuration (a value the policy rejects is reported
     as the configuration key's error); EdgeXpert's prefill, and the combined policy's with
     policies.combined_prefill_reuse, use the shared-set routing when a prefill `encoder`
-    (golden/prefill.py) is given."""
+    (golden/prefill.py) is given. The draft is `draft` ("self" or "eagle", refused by a policy
+    that cannot draft with the head) or else policies.draft: "paper" (`PAPER_DRAFT`), "self",
+    or "eagle" wherever the policy can (the others keep self). `eagle`: the EAGLE head
+    (golden/eagle.py), needed when a policy drafts with it."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}: accepted {', '.join(POLICIES)}")
+    if draft not in (None, "self", "eagle"):
+        raise ValueError(f"draft {draft!r} is not known: accepted self, eagle")
     policy = POLICIES[name](config, model, layout, encoder)
     policy.prefill_chunk = config.policies.prefill_chunk
+    if not policy.speculative:
+        return policy
+    wanted = draft or config.policies.draft
+    if wanted == "paper":
+        wanted = PAPER_DRAFT[name]
+    elif wanted == "eagle" and draft is None and policy.EAGLE_REFUSAL is not None:
+        wanted = "self"
+    if wanted == "eagle":
+        if eagle is None:
+            raise ConfigError(f"policies.draft: {name} drafts with the eagle head and none was "
+                              "loaded: accepted policies.draft=self, or a head for this model "
+                              "(`edgexpert draft train --install`)")
+        _checked("draft", lambda: policy.use_eagle(eagle))
     return policy
 
 
 def build_policies(config: Config, model: MoEModel, layout: WeightLayout,
-                   encoder: TokenEncoder | None = None) -> list[Policy]:
+                   encoder: TokenEncoder | None = None, eagle=None) -> list[Policy]:
     """Every policy `edgexpert compare` runs (COMPARED), from the configuration."""
-    return [build_policy(name, config, model, layout, encoder) for name in COMPARED]
+    return [build_policy(name, config, model, layout, encoder, eagle) for name in COMPARED]

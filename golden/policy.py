@@ -8,7 +8,9 @@ A policy is asked, for every forward pass (kind "prefill", "ar", "draft" or "ver
   chip between passes update what they keep here);
 and, for speculative decoding, `draft_engine(engine)`: the model the draft runs (Specter's has
 quantized experts), and `expansion(...)`: which drafted nodes grow and are verified. `decode` is the
-policy's own DecodeConfig (Specter drafts a chain).
+policy's own DecodeConfig (Specter drafts a chain). `draft` says what drafts: "self" (the target's
+own layers, `draft_engine`) or "eagle" (the EAGLE head of golden/eagle.py, set by `use_eagle`;
+refused by the policies whose rules read the draft's per-layer routing, `EAGLE_REFUSAL`).
 
 Prefill is costed for an accelerator whose on-chip buffers hold the activations of
 `prefill_chunk` consecutive prompt tokens and which streams each expert's weights once per chunk
@@ -24,12 +26,15 @@ what they change.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 
 import torch
 
 from ..contracts.config import DecodeConfig
 from ..contracts.weight_layout import Matrix, WeightLayout, channel_runs
+from .eagle import IntEagleHead
+from .int_model import IntModel
 from .model import LayerTrace, Router, route
 
 __all__ = ["ChannelHook", "Policy", "PassFetches", "ExpertSlots", "Expansion",
@@ -165,10 +170,33 @@ class Policy:
     #: the model this policy decodes with when it is not the compared one (EdgeXpert on a
     #: pruned-and-recovered checkpoint); None: the compared model
     model = None
+    #: why this policy cannot draft with an EAGLE head (None: it can)
+    EAGLE_REFUSAL: str | None = None
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig):
         self.layout = layout
         self.decode = decode
+        self.draft = "self" if self.speculative else "none"
+        self.eagle = None          # the EAGLE head (float64) when draft is "eagle"
+        self.eagle_bytes = 0       # what one of its draft passes reads of its weights
+
+    def use_eagle(self, head) -> None:
+        """Draft with `head` (a golden.eagle.EagleHead; a float64 copy is kept)."""
+        if self.EAGLE_REFUSAL is not None:
+            raise ValueError(f"{self.name} cannot draft with the eagle head: {self.EAGLE_REFUSAL}")
+        self.eagle = copy.deepcopy(head).to_double()
+        self.eagle_bytes = head.weight_bytes()
+        self.draft = "eagle"
+        self._int_eagle = None
+
+    def eagle_for(self, engine):
+        """The head that drafts for `engine`: on the integer path its A8W4 twin
+        (golden.eagle.IntEagleHead, built once per integer model), else the float64 head."""
+        if not isinstance(engine, IntModel):
+            return self.eagle
+        if self._int_eagle is None or self._int_eagle[0] is not engine:
+            self._int_eagle = (engine, IntEagleHead(self.eagle, engine))
+        return self._int_eagle[1]
 
     def start(self, prompt: list[int]) -> None:
         """Called before each prompt (policies with state across passes reset it here)."""

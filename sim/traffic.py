@@ -12,8 +12,13 @@ in `summarize`'s output). `measured_plan` turns that into the performance model'
 - the KV-cache entries it attends to that were cached before it, and writes its own tokens'
   entries, at the integer path's precision (`MoEModelSpec.kv_bytes_per_token`).
 
-Every draft here is the target's own layers (a self-draft: the model with top-1 routing, or
-Specter's quantized experts), so a draft pass reads what a target pass reads.
+A self-draft pass (the model with top-1 routing, Specter's quantized experts) runs the target's
+own layers and reads what a target pass reads. An EAGLE draft pass (golden/eagle.py) does not
+read the target (`reads_target` 0): it reads the head's weights (`draft_head_bytes`, int4 layers
+and int8 head rows as golden states them), one embedding row per token, and its own one-layer
+KV cache, whose entries have one target layer's shape (`kv_bytes_per_token / n_layers`). The
+target features it reads (three 192-wide rows per accepted token) come from the verification
+pass just before and are taken to stay on chip. A kind that mixes both weighs each by its share.
 
 `traffic_columns` gives the per-token byte columns `edgexpert compare` prints; `add_traffic`
 adds them to every policy of a comparison.
@@ -58,17 +63,24 @@ def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config
     passes = []
     for kind, stats in summary["pass_kinds"].items():
         tokens, context = stats["tokens"], stats["context"]
+        # the share of this kind's runs that read the target (an EAGLE draft pass does not: it
+        # reads its head's weights, its one layer of KV and the features kept on chip)
+        target = stats.get("reads_target", 1.0)
+        kv = spec.kv_bytes_per_token * (target + (1 - target) / spec.n_layers)
+        head = stats.get("draft_head_bytes", 0.0)
         # MACs as plain decoding's per token (every token's top-k experts on every channel):
-        # the measured run counts bytes, not the channels each candidate computed on
-        macs = {"expert": tokens * spec.moe_layers * (spec.top_k + spec.n_shared_experts)
-                * spec.expert_macs,
-                "projection": tokens * spec.nonexpert_macs,
-                "attention": tokens * spec.attention_macs(context),
-                "head": tokens * spec.head_macs}
+        # the measured run counts bytes, not the channels each candidate computed on; a draft
+        # head's, two per weight byte (int4 layers; its int8 head rows take one: an upper bound)
+        macs = {"expert": target * tokens * spec.moe_layers
+                * (spec.top_k + spec.n_shared_experts) * spec.expert_macs,
+                "projection": target * tokens * spec.nonexpert_macs,
+                "attention": target * tokens * spec.attention_macs(context),
+                "head": target * tokens * spec.head_macs,
+                "draft_head": tokens * 2 * head}
         passes.append((Pass(GOLDEN_KINDS[kind], tokens, stats["expert_bytes"],
-                            weights + tokens * spec.embedding_row_bytes,
-                            context * spec.kv_bytes_per_token,
-                            tokens * spec.kv_bytes_per_token, macs, resident_bytes=resident),
+                            target * weights + tokens * spec.embedding_row_bytes,
+                            context * kv, tokens * kv, macs, draft_head_bytes=head,
+                            resident_bytes=target * resident),
                        stats["runs_per_step"]))
     # tokens per step from the exact counts (summarize rounds its own ratio)
     tokens_per_step = summary["tokens"] / summary["steps"]

@@ -283,8 +283,9 @@ def fake_policy_run(monkeypatch, tmp_path):
     monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
         types.SimpleNamespace(model=None), [[1, 2]], [[3, 4]], 0))
     monkeypatch.setattr(edgexpert.golden.prefill, "load_encoder", lambda model: (None, {}))
+    monkeypatch.setattr(edgexpert.cli.policies, "eagle_head", lambda ckpt, config, needed=False: None)
     monkeypatch.setattr(edgexpert.golden.evaluate, "compare", lambda *a: {"ar": metrics})
-    monkeypatch.setattr(edgexpert.golden.ablate, "run_study", lambda *a: {"x": metrics})
+    monkeypatch.setattr(edgexpert.golden.ablate, "run_study", lambda *a, **k: {"x": metrics})
     monkeypatch.setattr(edgexpert.cli.plot, "tradeoff_plot",
                         lambda result, path, title: titles.append(title) or path)
     return titles
@@ -386,6 +387,7 @@ def test_progress_bars_go_to_stderr_only_and_quiet_stops_them(monkeypatch, tmp_p
                    "runs_per_step": 1.0, "tokens": 1.0, "context": 10.0, "expert_bytes": 1.0}}}
     monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
     monkeypatch.setattr(edgexpert.golden.prefill, "load_encoder", lambda model: (None, {}))
+    monkeypatch.setattr(edgexpert.cli.policies, "eagle_head", lambda ckpt, config, needed=False: None)
     monkeypatch.setattr(edgexpert.cli.plot, "tradeoff_plot", lambda result, path, title: path)
     monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
         types.SimpleNamespace(model=types.SimpleNamespace(cfg=None)), [[1, 2]], [[3, 4]], 0))

@@ -110,7 +110,8 @@ def test_pass_kinds_count_each_pass_and_the_cache_it_reads(model, config):
     assert kinds["ar"] == {"runs_per_step": 1.0, "tokens": 1.0,
                            "context": sum(contexts) / len(contexts),
                            "expert_bytes": pytest.approx(sum(p.bytes for p in ar.passes
-                                                             if p.kind == "ar") / ar.steps)}
+                                                             if p.kind == "ar") / ar.steps),
+                           "draft_head_bytes": 0.0, "reads_target": 1.0}
     sd = decode_speculative(engine, [7, 7, 7], config.decode)
     kinds = summarize([sd])["pass_kinds"]
     verify = [p for p in sd.passes if p.kind == "verify"]

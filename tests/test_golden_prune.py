@@ -116,13 +116,14 @@ def test_bundled_pruned_checkpoint_drives_compare():
     prune = ckpt.meta["prune"]
     # installed because recovery brought it within 2% of the bundled model's held-out loss
     assert ckpt.meta["heldout_loss"] <= 1.02 * parent.meta["heldout_loss"] < prune["masked_heldout_loss"]
-    config = load_config(overrides=["policies.pruned_checkpoint=bundled"])
+    # the self-draft: the bundled EAGLE head is tested with the unpruned model (test_eagle.py)
+    config = load_config(overrides=["policies.pruned_checkpoint=bundled", "policies.draft=self"])
     layout = WeightLayout.for_model(parent.model.cfg)
     edgexpert = next(p for p in build_policies(config, parent.model, layout) if p.name == "edgexpert")
     assert edgexpert.model is not None and edgexpert.model is not parent.model
     for m, own in zip(edgexpert.masks, pruning_masks(ckpt.model, prune["sparsity"])):
         assert all(torch.equal(m[k], own[k]) for k in m)
-    default = load_config()
+    default = load_config(overrides=["policies.draft=self"])
     assert all(p.model is None for p in build_policies(default, parent.model, layout))
 
 

@@ -42,6 +42,24 @@ def test_a_speculative_step_by_hand(config):
     assert c["passes_per_token"] == 7 / 4 and c["draft_head_bytes_per_token"] == 0
 
 
+def test_an_eagle_draft_pass_reads_its_head_and_one_layer_of_kv_but_not_the_target(config):
+    # the same step drafted by an EAGLE head of 500 kB per pass: no experts, no target weights
+    eagle = {"tokens": 40, "steps": 10, "pass_kinds": {
+        "draft": {"runs_per_step": 6.0, "tokens": 8.0, "context": 100.0, "expert_bytes": 0.0,
+                  "draft_head_bytes": 500_000.0, "reads_target": 0.0},
+        "verify": {**SD["pass_kinds"]["verify"], "draft_head_bytes": 0.0, "reads_target": 1.0}}}
+    c = traffic_columns(measured_plan("naive_sd", eagle, bundled_spec(), config))
+    weights = ATTENTION + HEAD
+    assert c["expert_bytes_per_token"] == round(300_000 / 4)
+    assert c["draft_head_bytes_per_token"] == round(6 * 500_000 / 4)
+    assert c["nonexpert_bytes_per_token"] == round((weights + (6 * 8 + 65) * ROW) / 4)
+    # the head's one layer of KV entries: a quarter of the bundled model's four
+    assert c["kv_bytes_per_token"] == round((6 * (100 + 8) * KV / 4 + (100 + 65) * KV) / 4)
+    assert c["total_bytes_per_token"] == pytest.approx(
+        c["expert_bytes_per_token"] + c["nonexpert_bytes_per_token"] + c["kv_bytes_per_token"]
+        + c["draft_head_bytes_per_token"], abs=2)
+
+
 def test_the_resident_share_comes_off_every_pass_and_shares_the_sram(config):
     none = replace(config, policies=replace(config.policies, resident_nonexpert_kib=0))
     plain = traffic_columns(measured_plan("ar", AR, bundled_spec(), none))

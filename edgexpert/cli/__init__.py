@@ -8,9 +8,10 @@ a prompt or trace file), 1 when a tool, simulation or synthesis run fails.
 
 One module per command group: doctor, hw (rtl, synth, bench ema), golden (train, prune, decode,
 analyze, bench dispatch), policies (compare, ablate), prefill (prefill train / ablate, calibrate),
-estimate (the performance model: estimate, sweep), report, trace (a Hugging Face
-checkpoint's measured passes), demo. Each command imports torch, the golden model, the simulators and the synthesis flow inside
-its own function, so that `edgexpert --help` and `edgexpert doctor` start in well under a second.
+draft (draft train: the EAGLE head), estimate (the performance model: estimate, sweep), report,
+trace (a Hugging Face checkpoint's measured passes), demo. Each command imports torch, the
+golden model, the simulators and the synthesis flow inside its own function, so that
+`edgexpert --help` and `edgexpert doctor` start in well under a second.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import shlex
 import sys
 
 from ..contracts.errors import InputError
-from . import demo, doctor, estimate, golden, hw, policies, prefill, report, trace
+from . import demo, doctor, draft, estimate, golden, hw, policies, prefill, report, trace
 from .common import quiet_requested, settings_options
 
 __all__ = ["main"]
@@ -36,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     golden.register(sub)
     policies.register(sub)
     prefill.register(sub)
+    draft.register(sub)
     estimate.register(sub)
     report.register(sub)
     trace.register(sub)

@@ -8,6 +8,7 @@ import dataclasses
 from ..contracts.errors import InputError
 from .common import (QUICK, checkpoint_option, golden_inputs, load, print_json, prompt_options,
                      prompt_texts, publish, settings_note, settings_options, write_result)
+from .draft import eagle_head
 
 __all__ = ["register"]
 
@@ -75,7 +76,7 @@ def cmd_compare(args) -> int:
     from .plot import tradeoff_plot
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
     result = _with_traffic(compare(config, ckpt.model, prompts, windows, eot,
-                                   load_encoder(ckpt.model)[0]), config)
+                                   load_encoder(ckpt.model)[0], eagle_head(ckpt, config)), config)
     report = {"policies": result, "prompts": len(prompts), "windows": len(windows),
               "decode": dataclasses.asdict(config.decode),
               "settings": dataclasses.asdict(config.policies)}
@@ -113,10 +114,11 @@ def cmd_ablate(args) -> int:
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
     header = _policy_header("ablate", config, prompts, windows, args)
     encoder = load_encoder(ckpt.model)[0]
+    eagle = eagle_head(ckpt, config, needed="draft" in studies)
     everything = {}
     for study in studies:
         result = _with_traffic(run_study(study, config, ckpt.model, prompts, windows, eot,
-                                         encoder), config)
+                                         encoder, eagle=eagle), config)
         everything[study] = result
         out = write_result({"study": study, "question": STUDIES[study], "settings": result,
                             "prompts": len(prompts), "windows": len(windows),

@@ -159,6 +159,9 @@ class PolicyConfig:
     pruned_checkpoint: str = _choice(("none", "bundled"), "none", "EdgeXpert runs on the bundled "
                                      "pruned-and-recovered checkpoint (golden/checkpoint_pruned/, "
                                      "its own mask) instead of the compared model")
+    draft: str = _choice(("paper", "self", "eagle"), "paper", "what the speculative policies "
+                         "draft with: each its paper's draft (golden/policies.py PAPER_DRAFT), "
+                         "the target's own layers, or the EAGLE head wherever a policy can")
     moe_spec_budget: int = _int(1, 1024, 12, "MoE-Spec: experts kept per layer in verification "
                                 "(at least model.top_k)")
     onchip_expert_kib: int = _int(1, 1 << 20, 480, "on-chip buffer for whole experts kept "
