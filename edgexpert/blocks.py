@@ -18,12 +18,15 @@ from typing import Callable
 
 from .contracts.config import Config, ConfigError
 from .contracts.weight_layout import WeightLayout
+from .hw.dcu import Dcu
 from .hw.ema import EmaController, EmaSystem
 from .hw.mac_lane import MacLane
+from .sim.dcu_stimulus import dcu_stimulus
 from .sim.ema_stimulus import ema_stimulus
+from .sim.models import MODELS
 from .sim.stimulus import Stimulus, mac_lane_stimulus
 
-__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters"]
+__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "dcu_parameters", "DCU_FULL_SIZE"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,25 @@ def _ema(config: Config, with_memories: bool):
         raise ConfigError(f"hardware.ema: {exc}") from None
 
 
+#: the full-size point the DCU must also reach: Qwen3-30B-A3B (d_model 2048, expert width 768)
+DCU_FULL_SIZE = "qwen3-30b-a3b"
+
+
+def dcu_parameters(config: Config, full_size: bool = False) -> dict:
+    """The DCU's parameters (keyword arguments of `Dcu`): the model's channel counts (or the
+    full-size model's) and the draft tree's candidates (decode.max_candidates)."""
+    model = MODELS[DCU_FULL_SIZE] if full_size else config.model
+    return {"gate_up_channels": model.d_model, "down_channels": model.expert_ffn,
+            "max_group": config.decode.max_candidates}
+
+
+def _dcu(config: Config, full_size: bool) -> Dcu:
+    try:
+        return Dcu(**dcu_parameters(config, full_size))
+    except ValueError as exc:
+        raise ConfigError(f"DCU: {exc}") from None
+
+
 BLOCKS: dict[str, Block] = {
     "mac_lane": Block(
         "mac_lane",
@@ -70,6 +92,21 @@ BLOCKS: dict[str, Block] = {
         lambda c: _ema(c, with_memories=False),
         ema_parameters,
         ema_stimulus,
+    ),
+    "dcu": Block(
+        "dcu",
+        "depth coalescing unit: per depth group and expert the channels to fetch, as EMA "
+        "commands (the model's channel counts)",
+        lambda c: _dcu(c, full_size=False),
+        lambda c: dcu_parameters(c, full_size=False),
+        dcu_stimulus,
+    ),
+    "dcu_full": Block(
+        "dcu_full",
+        f"the DCU at the full-size point ({DCU_FULL_SIZE}: d_model 2048, expert width 768)",
+        lambda c: _dcu(c, full_size=True),
+        lambda c: dcu_parameters(c, full_size=True),
+        dcu_stimulus,
     ),
     "ema_system": Block(
         "ema_system",

@@ -54,7 +54,8 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["rtl", "mac_lane", "--out", "x", "--set", "hardware.mac_lane.pairs_per_beat=0"],
      "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
     (["synth", "nope"],
-     "edgexpert: error: block 'nope' is not known: accepted ema, ema_system, mac_lane"),
+     "edgexpert: error: block 'nope' is not known: accepted dcu, dcu_full, ema, ema_system, "
+     "mac_lane"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_data_width=100"],
      "edgexpert: error: hardware.ema.axi_data_width = 100 is not accepted: accepted 64, 128, 256"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_addr_width=16"],
@@ -62,8 +63,12 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["bench", "ema", "--trace", "/nonexistent.json"],
      "edgexpert: error: cannot read mask trace /nonexistent.json"),
     (["synth", "mac_lane", "--config", "/nonexistent.yaml"], "edgexpert: error: cannot read config"),
+    (["rtl", "dcu", "--out", "x", "--set", "decode.max_candidates=65"],
+     "edgexpert: error: DCU: max_group = 65 is out of range: accepted 1..64"),
+    (["bench", "dcu", "--set", "decode.max_candidates=32"],
+     "edgexpert: error: bench dcu replays the bundled model's traces: it needs the default model"),
     (["synth"], "edgexpert: error: synth needs a BLOCK or --all: accepted blocks "
-                "ema, ema_system, mac_lane"),
+                "dcu, dcu_full, ema, ema_system, mac_lane"),
     (["synth", "mac_lane", "--all"],
      "edgexpert: error: synth takes a BLOCK or --all, not both (BLOCK 'mac_lane')"),
     (["synth", "--all", "--set", "synth.target_vdd_v=0.5"],

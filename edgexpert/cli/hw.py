@@ -1,4 +1,4 @@
-"""The hardware blocks: `rtl`, `synth` and `bench ema`."""
+"""The hardware blocks: `rtl`, `synth`, `bench ema` and `bench dcu`."""
 
 from __future__ import annotations
 
@@ -131,6 +131,47 @@ def cmd_bench_ema(args) -> int:
     return 0
 
 
+def cmd_bench_dcu(args) -> int:
+    """The DCU's cycles per depth group on Verilator (cocotb_tests/dcu, every group of the
+    bundled prompts' golden traces) against the EMA's fetch cycles for the same groups."""
+    from ..blocks import dcu_parameters
+    from ..cocotb_tests.dcu import fetch_comparison, run_bench
+    from ..contracts.weight_layout import WeightLayout
+
+    config = load(args)
+    hw = dcu_parameters(config)
+    bundled = {"gate_up_channels": 192, "down_channels": 64, "max_group": 64}
+    if hw != bundled:
+        raise InputError(f"bench dcu replays the bundled model's traces: it needs the default "
+                         f"model and decode.max_candidates (accepted {bundled}, not {hw})")
+    layout = WeightLayout.for_model(config.model)
+    if not args.json:
+        print(f"edgexpert bench dcu: {hw}, every depth group of the bundled prompts' golden "
+              f"traces (4 new tokens), verilator, seed {DEMO_SEED}")
+    result = run_bench("bundled", "verilator", seed=DEMO_SEED, full=True)
+    report = result.report
+    timed = report["tests"]["trace_groups/none"]
+    groups = Path(report["groups_file"])
+    beat_bytes = config.hardware.ema.axi_data_width // 8
+    by_group = fetch_comparison(groups, timed["job_cycles"], layout, beat_bytes)
+    summary = {"block": "dcu", "simulator": "verilator", "seed": DEMO_SEED, "hardware": hw,
+               "coverage": report["coverage"], "ema_beat_bytes": beat_bytes,
+               "jobs": timed["jobs"], "cycles": timed["cycles"], "by_group": by_group}
+
+    def table(path: Path) -> None:
+        print(f"{'matrix/n':<12}{'jobs':>6}{'DCU mean':>10}{'worst':>7}{'EMA beats':>11}"
+              f"{'dedup':>8}{'DCU/EMA':>9}{'DCU/dedup':>11}")
+        for key, row in by_group.items():
+            print(f"{key:<12}{row['jobs']:>6}{row['dcu_cycles_mean']:>10.1f}"
+                  f"{row['dcu_cycles_worst']:>7}{row['ema_beats_mean']:>11.1f}"
+                  f"{row['ema_beats_dedup_mean']:>8.1f}{row['dcu_over_ema']:>9.2f}"
+                  f"{row['dcu_over_ema_dedup']:>11.2f}")
+        print(f"summary {path}")
+
+    publish(args, summary, ("bench", "dcu", "summary.json"), table)
+    return 0
+
+
 def utilization_table(utilization: dict, sources: dict, latencies) -> str:
     """Case, mask source and one column per latency; the source column as wide as its longest
     entry (a trace's source is a sentence)."""
@@ -173,3 +214,11 @@ def register_bench(benches) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the summary (utilization by case and latency) as JSON")
     p.set_defaults(func=cmd_bench_ema)
+
+    p = benches.add_parser("dcu", parents=[settings_options(1)],
+                           help="the DCU's cycles per depth group (every group of the bundled "
+                                "prompts' golden traces) against the EMA's fetch cycles for the "
+                                "same groups, on Verilator (build/bench/dcu/)")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary (cycles by matrix and group size) as JSON")
+    p.set_defaults(func=cmd_bench_dcu)

@@ -54,19 +54,32 @@ class Accumulator(wiring.Component):
 
         # the beat taken on the previous cycle, waiting for its weight and partial sums
         pending = Signal()
-        magnitudes = Signal(data.ArrayLayout(8, LANES))
+        magnitudes = [Signal(8, name=f"magnitude{i}") for i in range(LANES)]
         at = Signal(g.word_bits)
         first = Signal()
+        final = Signal()        # the job's last candidate: its sums are the importance
         m.d.sync += pending.eq(taken)
         with m.If(taken):
-            m.d.sync += [at.eq(word), first.eq(cand == 0)]
+            m.d.sync += [at.eq(word), first.eq(cand == 0), final.eq(cand == job.header.count - 1)]
             for i in range(LANES):
                 lane = self.data.payload.lanes[i]
                 m.d.sync += magnitudes[i].eq(Mux(lane < 0, -lane, lane))
         old = data.View(importance_layout, self.sums_rd.data)
-        sums = Signal(importance_layout)
-        for i in range(LANES):
-            m.d.comb += sums[i].eq(Mux(first, 0, old[i]) + magnitudes[i] * self.weight_rd.data)
+        # one signal per lane (not one 928-bit signal written in slices): event-driven simulators
+        # wake every reader of a wide signal whenever any slice of it changes
+        lanes = [Signal(IMPORTANCE_BITS, name=f"sum{i}") for i in range(LANES)]
+        for i, lane in enumerate(lanes):
+            m.d.comb += lane.eq(Mux(first, 0, old[i]) + magnitudes[i] * self.weight_rd.data)
+        sums = Cat(*lanes)
+
+        # the OR of the final sums: the selector skips the key bits no channel has
+        top = Signal(IMPORTANCE_BITS)
+        top_now = Signal(IMPORTANCE_BITS)
+        level = lanes
+        while len(level) > 1:
+            level = [level[i] | level[i + 1] for i in range(0, len(level), 2)]
+        m.d.comb += top_now.eq(Mux(pending & final, top | level[0], top))
+        m.d.sync += top.eq(top_now)
         m.d.comb += [self.sums_wr.addr.eq(at), self.sums_wr.data.eq(sums),
                      self.sums_wr.en.eq(pending),
                      self.weight_rd.addr.eq(cand), self.sums_rd.addr.eq(word)]
@@ -75,7 +88,7 @@ class Accumulator(wiring.Component):
             with m.State("Idle"):
                 m.d.comb += self.job_in.ready.eq(1)
                 with m.If(self.job_in.valid):
-                    m.d.sync += [job.eq(self.job_in.payload), word.eq(0), cand.eq(0)]
+                    m.d.sync += [job.eq(self.job_in.payload), word.eq(0), cand.eq(0), top.eq(0)]
                     m.next = "Run"
             with m.State("Run"):
                 m.d.comb += self.data.ready.eq(1)
@@ -86,7 +99,9 @@ class Accumulator(wiring.Component):
                         with m.If(cand == job.header.count - 1):
                             m.next = "Offer"
             with m.State("Offer"):
-                m.d.comb += [self.job_out.valid.eq(1), self.job_out.payload.eq(job)]
+                # the last beat's sums are written on the first cycle here: top_now has them
+                m.d.comb += [self.job_out.valid.eq(1), self.job_out.payload.eq(job),
+                             self.job_out.payload.top.eq(top_now)]
                 with m.If(self.job_out.ready):
                     m.next = "Idle"
         return m

@@ -12,16 +12,18 @@ from ...contracts.dcu import (E_BITS, KEEP_BITS, LANES, dcu_entry_layout, dcu_he
                               dcu_route_layout)
 from ...contracts.weight_layout import Matrix
 from .arith import popcount
-from .geometry import DcuGeometry
+from .geometry import IMPORTANCE_BITS, DcuGeometry
 
 __all__ = ["job_layout", "Collector"]
 
-#: a job between the stages: its header, the group's smallest live exponent E and the number of
-#: channels it selects, keep = max(1, min(k, unpruned channels))
+#: a job between the stages: its header, the group's smallest live exponent E, the number of
+#: channels it selects, keep = max(1, min(k, unpruned channels)), and (from the accumulator) the
+#: OR of every channel's importance, whose top bit is where the threshold search starts
 job_layout = data.StructLayout({
     "header": dcu_header_layout,
     "e_min": signed(E_BITS),
     "keep": unsigned(KEEP_BITS),
+    "top": unsigned(IMPORTANCE_BITS),
 })
 
 

@@ -27,8 +27,9 @@ class Selector(wiring.Component):
     every word is read once and the channels whose key agrees with T above b and has bit b set
     are counted (a 32-bit popcount per word); if the channels already known to be above T plus
     these reach `keep`, T's bit b is 1, else they are above T. One word per cycle, the next bit's
-    pass starting as the last word's count arrives: KEY_BITS * words + 1 cycles per job, with no
-    comparator between two channels.
+    pass starting as the last word's count arrives: B * words + 1 cycles per job, B the bit length
+    of the largest key (the accumulator's OR of the sums; at most 30), with no comparator between
+    two channels.
 
     Emit: NEW_STEP if the header asks, the DESCRIPTOR, then per word the mask: keys above T, and
     keys equal to T while fewer than keep - above of them are taken, in channel order. `cmd` holds
@@ -82,15 +83,24 @@ class Selector(wiring.Component):
         for i in range(LANES):
             m.d.comb += [mask[i].eq(greater[i] | (equal[i] & (seen[i] < ties))),
                          seen[i + 1].eq(seen[i] + equal[i])]
-        m.d.comb += taken_equal.eq(popcount(mask & equal))
+        # the word takes its first `ties` equal keys, or all of them: the count needs no chain
+        m.d.comb += taken_equal.eq(popcount(equal))
         handshake = self.cmd.valid & self.cmd.ready
+
+        # the search starts at the top bit any key can have (keys are 2 I + 1 or 0): the bits
+        # above are 0 in every key and in T, so skipping them changes nothing
+        start = Signal(KEY_BITS)
+        top_key = Cat(Const(1, 1), self.job.payload.top)
+        for i in range(KEY_BITS):
+            with m.If(top_key[i]):
+                m.d.comb += start.eq(1 << i)
 
         with m.FSM():
             with m.State("Idle"):
                 m.d.comb += self.job.ready.eq(1)
                 with m.If(self.job.valid):
                     m.d.sync += [job.eq(self.job.payload), threshold.eq(0),
-                                 bit.eq(1 << (KEY_BITS - 1)), above_bit.eq(0), above.eq(0),
+                                 bit.eq(start), above_bit.eq(0), above.eq(0),
                                  count.eq(0), word.eq(0), pending.eq(0)]
                     m.next = "Search"
             with m.State("Search"):
@@ -132,7 +142,8 @@ class Selector(wiring.Component):
                              self.cmd.payload.arg.mask.eq(mask),
                              self.sums_rd.addr.eq(nxt), self.prune_rd.addr.eq(nxt)]
                 with m.If(handshake):
-                    m.d.sync += [word.eq(word + 1), ties.eq(ties - taken_equal)]
+                    m.d.sync += [word.eq(word + 1),
+                                 ties.eq(Mux(taken_equal >= ties, 0, ties - taken_equal))]
                     with m.If(word == last_word):
                         m.d.comb += self.release.eq(1)
                         m.next = "Idle"
