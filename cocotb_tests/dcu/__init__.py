@@ -13,9 +13,13 @@ from edgexpert.hw.dcu import Dcu
 from edgexpert.sim.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "BENCH_CASES", "BENCH_RATIO", "bench_tests", "golden_groups",
-           "run_bench", "fetch_comparison"]
+           "run_bench", "run_chain", "fetch_comparison"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.dcu.bench"
+CHAIN_MODULE = "edgexpert.cocotb_tests.dcu.chain"
+#: the chained bench's EMA: the default bus, a smaller buffer and slot table (quick to build)
+CHAIN_EMA = {"data_width": 256, "addr_width": 32, "outstanding": 16, "buffer_bytes": 65536,
+             "buffer_banks": 4, "slots": 16}
 
 #: the bundled model's channel counts (configs/default.yaml: d_model 192, expert_ffn 64) and the
 #: draft tree's max_candidates (64)
@@ -26,6 +30,8 @@ BENCH_RATIO = 0.75
 #: golden groups the quick bench replays on Icarus (taken evenly over the file, so layers and
 #: depths stay mixed); Verilator replays them all
 ICARUS_JOBS = 12
+#: groups the benchmark also replays with random pauses (the timing run takes all of them)
+FULL_PAUSED_JOBS = 400
 
 
 def bench_tests() -> list[str]:
@@ -111,7 +117,7 @@ def run_bench(case: str, simulator: str = "verilator", seed: int = 20261201,
     share = 0 if full or simulator != "icarus" else ICARUS_JOBS
     params = {**hw, "groups_file": str(groups), "ratio": BENCH_RATIO, "coverage": coverage,
               "trace_jobs": share or coverage["jobs"],
-              "paused_jobs": coverage["jobs"] if full else min(share or 16, 16)}
+              "paused_jobs": min(share or 16, 16) if not full else FULL_PAUSED_JOBS}
     return run_cocotb(Dcu(**hw), toplevel="dcu", test_module=BENCH_MODULE,
                       case=f"{case}-full" if full else case, params=params,
                       simulator=simulator, seed=seed, waves=waves)
@@ -163,5 +169,29 @@ def fetch_comparison(groups_file: Path, job_cycles: list[int], layout, beat_byte
             "jobs": len(row["dcu"]), "dcu_cycles_mean": mean["dcu"], "dcu_cycles_worst": max(row["dcu"]),
             "ema_beats_mean": mean["ema_all"], "ema_beats_dedup_mean": mean["ema_dedup"],
             "dcu_over_ema": mean["dcu"] / mean["ema_all"],
-            "dcu_over_ema_dedup": mean["dcu"] / max(mean["ema_dedup"], 1e-9)}
-    return out
+            # None: every channel was already fetched earlier in the step
+            "dcu_over_ema_dedup": mean["dcu"] / mean["ema_dedup"] if mean["ema_dedup"] else None}
+    totals = {k: sum(sum(row[k]) for row in rows.values()) for k in ("dcu", "ema_all", "ema_dedup")}
+    return {"by_group": out, "total_dcu_cycles": totals["dcu"],
+            "total_ema_beats": totals["ema_all"], "total_ema_beats_dedup": totals["ema_dedup"]}
+
+
+def run_chain(simulator: str = "verilator", seed: int = 20261201, jobs: int = 24,
+              latency: int = 40) -> SimResult:
+    """The DCU -> EMA chained bench (chain.py) on the first `jobs` golden groups of the quick
+    file, the bundled model's layout; raises SimError on any failure."""
+    from dataclasses import asdict
+
+    from edgexpert.contracts.config import load_config
+    from edgexpert.contracts.weight_layout import WeightLayout
+    from edgexpert.hw.dcu.chain import DcuEma
+
+    hw = BENCH_CASES["bundled"]
+    layout = WeightLayout.for_model(load_config().model)
+    groups = build_root() / "bench" / "dcu" / "groups-ci.npz"
+    golden_groups(groups, 2, 4, every=False)
+    params = {**hw, "groups_file": str(groups), "ratio": BENCH_RATIO, "layout": asdict(layout),
+              "ema": CHAIN_EMA, "jobs": jobs, "latency": latency}
+    return run_cocotb(DcuEma(layout, hw, CHAIN_EMA), toplevel="dcu_ema",
+                      test_module=CHAIN_MODULE, case="chain", params=params,
+                      simulator=simulator, seed=seed)

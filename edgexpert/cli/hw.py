@@ -153,10 +153,11 @@ def cmd_bench_dcu(args) -> int:
     timed = report["tests"]["trace_groups/none"]
     groups = Path(report["groups_file"])
     beat_bytes = config.hardware.ema.axi_data_width // 8
-    by_group = fetch_comparison(groups, timed["job_cycles"], layout, beat_bytes)
+    comparison = fetch_comparison(groups, timed["job_cycles"], layout, beat_bytes)
+    by_group = comparison["by_group"]
     summary = {"block": "dcu", "simulator": "verilator", "seed": DEMO_SEED, "hardware": hw,
                "coverage": report["coverage"], "ema_beat_bytes": beat_bytes,
-               "jobs": timed["jobs"], "cycles": timed["cycles"], "by_group": by_group}
+               "jobs": timed["jobs"], "cycles": timed["cycles"], **comparison}
 
     def table(path: Path) -> None:
         print(f"{'matrix/n':<12}{'jobs':>6}{'DCU mean':>10}{'worst':>7}{'EMA beats':>11}"
@@ -165,8 +166,11 @@ def cmd_bench_dcu(args) -> int:
             print(f"{key:<12}{row['jobs']:>6}{row['dcu_cycles_mean']:>10.1f}"
                   f"{row['dcu_cycles_worst']:>7}{row['ema_beats_mean']:>11.1f}"
                   f"{row['ema_beats_dedup_mean']:>8.1f}{row['dcu_over_ema']:>9.2f}"
-                  f"{row['dcu_over_ema_dedup']:>11.2f}")
-        print(f"summary {path}")
+                  + (f"{row['dcu_over_ema_dedup']:>11.2f}" if row['dcu_over_ema_dedup'] else
+                     f"{'-':>11}"))
+        print(f"all groups: DCU {comparison['total_dcu_cycles']} cycles, EMA "
+              f"{comparison['total_ema_beats']} beats ({comparison['total_ema_beats_dedup']} "
+              f"after de-duplication)\nsummary {path}")
 
     publish(args, summary, ("bench", "dcu", "summary.json"), table)
     return 0
