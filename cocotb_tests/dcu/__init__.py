@@ -39,8 +39,7 @@ def bench_tests() -> list[str]:
     return sorted(["trace_groups/none", "trace_groups/random", "edge_cases/random"])
 
 
-def golden_groups(out: Path, prompts: int | None, new_tokens: int, every: bool,
-                  progress: bool = False) -> dict:
+def golden_groups(out: Path, prompts: int | None, new_tokens: int, every: bool) -> dict:
     """Write the depth groups of the golden model's integer-path speculative decoding of the
     bundled prompts (the first `prompts`, all when None; `new_tokens` each) to `out` (.npz),
     as the DCU takes them; returns what they cover.
