@@ -23,10 +23,9 @@ from .hw.ema import EmaController, EmaSystem
 from .hw.mac_lane import MacLane
 from .sim.dcu_stimulus import dcu_stimulus
 from .sim.ema_stimulus import ema_stimulus
-from .sim.models import MODELS
 from .sim.stimulus import Stimulus, mac_lane_stimulus
 
-__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "dcu_parameters", "DCU_FULL_SIZE"]
+__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "dcu_parameters"]
 
 
 @dataclass(frozen=True)
@@ -58,21 +57,19 @@ def _ema(config: Config, with_memories: bool):
         raise ConfigError(f"hardware.ema: {exc}") from None
 
 
-#: the full-size point the DCU must also reach: Qwen3-30B-A3B (d_model 2048, expert width 768)
-DCU_FULL_SIZE = "qwen3-30b-a3b"
-
-
-def dcu_parameters(config: Config, full_size: bool = False) -> dict:
-    """The DCU's parameters (keyword arguments of `Dcu`): the model's channel counts (or the
-    full-size model's) and the draft tree's candidates (decode.max_candidates)."""
-    model = MODELS[DCU_FULL_SIZE] if full_size else config.model
+def dcu_parameters(config: Config) -> dict:
+    """The DCU's parameters (keyword arguments of `Dcu`): the model's channel counts and the
+    draft tree's candidates (decode.max_candidates). The full-size point (Qwen3-30B-A3B:
+    d_model 2048, expert width 768) is `--set model.d_model=2048 --set model.n_heads=16
+    --set model.expert_ffn=768` (docs/blocks/dcu.md)."""
+    model = config.model
     return {"gate_up_channels": model.d_model, "down_channels": model.expert_ffn,
             "max_group": config.decode.max_candidates}
 
 
-def _dcu(config: Config, full_size: bool) -> Dcu:
+def _dcu(config: Config) -> Dcu:
     try:
-        return Dcu(**dcu_parameters(config, full_size))
+        return Dcu(**dcu_parameters(config))
     except ValueError as exc:
         raise ConfigError(f"DCU: {exc}") from None
 
@@ -97,15 +94,8 @@ BLOCKS: dict[str, Block] = {
         "dcu",
         "depth coalescing unit: per depth group and expert the channels to fetch, as EMA "
         "commands (the model's channel counts)",
-        lambda c: _dcu(c, full_size=False),
-        lambda c: dcu_parameters(c, full_size=False),
-        dcu_stimulus,
-    ),
-    "dcu_full": Block(
-        "dcu_full",
-        f"the DCU at the full-size point ({DCU_FULL_SIZE}: d_model 2048, expert width 768)",
-        lambda c: _dcu(c, full_size=True),
-        lambda c: dcu_parameters(c, full_size=True),
+        _dcu,
+        dcu_parameters,
         dcu_stimulus,
     ),
     "ema_system": Block(
