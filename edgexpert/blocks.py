@@ -19,15 +19,18 @@ from typing import Callable
 from .contracts.config import Config, ConfigError
 from .contracts.pru import tau_q16
 from .contracts.weight_layout import WeightLayout
+from .hw.dcu import Dcu
 from .hw.ema import EmaController, EmaSystem
 from .hw.mac_lane import MacLane
 from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams
+from .sim.dcu_stimulus import dcu_stimulus
 from .sim.ema_stimulus import ema_stimulus
 from .sim.models import model_spec
 from .sim.pru_stimulus import pru_stimulus
 from .sim.stimulus import Stimulus, mac_lane_stimulus
 
-__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step"]
+__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step",
+           "dcu_parameters"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,23 @@ def _pru(config: Config, **model):
         raise ConfigError(f"pru: {exc}") from None
 
 
+def dcu_parameters(config: Config) -> dict:
+    """The DCU's parameters (keyword arguments of `Dcu`): the model's channel counts and the
+    draft tree's candidates (decode.max_candidates). The full-size point (Qwen3-30B-A3B:
+    d_model 2048, expert width 768) is `--set model.d_model=2048 --set model.n_heads=16
+    --set model.expert_ffn=768` (docs/blocks/dcu.md)."""
+    model = config.model
+    return {"gate_up_channels": model.d_model, "down_channels": model.expert_ffn,
+            "max_group": config.decode.max_candidates}
+
+
+def _dcu(config: Config) -> Dcu:
+    try:
+        return Dcu(**dcu_parameters(config))
+    except ValueError as exc:
+        raise ConfigError(f"DCU: {exc}") from None
+
+
 BLOCKS: dict[str, Block] = {
     "mac_lane": Block(
         "mac_lane",
@@ -116,6 +136,14 @@ BLOCKS: dict[str, Block] = {
         lambda c: _ema(c, with_memories=False),
         ema_parameters,
         ema_stimulus,
+    ),
+    "dcu": Block(
+        "dcu",
+        "depth coalescing unit: per depth group and expert the channels to fetch, as EMA "
+        "commands (the model's channel counts)",
+        _dcu,
+        dcu_parameters,
+        dcu_stimulus,
     ),
     "ema_system": Block(
         "ema_system",

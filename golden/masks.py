@@ -3,13 +3,14 @@
 EdgeXpert's depth-aware coalescing, as far as the traces of naive speculative decoding carry it:
 for each verification pass and layer (one EMA step), for each depth group of the draft tree in
 order, for each routed expert the group uses, the input-channel importance summed over the
-group's candidates c that use the expert,
+group's candidates c that use the expert, in the DCU's integer contract (golden/dcu.py,
+docs/contracts.md "Depth coalescing") on the traces' integers:
 
-    GATE_UP channel j:  I[j] = sum_c |x_c[j]| * g_c,e       (x_c: the MoE input, dequantized)
-    DOWN channel f:     I[f] = sum_c |h_c,e[f]| * g_c,e     (h: the expert's hidden vector)
+    GATE_UP channel j:  I[j] = sum_c |x_q[c, j]| * W_c     (W_c from x_m, x_e and weights_q16)
+    DOWN channel f:     I[f] = sum_c |hidden_q[c, e, f]| * W_c  (W_c from hidden_m, hidden_e)
 
 and the `ratio` most important channels of each matrix are fetched (ties to the lower channel):
-the same selection as the live policy (golden.policies.salient_channels).
+the same selection as the live policy (golden.policies.salient_channels) and the DCU's RTL.
 A later group asks again for what an earlier one fetched; the EMA controller's residency skips
 it, which is the de-duplication coalescing relies on. The model's fine-grained pruning mask (the
 third factor of EdgeXpert's importance) is all ones here, as in the default configuration
@@ -18,23 +19,61 @@ third factor of EdgeXpert's importance) is all ones here, as in the default conf
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import numpy as np
-import torch
 
 from ..contracts.mask_trace import MaskEntry, MaskTrace
 from ..contracts.trace import PassKind, Trace
 from ..contracts.weight_layout import Matrix
-from .policies import salient_channels
+from . import dcu
+from .policies import selected_count
 
-__all__ = ["GOLDEN_SOURCE", "coalesced_masks"]
+__all__ = ["GOLDEN_SOURCE", "GroupInputs", "depth_groups", "coalesced_masks"]
 
 GOLDEN_SOURCE = "golden"
 
 
-def _select(values: np.ndarray, weights: np.ndarray, ratio: float) -> tuple[int, ...]:
-    return tuple(salient_channels(torch.from_numpy(values), torch.from_numpy(weights), ratio).tolist())
+@dataclass(frozen=True)
+class GroupInputs:
+    """What the DCU takes for one depth group, expert and matrix of a verification pass: the
+    candidates' int8 inputs q [n, C], their scales (m, e) [n] and routing weights g [n]."""
+    prompt: int
+    pass_index: int
+    layer: int
+    depth: int
+    expert: int
+    matrix: Matrix
+    q: np.ndarray
+    m: np.ndarray
+    e: np.ndarray
+    g: np.ndarray
+
+
+def depth_groups(trace: Trace) -> Iterator[list[GroupInputs]]:
+    """Per verification pass and layer (in trace order), its groups: each depth in order, each
+    routed expert the depth's candidates use (ascending), GATE_UP then DOWN."""
+    x, xm, xe = trace["x_q"], trace["x_m"], trace["x_e"]
+    h, hm, he = trace["hidden_q"], trace["hidden_m"], trace["hidden_e"]
+    g = trace["weights_q16"]
+    verify = trace["row_kind"] == PassKind.VERIFY
+    keys = np.unique(np.stack([trace["row_prompt"], trace["row_pass"], trace["row_layer"]], 1)[verify], axis=0)
+    for prompt, index, layer in keys.tolist():
+        rows = np.flatnonzero(verify & (trace["row_prompt"] == prompt) & (trace["row_pass"] == index)
+                              & (trace["row_layer"] == layer))
+        groups = []
+        for depth in np.unique(trace["row_depth"][rows]).tolist():
+            group = rows[trace["row_depth"][rows] == depth]
+            experts = trace["experts"][group]
+            for e in np.unique(experts[experts >= 0]).tolist():
+                cand, slot = np.nonzero(experts == e)
+                users, weight = group[cand], g[group[cand], slot]
+                where = (prompt, index, layer, depth, e)
+                groups += [GroupInputs(*where, Matrix.GATE_UP, x[users], xm[users], xe[users], weight),
+                           GroupInputs(*where, Matrix.DOWN, h[users, slot], hm[users, slot],
+                                       he[users, slot], weight)]
+        yield groups
 
 
 def coalesced_masks(trace: Trace, ratio: float,
@@ -48,25 +87,14 @@ def coalesced_masks(trace: Trace, ratio: float,
     if not 0 < ratio <= 1:
         raise ValueError(f"ratio = {ratio} is out of range: accepted (0, 1]")
     layout = trace.layout
-    x = np.abs(trace["x_q"].astype(np.float64)) * (trace["x_m"] * 2.0 ** -trace["x_e"].astype(np.float64))[:, None]
-    h = np.abs(trace["hidden_q"].astype(np.float64)) * (trace["hidden_m"] * 2.0 ** -trace["hidden_e"].astype(np.float64))[..., None]
-    g = trace["weights_q16"] / 65536.0
-    verify = trace["row_kind"] == PassKind.VERIFY
-    keys = np.unique(np.stack([trace["row_prompt"], trace["row_pass"], trace["row_layer"]], 1)[verify], axis=0)
     steps = []
-    for prompt, index, layer in keys.tolist():
-        rows = np.flatnonzero(verify & (trace["row_prompt"] == prompt) & (trace["row_pass"] == index)
-                              & (trace["row_layer"] == layer))
+    for groups in depth_groups(trace):
+        layer = groups[0].layer
         by_expert: dict[int, list[MaskEntry]] = {}
-        for depth in np.unique(trace["row_depth"][rows]).tolist():
-            group = rows[trace["row_depth"][rows] == depth]
-            experts = trace["experts"][group]
-            for e in np.unique(experts[experts >= 0]).tolist():
-                cand, slot = np.nonzero(experts == e)
-                weight = g[group[cand], slot]
-                by_expert.setdefault(e, []).extend([
-                    MaskEntry(layer, e, Matrix.GATE_UP, _select(x[group[cand]], weight, ratio)),
-                    MaskEntry(layer, e, Matrix.DOWN, _select(h[group[cand], slot], weight, ratio))])
+        for grp in groups:
+            chosen = dcu.select(grp.q, grp.m, grp.e, grp.g, selected_count(grp.q.shape[1], ratio))
+            by_expert.setdefault(grp.expert, []).append(
+                MaskEntry(grp.layer, grp.expert, grp.matrix, tuple(chosen.tolist())))
         step: list[MaskEntry] = []
         for e, entries in by_expert.items():
             if not fits(entries):
@@ -81,4 +109,4 @@ def coalesced_masks(trace: Trace, ratio: float,
             break
     model = {key: getattr(layout, key) for key in ("n_layers", "n_experts", "d_model",
                                                     "expert_ffn", "n_shared_experts")}
-    return MaskTrace(f"{label} (depth-group |x|*g selection, ratio {ratio})", model, tuple(steps))
+    return MaskTrace(f"{label} (depth-group integer |x|*W selection, ratio {ratio})", model, tuple(steps))

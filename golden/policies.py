@@ -28,14 +28,17 @@ import torch
 
 from ..contracts.config import Config, ConfigError, DecodeConfig
 from ..contracts.weight_layout import Matrix, WeightLayout
+from . import dcu
 from .decode import FloatEngine
+from .int_model import RESIDUAL_FRAC
+from .intops import quantize_vec
 from .model import LayerTrace, MoEModel, Router, route
 from .policy import ChannelHook, Expansion, ExpertSlots, Policy, hottest, used_experts
 from .prefill import PrefillRouting, TokenEncoder, prefill_routing
 from .prune import load_pruned_checkpoint, pruning_masks
 
 __all__ = ["Autoregressive", "EdgeXpert", "MoESpec", "S2MoE", "SpecMoE", "Specter", "Combined",
-           "ResidentAR", "selected_count", "salient_channels", "CoalescingHook", "affinity_order",
+           "ResidentAR", "selected_count", "integer_inputs", "salient_channels", "CoalescingHook", "affinity_order",
            "quantized_experts", "AdaptiveExpansion", "reuse_aware_router", "on_chip_slots",
            "pruned_edgexpert", "POLICIES", "COMPARED", "PAPER_DRAFT", "build_policy",
            "build_policies"]
@@ -48,25 +51,30 @@ class Autoregressive(Policy):
 
 
 def selected_count(channels: int, ratio: float, prune: torch.Tensor | None = None) -> int:
-    """How many channels a depth group fetches: `ratio` of them, at least one, and never a
-    channel the pruning mask removed (m = 0 gives it no importance whatever x is)."""
-    keep = max(1, round(ratio * channels))
-    return keep if prune is None else max(1, min(keep, int((prune > 0).sum())))
+    """How many channels a depth group fetches: `ratio` of them (rounded, at least one), and
+    never a channel the pruning mask removed (golden/dcu.py, `keep_count`)."""
+    return dcu.keep_count(channels, max(1, round(ratio * channels)), prune)
+
+
+def integer_inputs(values: torch.Tensor, weights: torch.Tensor):
+    """Float inputs [C rows, channels] and routing weights [C] as the integer path carries them
+    into the DCU: each row in Q.16 quantized to int8 with its dyadic scale (`quantize_vec`,
+    docs/contracts.md), the weights in Q.16. Returns (q, m, e, g_q16)."""
+    q, scale = quantize_vec(torch.round(values.double() * 2**RESIDUAL_FRAC).to(torch.int64),
+                            RESIDUAL_FRAC)
+    return q, scale.m, scale.e, torch.round(weights.double() * 65536).to(torch.int64)
 
 
 def salient_channels(values: torch.Tensor, weights: torch.Tensor, ratio: float,
                      prune: torch.Tensor | None = None) -> torch.Tensor:
-    """EdgeXpert's selection for one depth group and expert: the `ratio` share (at least one) of
-    the channels with the largest importance sum_c |v_c[j]| * g_c * m[j] over the group's
-    candidates c (values [C, channels], routing weights g [C], pruning mask m), ascending; ties go
-    to the lower channel. The live policy (`CoalescingHook`) and the EMA bench's masks from
-    traces (golden/masks.py) both select with it."""
-    importance = (values.abs() * weights[:, None]).sum(0)
-    keep = selected_count(values.shape[1], ratio, prune)
-    if prune is not None:
-        importance = importance * prune
-    # a stable sort on the negated importance keeps the lower channel first among equals
-    return torch.sort(torch.sort(-importance, stable=True).indices[:keep]).values
+    """EdgeXpert's selection for one depth group and expert, ascending: the DCU's integer
+    selection (golden/dcu.py: importance sum_c |q_c[j]| * W_c over the group's candidates c,
+    W_c from each candidate's scale and routing weight, the pruning mask m; the `ratio` share of
+    the channels, at least one, ties to the lower channel) on the float inputs values [C,
+    channels] and weights g [C] brought to the integer path's formats (`integer_inputs`). The
+    mask traces (golden/masks.py) call golden/dcu.py on the traces' integers directly."""
+    q, m, e, g = integer_inputs(values, weights)
+    return dcu.select(q, m, e, g, max(1, round(ratio * values.shape[1])), prune)
 
 
 class CoalescingHook(ChannelHook):
@@ -97,10 +105,11 @@ class CoalescingHook(ChannelHook):
             if self.calibration:
                 out[group] = fetched
             else:
-                importance = values[group].abs() * weights[group, None] * prune
-                own = torch.sort(-importance, dim=1, stable=True).indices[:, :keep]
-                mine = torch.zeros(len(group), values.shape[1], dtype=values.dtype)
-                mine.scatter_(1, own, 1.0)
+                # each candidate's own choice: the same selection on a group of one
+                q, m, e, g = integer_inputs(values[group], weights[group])
+                mine = torch.stack([dcu.select_mask(q[i:i + 1], m[i:i + 1], e[i:i + 1],
+                                                    g[i:i + 1], keep, prune)
+                                    for i in range(len(group))]).to(values.dtype)
                 out[group] = mine * fetched
         return out
 

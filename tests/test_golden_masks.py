@@ -31,19 +31,22 @@ def test_ratio_and_importance(trace):
     masks = coalesced_masks(trace, 0.25)
     entries = [e for step in masks.steps for e in step]
     assert all(len(e.channels) == (12 if e.matrix == Matrix.GATE_UP else 4) for e in entries)
-    # recompute the first entry's importance by hand
+    # recompute the first entry's selection by hand from the contract (docs/contracts.md, "Depth
+    # coalescing"): W_c from m * g aligned to the group's smallest exponent, keys 2 I + 1
     first = entries[0]
     verify = np.flatnonzero(trace["row_kind"] == PassKind.VERIFY)
     layer_rows = verify[trace["row_layer"][verify] == first.layer]
     rows = layer_rows[trace["row_pass"][layer_rows] == trace["row_pass"][layer_rows].min()]
     group = rows[trace["row_depth"][rows] == trace["row_depth"][rows].min()]
-    importance = np.zeros(48)
-    for r in group:
-        for k, e in enumerate(trace["experts"][r]):
-            if e == first.expert:
-                scale = trace["x_m"][r] * 2.0 ** -float(trace["x_e"][r])
-                importance += np.abs(trace["x_q"][r] * scale) * trace["weights_q16"][r, k] / 65536
-    assert first.channels == tuple(sorted(np.argsort(-importance, kind="stable")[:12].tolist()))
+    users = [(r, k) for r in group for k, e in enumerate(trace["experts"][r]) if e == first.expert]
+    products = {(r, k): int(trace["x_m"][r]) * int(trace["weights_q16"][r, k]) for r, k in users}
+    low = min(int(trace["x_e"][r]) for r, k in users if products[r, k] > 0)
+    keys = [1] * 48
+    for r, k in users:
+        w = products[r, k] >> (int(trace["x_e"][r]) - low + 15)
+        for j in range(48):
+            keys[j] += 2 * abs(int(trace["x_q"][r, j])) * w
+    assert first.channels == tuple(sorted(sorted(range(48), key=lambda j: (-keys[j], j))[:12]))
 
 
 def test_packing_keeps_experts_whole(trace):

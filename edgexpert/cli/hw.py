@@ -1,4 +1,4 @@
-"""The hardware blocks: `rtl`, `synth`, `bench ema` and `bench pru`."""
+"""The hardware blocks: `rtl`, `synth`, `bench ema`, `bench pru` and `bench dcu`."""
 
 from __future__ import annotations
 
@@ -179,6 +179,50 @@ def cmd_bench_pru(args) -> int:
         print(f"MAC cycles at platform.macs = {macs}; summary {path}")
 
     publish(args, summary, ("bench", "pru", "summary.json"), table)
+
+
+def cmd_bench_dcu(args) -> int:
+    """The DCU's cycles per depth group on Verilator (cocotb_tests/dcu, every group of the
+    bundled prompts' golden traces) against the EMA's fetch cycles for the same groups."""
+    from ..blocks import dcu_parameters
+    from ..cocotb_tests.dcu import fetch_comparison, run_bench
+    from ..contracts.weight_layout import WeightLayout
+
+    config = load(args)
+    hw = dcu_parameters(config)
+    bundled = {"gate_up_channels": 192, "down_channels": 64, "max_group": 64}
+    if hw != bundled:
+        raise InputError(f"bench dcu replays the bundled model's traces: it needs the default "
+                         f"model and decode.max_candidates (accepted {bundled}, not {hw})")
+    layout = WeightLayout.for_model(config.model)
+    if not args.json:
+        print(f"edgexpert bench dcu: {hw}, every depth group of the bundled prompts' golden "
+              f"traces (4 new tokens), verilator, seed {DEMO_SEED}")
+    result = run_bench("bundled", "verilator", seed=DEMO_SEED, full=True)
+    report = result.report
+    timed = report["tests"]["trace_groups/none"]
+    groups = Path(report["groups_file"])
+    beat_bytes = config.hardware.ema.axi_data_width // 8
+    comparison = fetch_comparison(groups, timed["job_cycles"], layout, beat_bytes)
+    by_group = comparison["by_group"]
+    summary = {"block": "dcu", "simulator": "verilator", "seed": DEMO_SEED, "hardware": hw,
+               "coverage": report["coverage"], "ema_beat_bytes": beat_bytes,
+               "jobs": timed["jobs"], "cycles": timed["cycles"], **comparison}
+
+    def table(path: Path) -> None:
+        print(f"{'matrix/n':<12}{'jobs':>6}{'DCU mean':>10}{'worst':>7}{'EMA beats':>11}"
+              f"{'dedup':>8}{'DCU/EMA':>9}{'DCU/dedup':>11}")
+        for key, row in by_group.items():
+            print(f"{key:<12}{row['jobs']:>6}{row['dcu_cycles_mean']:>10.1f}"
+                  f"{row['dcu_cycles_worst']:>7}{row['ema_beats_mean']:>11.1f}"
+                  f"{row['ema_beats_dedup_mean']:>8.1f}{row['dcu_over_ema']:>9.2f}"
+                  + (f"{row['dcu_over_ema_dedup']:>11.2f}" if row['dcu_over_ema_dedup'] else
+                     f"{'-':>11}"))
+        print(f"all groups: DCU {comparison['total_dcu_cycles']} cycles, EMA "
+              f"{comparison['total_ema_beats']} beats ({comparison['total_ema_beats_dedup']} "
+              f"after de-duplication)\nsummary {path}")
+
+    publish(args, summary, ("bench", "dcu", "summary.json"), table)
     return 0
 
 
@@ -236,3 +280,11 @@ def register_bench(benches) -> None:
                    help="bundled prompts to route (1..8, default 2)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_bench_pru)
+
+    p = benches.add_parser("dcu", parents=[settings_options(1)],
+                           help="the DCU's cycles per depth group (every group of the bundled "
+                                "prompts' golden traces) against the EMA's fetch cycles for the "
+                                "same groups, on Verilator (build/bench/dcu/)")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary (cycles by matrix and group size) as JSON")
+    p.set_defaults(func=cmd_bench_dcu)

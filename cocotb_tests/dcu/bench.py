@@ -1,0 +1,190 @@
+"""cocotb bench of the DCU (`Dcu`) against the golden integer selection (golden/dcu.py).
+
+Every command word the DCU emits is compared in order with what the EMA contract encodes for
+the golden selection (`encode_descriptor` of the chosen channels, NEW_STEP where the job asks);
+the bench fails on a mismatch, an X/Z, a stream-rule violation on `cmd`, a hang (a cycle bound
+on the results) and on a missing or extra word after the run drains.
+
+- `trace_groups/none`, `trace_groups/random`: the depth groups of golden integer-path
+  speculative decoding of bundled prompts (every layer and depth; the file the caller wrote;
+  `trace_jobs` of them taken evenly over the file), without pauses (cycles per job measured) and, for the first `paused_jobs` of them, with seeded
+  random pauses on `route`, `data` and `cmd`;
+- `edge_cases/random`: groups of 1 and of `max_group` candidates, all-zero inputs, ties, pruned
+  channels, a fully pruned expert, extreme values, random pauses on all three streams.
+
+This module runs inside the simulator; `edgexpert.cocotb_tests.dcu.run_bench` starts it. Seeds:
+cocotb's (COCOTB_RANDOM_SEED, fixed by the caller, logged); each test derives its own.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import defaultdict
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles, RisingEdge
+
+from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.contracts.dcu import DcuJob, encode_job
+from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
+from edgexpert.golden import dcu as golden
+from edgexpert.sim.runner import bench_params, write_bench_report
+
+P = bench_params()
+#: a layout of the DCU's channel counts, for the EMA command encoding (layers and experts of the
+#: bundled model: 4, 32)
+LAYOUT = WeightLayout(n_layers=4, n_experts=32, d_model=P["gate_up_channels"],
+                      expert_ffn=P["down_channels"])
+_report: dict = {}
+
+
+def _record(name: str, **values):
+    _report[name] = values
+    write_bench_report({"seed": int(os.environ["COCOTB_RANDOM_SEED"]),
+                        "coverage": P["coverage"], "groups_file": P["groups_file"],
+                        "tests": _report})
+
+
+def _keep(matrix: Matrix) -> int:
+    """policies.coalescing_ratio of the matrix's channels (golden.policies.selected_count)."""
+    return max(1, round(P["ratio"] * LAYOUT.in_channels(matrix)))
+
+
+def trace_jobs() -> list[DcuJob]:
+    with np.load(P["groups_file"]) as f:
+        q, counts, meta, m, e, g = (f[k] for k in ("q", "counts", "meta", "m", "e", "g"))
+    jobs, at = [], 0
+    # evenly over the file (an odd spacing mixes GATE_UP and DOWN, which alternate there)
+    picks = set(np.linspace(0, len(counts) - 1, P["trace_jobs"]).round().astype(int).tolist())
+    for i, (n, (layer, expert, matrix, _depth, first)) in enumerate(zip(counts, meta)):
+        matrix = Matrix(int(matrix))
+        rows = slice(at, at + n)
+        if i in picks:
+            jobs.append(DcuJob(i % 256, int(layer), int(expert), matrix,
+                               q[rows, :LAYOUT.in_channels(matrix)], m[rows], e[rows], g[rows],
+                               _keep(matrix), scales=True, new_step=bool(first) or not jobs))
+        at += n
+    return jobs
+
+
+def edge_jobs(rng: random.Random) -> list[DcuJob]:
+    """Groups of 1 and of the maximum, zeros, ties, pruning, extremes."""
+    top = P["max_group"]
+    jobs = []
+    for i, kind in enumerate(["one", "max", "zero", "ties", "prune", "pruned_all", "extreme",
+                              "one_zero_weight", "random", "random"]):
+        matrix = Matrix(i % 2)
+        c = LAYOUT.in_channels(matrix)
+        n = {"one": 1, "one_zero_weight": 1, "max": top, "extreme": top}.get(kind, rng.randint(1, top))
+        q = np.array([[rng.randint(-127, 127) for _ in range(c)] for _ in range(n)])
+        m = np.array([rng.randint(8257, 32767) for _ in range(n)])
+        e = np.array([rng.randint(14, 22) for _ in range(n)])
+        g = np.array([rng.randint(0, 65536) for _ in range(n)])
+        prune = None
+        if kind == "zero":
+            q[:], m[:], e[:] = 0, 0, 0
+        if kind == "ties":
+            q = np.array([[rng.choice([0, 2, 7]) for _ in range(c)] for _ in range(n)])
+            m[:], e[:], g[:] = 12000, 20, 40000
+        if kind == "extreme":          # the contract's largest sums: every lane at -127
+            q[:], m[:], e[:], g[:] = -127, 32767, 20, 65536
+        if kind == "one_zero_weight":
+            g[:] = 0
+        if kind in ("prune", "ties") or (kind == "random" and rng.random() < 0.5):
+            prune = np.array([rng.random() < 0.75 for _ in range(c)], dtype=np.int64)
+        if kind == "pruned_all":
+            prune = np.zeros(c, dtype=np.int64)
+        keep = rng.choice([1, c, _keep(matrix), rng.randint(1, c)])
+        jobs.append(DcuJob(i, rng.randrange(4), rng.randrange(32), matrix, q, m, e, g, keep,
+                           prune, scales=rng.random() < 0.5, new_step=rng.random() < 0.3))
+    return jobs
+
+
+def expected_words(job: DcuJob) -> list[int]:
+    chosen = golden.select(job.q, job.m, job.e, job.g, job.keep, job.prune).tolist()
+    words = [new_step_command()] if job.new_step else []
+    return words + encode_descriptor(LAYOUT, Descriptor(job.tag, job.layer, job.expert,
+                                                        job.matrix, chosen, job.scales))
+
+
+async def _send(source: StreamSource, beats: list[int]):
+    for beat in beats:
+        await source.send(beat)
+
+
+async def run_jobs(dut, jobs: list[DcuJob], mode: str, name: str) -> dict:
+    """Send `jobs`, compare every command word; returns cycles per job (no-pause runs)."""
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
+    await start_clock_and_reset(dut)
+    route, data, expected, ends = [], [], [], []
+    for job in jobs:
+        r, d = encode_job(LAYOUT, job)
+        route += r
+        data += d
+        expected += expected_words(job)
+        ends.append(len(expected))
+    dut._log.info("%s: seed %d, %d jobs, %d route and %d data beats, %d command words, pauses %s",
+                  name, cocotb.RANDOM_SEED, len(jobs), len(route), len(data), len(expected), mode)
+    route_src = StreamSource(dut, "route", Pauses(mode, rng), rng)
+    data_src = StreamSource(dut, "data", Pauses(mode, rng), rng)
+    sink = StreamSink(dut, "cmd", Pauses(mode, rng))
+    start = sink.cycles
+    done_at: list[int] = []
+
+    async def watch():
+        seen = 0
+        while seen < len(ends):
+            await RisingEdge(dut.clk)
+            while seen < len(ends) and len(sink.items) >= ends[seen]:
+                done_at.append(sink.cycles)
+                seen += 1
+    watcher = cocotb.start_soon(watch())
+    sending = [cocotb.start_soon(_send(route_src, route)), cocotb.start_soon(_send(data_src, data))]
+    # a job costs at most a few hundred cycles per 32 channels; 8 x that bound (pauses halve
+    # the rate on three streams) is a hang
+    bound = 8 * sum(40 * (len(j.m) + 32) * -(-j.q.shape[1] // 32) for j in jobs) + 1000
+    await sink.wait_for(len(expected), max_cycles=bound)
+    for task in sending:
+        await task
+    await ClockCycles(dut.clk, 50)
+    sink.stop()
+    watcher.cancel()
+    got = list(sink.items)
+    assert len(got) == len(expected), f"{len(got)} command words for {len(expected)} expected"
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert g == e, f"command word {i}: DCU {g:#x} != golden {e:#x}"
+    # with every input offered at once, a job's cycles are the time between its last command
+    # word and the previous job's
+    job_cycles = [at - before for at, before in zip(done_at, [start] + done_at[:-1])]
+    per_job: dict = defaultdict(list)
+    for job, cycles in zip(jobs, job_cycles):
+        per_job[f"{job.matrix.name}/{len(job.m)}"].append(cycles)
+    return {"jobs": len(jobs), "words": len(expected), "cycles": sink.cycles - start,
+            "job_cycles": job_cycles,
+            "cycles_per_job": {k: {"mean": sum(v) / len(v), "worst": max(v), "jobs": len(v)}
+                               for k, v in sorted(per_job.items())}}
+
+
+@cocotb.test()
+async def trace_groups_none(dut):
+    _record("trace_groups/none", **await run_jobs(dut, trace_jobs(), "none", "trace_groups/none"))
+
+
+@cocotb.test()
+async def trace_groups_random(dut):
+    jobs = trace_jobs()[:P["paused_jobs"]]
+    result = await run_jobs(dut, jobs, "random", "trace_groups/random")
+    del result["cycles_per_job"], result["job_cycles"]    # pauses, not the DCU, set these
+    _record("trace_groups/random", **result)
+
+
+@cocotb.test()
+async def edge_cases_random(dut):
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-edge_cases")
+    jobs = edge_jobs(rng)
+    result = await run_jobs(dut, jobs, "random", "edge_cases/random")
+    del result["cycles_per_job"], result["job_cycles"]
+    _record("edge_cases/random", **result, group_sizes=sorted({len(j.m) for j in jobs}))

@@ -1,0 +1,148 @@
+"""cocotb bench of the DCU feeding the EMA (`DcuEma`) on golden depth groups.
+
+The DCU's commands go straight into the EMA, which fetches from cocotbext-axi's AxiRam (the
+weight image, a pipelined latency) under the AXI protocol monitor. Checked: every completion
+(tag, slot, OK) and every AR (address, beats) in order, and the BYTES, BURSTS and
+FETCHED_CHANNELS counters, against the EMA reference model (golden/ema.py) run on the golden
+selection (golden/dcu.py) of the same groups; the policy's byte count (golden/policy.py
+`PassFetches`, exact bytes per run) is reported next to the EMA's (whole beats).
+
+This module runs inside the simulator; `edgexpert.cocotb_tests.dcu.run_chain` starts it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import random
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiBus
+
+from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
+from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
+from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.contracts.dcu import DcuJob, encode_job
+from edgexpert.contracts.ema import (SLOT_BITS, TAG_BITS, Completion, Descriptor, EmaCsr,
+                                     EmaStatus)
+from edgexpert.contracts.weight_image import memory_image, random_weights
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
+from edgexpert.golden import dcu as golden
+from edgexpert.golden.ema import EmaReference
+from edgexpert.golden.policy import PassFetches
+from edgexpert.sim.runner import bench_params, write_bench_report
+
+P = bench_params()
+LAYOUT = WeightLayout(**P["layout"])
+BEAT = P["ema"]["data_width"] // 8
+
+
+def _steps() -> list[list[DcuJob]]:
+    """The file's first `jobs` groups, in steps: a new one where the trace's pass and layer
+    change or the EMA's slots or buffer would overflow (the reference model decides)."""
+    reference = EmaReference(LAYOUT, BEAT, P["ema"]["buffer_bytes"], P["ema"]["slots"])
+    with np.load(P["groups_file"]) as f:
+        q, counts, meta, m, e, g = (f[k] for k in ("q", "counts", "meta", "m", "e", "g"))
+    steps: list[list[DcuJob]] = []
+    at = 0
+    for i, (n, (layer, expert, matrix, _depth, first)) in enumerate(zip(counts, meta)):
+        if i == P["jobs"]:
+            break
+        matrix = Matrix(int(matrix))
+        c = LAYOUT.in_channels(matrix)
+        job = DcuJob(i % 256, int(layer), int(expert), matrix, q[at:at + n, :c], m[at:at + n],
+                     e[at:at + n], g[at:at + n], max(1, round(P["ratio"] * c)), scales=True)
+        at += n
+        try:
+            fits = bool(steps) and not first and reference.step(
+                [_descriptor(j) for j in steps[-1] + [job]]) is not None
+        except ValueError:
+            fits = False
+        if fits:
+            steps[-1].append(job)
+        else:
+            steps.append([job])
+    return [[dataclasses.replace(j, new_step=k == 0) for k, j in enumerate(step)]
+            for step in steps]
+
+
+def _descriptor(job: DcuJob) -> Descriptor:
+    chosen = golden.select(job.q, job.m, job.e, job.g, job.keep, job.prune).tolist()
+    return Descriptor(job.tag, job.layer, job.expert, job.matrix, chosen, job.scales)
+
+
+async def _csr(dut, reg: EmaCsr) -> int:
+    dut.csr__addr.value = reg.value
+    await RisingEdge(dut.clk)
+    await RisingEdge(dut.clk)
+    return dut.csr__data.value.to_unsigned()
+
+
+@cocotb.test()
+async def chained_ema(dut):
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-chained_ema")
+    await start_clock_and_reset(dut)
+    for port in ["csr__addr", "loc_rd__addr", "res_rd__addr"] + \
+            [f"buf_rd__{b}__addr" for b in range(P["ema"]["buffer_banks"])]:
+        getattr(dut, port).value = 0
+    image = memory_image(LAYOUT, random_weights(LAYOUT, seed=cocotb.RANDOM_SEED),
+                         junk_seed=cocotb.RANDOM_SEED + 1)
+    ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
+                        size=2**len(dut.m_axi__araddr), latency=P["latency"], period_ns=10)
+    logging.getLogger("cocotb.dcu_ema.m_axi_").setLevel(logging.WARNING)
+    ram.write(LAYOUT.base_address, bytes(image))
+    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=BEAT, max_outstanding=P["ema"]["outstanding"])
+
+    steps = _steps()
+    reference = EmaReference(LAYOUT, BEAT, P["ema"]["buffer_bytes"], P["ema"]["slots"])
+    results = [reference.step([_descriptor(j) for j in step]) for step in steps]
+    policy_bytes = 0
+    for step in steps:
+        fetches = PassFetches(LAYOUT)
+        for job in step:
+            d = _descriptor(job)
+            fetches.fetch(d.layer, d.expert, d.matrix, sorted(d.channels))
+        policy_bytes += fetches.bytes
+    route, data = [], []
+    for step in steps:
+        for job in step:
+            r, d = encode_job(LAYOUT, job)
+            route += r
+            data += d
+    jobs = sum(len(s) for s in steps)
+    dut._log.info("chained_ema: seed %d, %d jobs in %d steps, latency %d, pauses random",
+                  cocotb.RANDOM_SEED, jobs, len(steps), P["latency"])
+    route_src = StreamSource(dut, "route", Pauses("random", rng), rng)
+    data_src = StreamSource(dut, "data", Pauses("random", rng), rng)
+    done = StreamSink(dut, "done", Pauses("random", rng))
+
+    async def send(source, beats):
+        for beat in beats:
+            await source.send(beat)
+    senders = [cocotb.start_soon(send(route_src, route)), cocotb.start_soon(send(data_src, data))]
+    beats = sum(b for r in results for _, b in reference.bursts(r))
+    await done.wait_for(jobs, max_cycles=8 * (len(route) + len(data) + beats) + 100 * jobs + 5000)
+    for task in senders:
+        await task
+    await ClockCycles(dut.clk, 50)
+    done.stop()
+    monitor.stop()
+    monitor.assert_drained()
+    got = [Completion(i & (2**TAG_BITS - 1), (i >> TAG_BITS) & (2**SLOT_BITS - 1),
+                      EmaStatus(i >> (TAG_BITS + SLOT_BITS))) for i in done.items]
+    want = [c for r in results for c in r.completions]
+    assert got == want, f"completions {got[:4]}... != golden {want[:4]}..."
+    ars = [(a, n) for a, n, _ in monitor.ars]
+    expected = [b for r in results for b in reference.bursts(r)]
+    assert ars == expected, f"{len(ars)} ARs != golden's {len(expected)} (first {ars[:3]} vs {expected[:3]})"
+    counters = {reg.name: await _csr(dut, reg) for reg in
+                (EmaCsr.BYTES, EmaCsr.BURSTS, EmaCsr.FETCHED_CHANNELS)}
+    assert counters["BURSTS"] == len(expected)
+    assert counters["BYTES"] == beats * BEAT
+    assert counters["FETCHED_CHANNELS"] == sum(r.fetched_channels for r in results)
+    write_bench_report({"seed": int(os.environ["COCOTB_RANDOM_SEED"]), "tests": {"chained_ema": {
+        "jobs": jobs, "steps": len(steps), "bursts": len(expected), "bytes": counters["BYTES"],
+        "policy_bytes": policy_bytes, "fetched_channels": counters["FETCHED_CHANNELS"]}}})

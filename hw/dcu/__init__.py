@@ -1,0 +1,22 @@
+"""DCU (depth coalescing unit): per depth group of the draft tree and per expert, the input
+channels worth fetching, as EMA commands (docs/blocks/dcu.md).
+
+A pipeline of small components joined by streams, one job (group, expert, matrix) at a time:
+
+1. `Collector` (collector.py) takes the route port: the job's header, its pruning words (prune
+   memory) and its candidates' scales and routing weights (entry memory), and finds the
+   group's smallest exponent;
+2. `Weigher` (weigher.py) turns each candidate's scale and weight into one 16-bit weight W_c
+   (weight memory);
+3. `Accumulator` (accumulator.py) adds |q| * W_c for 32 channels per cycle into the importance
+   memory;
+4. `Selector` (selector.py) finds the k-th largest key bit by bit with a popcount per word,
+   then emits NEW_STEP (when asked), the DESCRIPTOR and the MASK words for the EMA.
+
+The arithmetic is docs/contracts.md's "Depth coalescing" (reference: golden/dcu.py).
+"""
+
+from .geometry import DcuGeometry
+from .top import Dcu
+
+__all__ = ["Dcu", "DcuGeometry"]

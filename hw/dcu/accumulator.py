@@ -1,0 +1,111 @@
+"""Stage 3: I_j = sum_c |q[c, j]| * W_c, one data beat (32 channels of one candidate) per cycle,
+into the importance memory."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import WritePort
+from amaranth.lib.wiring import In, Out
+
+from ...contracts.dcu import LANES, dcu_data_layout
+from ...contracts.weight_layout import Matrix
+from .collector import job_layout
+from .geometry import IMPORTANCE_BITS, WEIGHT_BITS, DcuGeometry
+from ..ema.ports import ReadSignature
+
+__all__ = ["importance_layout", "Accumulator"]
+
+#: one word of the importance memory: 32 channels' 29-bit sums
+importance_layout = data.ArrayLayout(IMPORTANCE_BITS, LANES)
+
+
+class Accumulator(wiring.Component):
+    """Channel-parallel, candidate-serial: 32 multipliers (|q| 8 bits x W 16 bits) and 32
+    adders. A beat is taken every cycle of a job (`data.ready` is high while the job lasts);
+    the cycle it is taken, the candidate's weight and the word's partial sums are read; on the
+    next, the sums plus the products are written back (the first candidate writes its products
+    alone). The importance memory's read port must be transparent to its write port, so a
+    matrix of one word can take a beat every cycle. Each job takes n * ceil(C / 32) cycles
+    plus two: the job goes on once its last write has landed and the OR of the final sums is in
+    a register."""
+
+    def __init__(self, geometry: DcuGeometry):
+        self._g = geometry
+        super().__init__({
+            "job_in": In(stream.Signature(job_layout)),
+            "job_out": Out(stream.Signature(job_layout)),
+            "data": In(stream.Signature(dcu_data_layout)),
+            "weight_rd": Out(ReadSignature(geometry.cand_bits, WEIGHT_BITS)),
+            "sums_rd": Out(ReadSignature(geometry.word_bits, importance_layout.size)),
+            "sums_wr": In(WritePort.Signature(addr_width=geometry.word_bits,
+                                              shape=importance_layout)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self._g
+        job = Signal(job_layout)
+        word = Signal(g.word_bits)
+        cand = Signal(g.cand_bits)
+        last_word = Mux(job.header.matrix == Matrix.DOWN, g.words(Matrix.DOWN) - 1,
+                        g.words(Matrix.GATE_UP) - 1)
+        taken = self.data.valid & self.data.ready
+
+        # the beat taken on the previous cycle, waiting for its weight and partial sums
+        pending = Signal()
+        magnitudes = [Signal(8, name=f"magnitude{i}") for i in range(LANES)]
+        at = Signal(g.word_bits)
+        first = Signal()
+        final = Signal()        # the job's last candidate: its sums are the importance
+        m.d.sync += pending.eq(taken)
+        with m.If(taken):
+            m.d.sync += [at.eq(word), first.eq(cand == 0), final.eq(cand == job.header.count - 1)]
+            for i in range(LANES):
+                lane = self.data.payload.lanes[i]
+                m.d.sync += magnitudes[i].eq(Mux(lane < 0, -lane, lane))
+        old = data.View(importance_layout, self.sums_rd.data)
+        # one signal per lane (not one 928-bit signal written in slices): event-driven simulators
+        # wake every reader of a wide signal whenever any slice of it changes
+        lanes = [Signal(IMPORTANCE_BITS, name=f"sum{i}") for i in range(LANES)]
+        for i, lane in enumerate(lanes):
+            m.d.comb += lane.eq(Mux(first, 0, old[i]) + magnitudes[i] * self.weight_rd.data)
+        sums = Cat(*lanes)
+
+        # the OR of the final sums: the selector skips the key bits no channel has
+        top = Signal(IMPORTANCE_BITS)
+        top_now = Signal(IMPORTANCE_BITS)
+        level = lanes
+        while len(level) > 1:
+            level = [level[i] | level[i + 1] for i in range(0, len(level), 2)]
+        m.d.comb += top_now.eq(Mux(pending & final, top | level[0], top))
+        m.d.sync += top.eq(top_now)
+        m.d.comb += [self.sums_wr.addr.eq(at), self.sums_wr.data.eq(sums),
+                     self.sums_wr.en.eq(pending),
+                     self.weight_rd.addr.eq(cand), self.sums_rd.addr.eq(word)]
+
+        with m.FSM():
+            with m.State("Idle"):
+                m.d.comb += self.job_in.ready.eq(1)
+                with m.If(self.job_in.valid):
+                    m.d.sync += [job.eq(self.job_in.payload), word.eq(0), cand.eq(0), top.eq(0)]
+                    m.next = "Run"
+            with m.State("Run"):
+                m.d.comb += self.data.ready.eq(1)
+                with m.If(taken):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == last_word):
+                        m.d.sync += [word.eq(0), cand.eq(cand + 1)]
+                        with m.If(cand == job.header.count - 1):
+                            m.next = "Drain"
+            with m.State("Drain"):
+                # the last beat's sums are written now; `top` holds their OR on the next cycle
+                # (offering top_now instead would put the adders and the selector's priority
+                # encoder on one path: 12.9 ns at 180 nm)
+                m.next = "Offer"
+            with m.State("Offer"):
+                m.d.comb += [self.job_out.valid.eq(1), self.job_out.payload.eq(job),
+                             self.job_out.payload.top.eq(top)]
+                with m.If(self.job_out.ready):
+                    m.next = "Idle"
+        return m

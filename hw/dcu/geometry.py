@@ -1,0 +1,57 @@
+"""The DCU's elaboration parameters and everything derived from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...contracts.dcu import KEEP_BITS, LANES, MAX_GROUP
+from ...contracts.weight_layout import Matrix
+
+__all__ = ["DcuGeometry", "IMPORTANCE_BITS", "KEY_BITS", "WEIGHT_BITS", "WEIGHT_SHIFT"]
+
+#: the contract's widths (docs/contracts.md, "Depth coalescing"): W_c < 2^16 after a shift of at
+#: least 15; |q| W summed over 64 candidates < 2^29; the key adds the pruning bit
+WEIGHT_SHIFT = 15
+WEIGHT_BITS = 16
+IMPORTANCE_BITS = 29
+KEY_BITS = IMPORTANCE_BITS + 1
+
+
+@dataclass(frozen=True)
+class DcuGeometry:
+    """Channels of each matrix (GATE_UP: d_model, DOWN: the expert's hidden width) and the most
+    candidates a depth group has."""
+    gate_up_channels: int
+    down_channels: int
+    max_group: int
+
+    def __post_init__(self):
+        for name in ("gate_up_channels", "down_channels"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < 2**KEEP_BITS:
+                raise ValueError(f"{name} = {value!r} is out of range: accepted 1..{2**KEEP_BITS - 1}")
+        if not isinstance(self.max_group, int) or not 1 <= self.max_group <= MAX_GROUP:
+            raise ValueError(f"max_group = {self.max_group!r} is out of range: accepted 1..{MAX_GROUP}")
+
+    def channels(self, matrix: Matrix) -> int:
+        return self.gate_up_channels if matrix == Matrix.GATE_UP else self.down_channels
+
+    def words(self, matrix: Matrix) -> int:
+        """Beats of 32 channels per candidate: mask words of the matrix."""
+        return -(-self.channels(matrix) // LANES)
+
+    def last_lanes(self, matrix: Matrix) -> int:
+        """Lanes of the matrix's last word that are channels, as a bit mask."""
+        return (1 << (self.channels(matrix) - (self.words(matrix) - 1) * LANES)) - 1
+
+    @property
+    def max_words(self) -> int:
+        return max(self.words(Matrix.GATE_UP), self.words(Matrix.DOWN))
+
+    @property
+    def word_bits(self) -> int:
+        return max(1, (self.max_words - 1).bit_length())
+
+    @property
+    def cand_bits(self) -> int:
+        return max(1, (self.max_group - 1).bit_length())

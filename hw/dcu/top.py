@@ -1,0 +1,92 @@
+"""The DCU: the four stages and their memories."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ...contracts.dcu import LANES, dcu_data_layout, dcu_entry_layout, dcu_route_layout
+from ...contracts.ema import ema_command_layout
+from .accumulator import Accumulator, importance_layout
+from .collector import Collector
+from .geometry import WEIGHT_BITS, DcuGeometry
+from .selector import Selector
+from .weigher import Weigher
+
+__all__ = ["Dcu"]
+
+
+def _check(name: str, value) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    return value
+
+
+class Dcu(wiring.Component):
+    """Depth coalescing unit (docs/blocks/dcu.md): jobs in on `route` and `data`
+    (edgexpert.contracts.dcu), EMA commands out on `cmd`.
+
+    Parameters: `gate_up_channels` and `down_channels` (the matrices' input channels: d_model
+    and the expert's hidden width) and `max_group` (candidates per depth group, 1..64).
+
+    One job at a time: route beats are taken one per cycle until the job is in, then its n
+    candidates' weights are computed (n + 1 cycles), its data beats taken one per cycle (n
+    words, plus one), the threshold searched (30 words + 1), and its commands offered (2 + words
+    cycles at full speed). `route` is not taken while a job is being selected; `data` only
+    while the job's data is due. Both inputs may pause at any time; `cmd` holds until taken.
+    """
+
+    def __init__(self, gate_up_channels: int = 192, down_channels: int = 64, max_group: int = 64):
+        self._g = DcuGeometry(_check("gate_up_channels", gate_up_channels),
+                              _check("down_channels", down_channels), _check("max_group", max_group))
+        super().__init__({
+            "route": In(stream.Signature(dcu_route_layout)),
+            "data": In(stream.Signature(dcu_data_layout)),
+            "cmd": Out(stream.Signature(ema_command_layout)),
+        })
+
+    @property
+    def geometry(self) -> DcuGeometry:
+        return self._g
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self._g
+        m.submodules.collector = collector = Collector(g)
+        m.submodules.weigher = weigher = Weigher(g)
+        m.submodules.accumulator = accumulator = Accumulator(g)
+        m.submodules.selector = selector = Selector(g)
+        m.submodules.prune = prune = Memory(shape=LANES, depth=g.max_words, init=[])
+        m.submodules.entries = entries = Memory(shape=dcu_entry_layout, depth=g.max_group, init=[])
+        m.submodules.weights = weights = Memory(shape=WEIGHT_BITS, depth=g.max_group, init=[])
+        m.submodules.sums = sums = Memory(shape=importance_layout, depth=g.max_words, init=[])
+
+        wiring.connect(m, wiring.flipped(self.route), collector.route)
+        wiring.connect(m, wiring.flipped(self.data), accumulator.data)
+        wiring.connect(m, selector.cmd, wiring.flipped(self.cmd))
+        wiring.connect(m, collector.job, weigher.job_in)
+        wiring.connect(m, weigher.job_out, accumulator.job_in)
+        wiring.connect(m, accumulator.job_out, selector.job)
+        m.d.comb += collector.release.eq(selector.release)
+
+        def write(port, source):
+            m.d.comb += [port.addr.eq(source.addr), port.data.eq(source.data),
+                         port.en.eq(source.en)]
+
+        def read(port, reader):
+            m.d.comb += [port.addr.eq(reader.addr), reader.data.eq(port.data)]
+
+        write(prune.write_port(), collector.prune_wr)
+        write(entries.write_port(), collector.entry_wr)
+        write(weights.write_port(), weigher.weight_wr)
+        sums_wr = sums.write_port()
+        write(sums_wr, accumulator.sums_wr)
+        read(entries.read_port(), weigher.entry_rd)
+        read(weights.read_port(), accumulator.weight_rd)
+        # a beat may add to the word written on the same cycle (a matrix of one word)
+        read(sums.read_port(transparent_for=(sums_wr,)), accumulator.sums_rd)
+        read(sums.read_port(), selector.sums_rd)
+        read(prune.read_port(), selector.prune_rd)
+        return m
