@@ -19,7 +19,7 @@ from edgexpert.hw.engine.layouts import (act_layout, cand_layout, column_layout,
                                          sum_layout)
 
 __all__ = ["INPUTS", "OUTPUTS", "layouts", "group_items", "flush_items", "unpack",
-           "words_per_column"]
+           "words_per_column", "plan_groups"]
 
 #: the engine's input and output streams, by port name
 INPUTS = ("cand", "x", "gate_up", "gate_up_scales", "down", "down_scales", "flush")
@@ -108,3 +108,16 @@ def unpack(layout: data.StructLayout, bits: int) -> dict:
             signed = Shape.cast(field.shape).signed
             out[name] = raw - (1 << field.width) if signed and raw >> (field.width - 1) else raw
     return out
+
+
+def plan_groups(experts, rows: Sequence[int], candidates: int) -> list[tuple[int, list]]:
+    """The groups that serve token rows `rows` (indices into the trace's `experts` [R, K]):
+    per chosen expert, in increasing order, its (row, slot) candidates in row order, at most
+    `candidates` per group."""
+    chosen: dict[int, list] = {}
+    for row in rows:
+        for slot, e in enumerate(experts[row]):
+            if e >= 0:
+                chosen.setdefault(int(e), []).append((int(row), slot))
+    return [(e, cands[i:i + candidates]) for e, cands in sorted(chosen.items())
+            for i in range(0, len(cands), candidates)]
