@@ -19,11 +19,13 @@ from typing import Callable
 from .contracts.config import Config, ConfigError
 from .contracts.weight_layout import WeightLayout
 from .hw.ema import EmaController, EmaSystem
+from .hw.engine import ExpertEngine
 from .hw.mac_lane import MacLane
 from .sim.ema_stimulus import ema_stimulus
+from .sim.engine_stimulus import engine_stimulus
 from .sim.stimulus import Stimulus, mac_lane_stimulus
 
-__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters"]
+__all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "engine_parameters"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,22 @@ def _ema(config: Config, with_memories: bool):
         raise ConfigError(f"hardware.ema: {exc}") from None
 
 
+def engine_parameters(config: Config) -> dict:
+    """The expert engine's parameters (keyword arguments of `ExpertEngine`): the model's
+    d_model and expert_ffn, the EMA's buffer word, `hardware.engine.*`."""
+    e = config.hardware.engine
+    return {"d_model": config.model.d_model, "expert_ffn": config.model.expert_ffn,
+            "candidates": e.candidates, "lanes": e.lanes,
+            "word_bits": config.hardware.ema.axi_data_width, "tokens": e.tokens}
+
+
+def _engine(config: Config) -> ExpertEngine:
+    try:
+        return ExpertEngine(**engine_parameters(config))
+    except TypeError as exc:  # lanes that do not divide the buffer word's int4 values
+        raise ConfigError(f"hardware.engine: {exc}") from None
+
+
 BLOCKS: dict[str, Block] = {
     "mac_lane": Block(
         "mac_lane",
@@ -70,6 +88,15 @@ BLOCKS: dict[str, Block] = {
         lambda c: _ema(c, with_memories=False),
         ema_parameters,
         ema_stimulus,
+    ),
+    "engine": Block(
+        "engine",
+        "expert engine: GATE_UP and DOWN MAC arrays, requantization, SiLU, quantize_vec and "
+        "the routing-weighted combine of one expert for a group of candidates (memories cut "
+        "out: activations, accumulators, scales, sigmoid table, MoE sums)",
+        _engine,
+        engine_parameters,
+        engine_stimulus,
     ),
     "ema_system": Block(
         "ema_system",

@@ -82,7 +82,11 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-SMALL = ["--set", "hardware.mac_lane.pairs_per_beat=1", "--set", "synth.activity_cycles=100"]
+# the engine at its smallest (one candidate, one product per cycle, one token slot): --all
+# synthesizes every block, and the bundled engine takes minutes
+SMALL = ["--set", "hardware.mac_lane.pairs_per_beat=1", "--set", "synth.activity_cycles=100",
+         "--set", "hardware.engine.candidates=1", "--set", "hardware.engine.lanes=1",
+         "--set", "hardware.engine.tokens=1"]
 
 
 def test_synth_json_has_the_promised_keys(tmp_path):

@@ -43,6 +43,8 @@ def cost_table(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EDGEXPERT_BUILD_DIR", str(build))
         config = load_config(overrides=["hardware.mac_lane.pairs_per_beat=2",
+                                        "hardware.engine.candidates=1", "hardware.engine.lanes=1",
+                                        "hardware.engine.tokens=1",
                                         "synth.activity_cycles=200"])
         report = write_reports(BLOCKS.values(), config)
     return report, build / "synth" / "costs.json"

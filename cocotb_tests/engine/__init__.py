@@ -21,12 +21,11 @@ __all__ = ["BENCH_MODULE", "BENCH_CASES", "TRACE_PROMPT", "prepare_vectors", "be
 
 BENCH_MODULE = "edgexpert.cocotb_tests.engine.bench"
 
-#: hardware sets of the pytest wrapper (each on Icarus and Verilator) at the bundled model's
-#: d_model and expert_ffn: the EMA's 256-bit buffer word (hardware.ema.axi_data_width) with one
-#: word's 64 products per cycle, and a 64-bit word with 16
+#: the hardware set of the pytest wrapper (on Icarus and Verilator) at the bundled model's
+#: d_model and expert_ffn: the defaults (hardware.engine.*, the EMA's 256-bit buffer word with
+#: one word's 64 products per cycle); tests/test_engine_sim.py covers other widths
 BENCH_CASES = {
     "c4w256": {"candidates": 4, "lanes": 64, "word_bits": 256, "tokens": 8},
-    "c2w64": {"candidates": 2, "lanes": 16, "word_bits": 64, "tokens": 8},
 }
 #: the prompt the trace decodes, and the decoding settings that keep its step short
 TRACE_PROMPT = "def add(a, b):\n    return"
