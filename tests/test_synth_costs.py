@@ -43,10 +43,10 @@ def cost_table(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("EDGEXPERT_BUILD_DIR", str(build))
         config = load_config(overrides=["hardware.mac_lane.pairs_per_beat=2",
-                                        "hardware.engine.candidates=1", "hardware.engine.lanes=1",
-                                        "hardware.engine.tokens=1",
                                         "synth.activity_cycles=200"])
-        report = write_reports(BLOCKS.values(), config)
+        # the expert engine's synthesis takes minutes even at its smallest (its fixed-width
+        # requantization and quantization arithmetic); tests/test_cli.py's synth --all runs it
+        report = write_reports([b for b in BLOCKS.values() if b.name != "engine"], config)
     return report, build / "synth" / "costs.json"
 
 

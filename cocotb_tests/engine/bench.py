@@ -21,7 +21,7 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles
 
 from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, group_items,
                                                 layouts, plan_groups, unpack)
@@ -64,7 +64,7 @@ def build(selection: str):
     """Input items per batch and the expected outputs, from the trace alone."""
     t = TRACE
     plan, want = [], {name: [] for name in OUTPUTS}
-    macs = groups = 0
+    macs = groups = candidates = 0
     for layer, rows in batches(selection):
         slot_of = {row: i for i, row in enumerate(rows)}
         items = {name: [] for name in INPUTS}
@@ -90,12 +90,13 @@ def build(selection: str):
             expert_out += n * D
             macs += n * (D * 2 * F + F * D)
             groups += 1
+            candidates += n
         items["flush"] = flush_items(SLOTS, range(len(rows)))
         want["moe_out"] += [{"token": slot, "index": d, "value": int(t["moe_out_q16"][row, d]),
                              "last": int(d == D - 1)} for row, slot in slot_of.items()
                             for d in range(D)]
         plan.append((items, expert_out))
-    return plan, want, {"groups": groups, "macs": macs,
+    return plan, want, {"groups": groups, "candidates": candidates, "macs": macs,
                         "rows": sum(len(rows) for _, rows in batches(selection))}
 
 
