@@ -100,19 +100,16 @@ class ColumnMac(wiring.Component):
                     m.d.sync += [last_cand.eq(item.candidate), cand.eq(0), chunk.eq(0), word.eq(0)]
                     m.next = "Mac"
             with m.State("Mac"):
-                words = col.data
-                w = [words[4 * (i + lanes * k):][:4].as_signed() for k in range(cpw)
-                     for i in range(lanes)]
+                # the chunk's weights are selected first, so one set of `lanes` multipliers
+                # serves every chunk of the word
+                chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
+                w = [chunk_bits[4 * i:4 * i + 4].as_signed() for i in range(lanes)]
                 x = act_rd.data[cand]
                 m.d.comb += [act_rd.addr.eq(col.channel),
                              acc_rd.addr.eq(cand * n_chunks + g),
                              acc_wr.addr.eq(cand * n_chunks + g),
                              acc_wr.en.eq(self.columns.valid & (g < n_chunks))]
-                with m.Switch(chunk):
-                    for k in range(cpw):
-                        with m.Case(k):
-                            m.d.comb += [acc_wr.data[i].eq(acc_rd.data[i] + x * w[k * lanes + i])
-                                         for i in range(lanes)]
+                m.d.comb += [acc_wr.data[i].eq(acc_rd.data[i] + x * w[i]) for i in range(lanes)]
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
                 with m.If(self.columns.valid):
                     with m.If(cand == last_cand):
