@@ -54,7 +54,7 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["rtl", "mac_lane", "--out", "x", "--set", "hardware.mac_lane.pairs_per_beat=0"],
      "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
     (["synth", "nope"],
-     "edgexpert: error: block 'nope' is not known: accepted ema, ema_system, mac_lane"),
+     "edgexpert: error: block 'nope' is not known: accepted ema, ema_system, engine, mac_lane"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_data_width=100"],
      "edgexpert: error: hardware.ema.axi_data_width = 100 is not accepted: accepted 64, 128, 256"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_addr_width=16"],
@@ -63,7 +63,7 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
      "edgexpert: error: cannot read mask trace /nonexistent.json"),
     (["synth", "mac_lane", "--config", "/nonexistent.yaml"], "edgexpert: error: cannot read config"),
     (["synth"], "edgexpert: error: synth needs a BLOCK or --all: accepted blocks "
-                "ema, ema_system, mac_lane"),
+                "ema, ema_system, engine, mac_lane"),
     (["synth", "mac_lane", "--all"],
      "edgexpert: error: synth takes a BLOCK or --all, not both (BLOCK 'mac_lane')"),
     (["synth", "--all", "--set", "synth.target_vdd_v=0.5"],
@@ -83,8 +83,9 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 
 
 # the engine at its smallest (one candidate, one product per cycle, one token slot): --all
-# synthesizes every block, and the bundled engine takes minutes; 300 cycles of stimulus, as
-# the engine's first column word completes after its 193-cycle input load and 64 cycles of MACs
+# synthesizes every block, and the bundled engine takes several minutes; 300 cycles of
+# stimulus, as the engine's first column word completes after its 193-cycle input load and 64
+# cycles of MACs
 SMALL = ["--set", "hardware.mac_lane.pairs_per_beat=1", "--set", "synth.activity_cycles=300",
          "--set", "hardware.engine.candidates=1", "--set", "hardware.engine.lanes=1",
          "--set", "hardware.engine.tokens=1"]

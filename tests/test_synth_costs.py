@@ -44,7 +44,7 @@ def cost_table(tmp_path_factory):
         patch.setenv("EDGEXPERT_BUILD_DIR", str(build))
         config = load_config(overrides=["hardware.mac_lane.pairs_per_beat=2",
                                         "synth.activity_cycles=200"])
-        # the expert engine's synthesis takes minutes even at its smallest (its fixed-width
+        # the expert engine's synthesis takes a CPU minute even at its smallest (its fixed-width
         # requantization and quantization arithmetic); tests/test_cli.py's synth --all runs it
         report = write_reports([b for b in BLOCKS.values() if b.name != "engine"], config)
     return report, build / "synth" / "costs.json"
