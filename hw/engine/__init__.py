@@ -11,7 +11,8 @@ A pipeline of small components joined by streams:
 2. `Requant` (requant.py): the sums to Q.16 with the candidate's scale and the float16 scale
    words of the matrix's scale block;
 3. `SwiGlu` (swiglu.py): sigmoid from the 1024-entry table, silu, h = silu * up;
-4. `Quantizer` (quantizer.py): quantize_vec of each candidate's h (a restoring divider);
+4. `Quantizer` (quantizer.py): quantize_vec of each candidate's h (a restoring divider for the
+   scale and a reciprocal, then one value per cycle);
 5. `ColumnMac`, DOWN, and a second `Requant`: the expert output y (Q.16);
 6. `Combine` (combine.py): moe_out[token] += rshift(y * g, 16); `flush` reads a token out.
 
