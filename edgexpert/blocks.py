@@ -21,16 +21,18 @@ from .contracts.pru import tau_q16
 from .contracts.weight_layout import WeightLayout
 from .hw.dcu import Dcu
 from .hw.ema import EmaController, EmaSystem
+from .hw.engine import ExpertEngine
 from .hw.mac_lane import MacLane
 from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams
 from .sim.dcu_stimulus import dcu_stimulus
 from .sim.ema_stimulus import ema_stimulus
+from .sim.engine_stimulus import engine_stimulus
 from .sim.models import model_spec
 from .sim.pru_stimulus import pru_stimulus
 from .sim.stimulus import Stimulus, mac_lane_stimulus
 
 __all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step",
-           "dcu_parameters"]
+           "dcu_parameters", "engine_parameters"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,22 @@ def _dcu(config: Config) -> Dcu:
         raise ConfigError(f"DCU: {exc}") from None
 
 
+def engine_parameters(config: Config) -> dict:
+    """The expert engine's parameters (keyword arguments of `ExpertEngine`): the model's
+    d_model and expert_ffn, the EMA's buffer word, `hardware.engine.*`."""
+    e = config.hardware.engine
+    return {"d_model": config.model.d_model, "expert_ffn": config.model.expert_ffn,
+            "candidates": e.candidates, "lanes": e.lanes,
+            "word_bits": config.hardware.ema.axi_data_width, "tokens": e.tokens}
+
+
+def _engine(config: Config) -> ExpertEngine:
+    try:
+        return ExpertEngine(**engine_parameters(config))
+    except TypeError as exc:  # lanes that do not divide the buffer word's int4 values
+        raise ConfigError(f"hardware.engine: {exc}") from None
+
+
 BLOCKS: dict[str, Block] = {
     "mac_lane": Block(
         "mac_lane",
@@ -144,6 +162,15 @@ BLOCKS: dict[str, Block] = {
         _dcu,
         dcu_parameters,
         dcu_stimulus,
+    ),
+    "engine": Block(
+        "engine",
+        "expert engine: GATE_UP and DOWN MAC arrays, requantization, SiLU, quantize_vec and "
+        "the routing-weighted combine of one expert for a group of candidates (memories cut "
+        "out: activations, accumulators, scales, sigmoid table, MoE sums)",
+        _engine,
+        engine_parameters,
+        engine_stimulus,
     ),
     "ema_system": Block(
         "ema_system",

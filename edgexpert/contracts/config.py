@@ -21,7 +21,7 @@ import yaml
 from .errors import InputError
 
 __all__ = [
-    "ConfigError", "MacLaneConfig", "EmaConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
+    "ConfigError", "MacLaneConfig", "EmaConfig", "EngineConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
     "PolicyConfig", "SynthConfig", "DramConfig", "PlatformConfig", "DRAM_MAX_DATA_RATE_MTPS",
     "Config",
     "load_config", "apply_overrides", "build_dataclass",
@@ -67,9 +67,20 @@ class EmaConfig:
 
 
 @dataclass(frozen=True)
+class EngineConfig:
+    """The expert engine (hw/engine/, docs/blocks/engine.md); its buffer word is the EMA's
+    axi_data_width, and lanes must divide that word's int4 values."""
+    candidates: int = _int(1, 64, 4, "candidates (token, expert choices) of one group")
+    lanes: int = _choice((1, 2, 4, 8, 16, 32, 64), 64, "int8 x int4 products per cycle of each "
+                         "MAC array (GATE_UP, DOWN)")
+    tokens: int = _int(1, 4096, 8, "token slots of the MoE sums")
+
+
+@dataclass(frozen=True)
 class HardwareConfig:
     mac_lane: MacLaneConfig = field(default_factory=MacLaneConfig)
     ema: EmaConfig = field(default_factory=EmaConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
 
 @dataclass(frozen=True)

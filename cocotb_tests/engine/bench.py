@@ -1,0 +1,152 @@
+"""cocotb bench of the expert engine on real golden trace rows.
+
+For each batch of token rows (one layer of one pass; at most `tokens` rows, one token slot
+each) the host sends every group (one expert and up to `candidates` of its (token, slot)
+choices): the candidates' x_q with their scale, token slot and routing weight, the expert's
+GATE_UP and DOWN scale blocks and columns read from the bundled weight image, and once the
+batch's expert outputs are all out, a flush of each token slot. Every output is compared in
+order with the trace: `hidden` with hidden_q, `hidden_scale` with (hidden_m, hidden_e),
+`expert_out` with expert_out_q16 and `moe_out` with moe_out_q16, bit for bit. The bench fails on
+a mismatch, an X/Z, a stream-rule violation, a hang and on missing or extra items. Every stream
+is paused by the test's back-pressure mode.
+
+This module runs inside the simulator; `edgexpert.cocotb_tests.engine.run_bench` starts it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles
+
+from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, group_items,
+                                                layouts, plan_groups, unpack)
+from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.contracts.trace import PassKind, read_trace
+from edgexpert.sim.runner import bench_params, write_bench_report
+
+PARAMS = bench_params()
+CANDS, WORD, SLOTS = PARAMS["candidates"], PARAMS["word_bits"], PARAMS["tokens"]
+TRACE = read_trace(Path(PARAMS["trace"]))
+IMAGE = Path(PARAMS["image"]).read_bytes()
+LAYOUT = TRACE.layout
+D, F = LAYOUT.d_model, LAYOUT.expert_ffn
+LAYOUTS = layouts(D, F, CANDS, WORD, SLOTS)
+_report: dict = {}
+
+
+def batches(selection: str) -> list[tuple[int, list[int]]]:
+    """(layer, rows) batches. "ci": layer 0 of the second draft pass (several tokens, top-1
+    experts, some shared) and the first token of the first verify pass (top-k experts, so its
+    MoE sum combines several); "step": every row of the trace, in slot-sized batches."""
+    t = TRACE
+    if selection == "ci":
+        draft = np.flatnonzero(t["row_kind"] == PassKind.DRAFT)
+        verify = np.flatnonzero(t["row_kind"] == PassKind.VERIFY)
+        draft_pass = sorted(set(t["row_pass"][draft].tolist()))[1]
+        verify_pass = int(t["row_pass"][verify[0]])
+        pick = lambda p: np.flatnonzero((t["row_pass"] == p) & (t["row_layer"] == 0)).tolist()
+        return [(0, pick(draft_pass)[:SLOTS]), (0, pick(verify_pass)[:1])]
+    out = []
+    for key in sorted(set(zip(t["row_prompt"].tolist(), t["row_pass"].tolist(),
+                              t["row_layer"].tolist()))):
+        rows = np.flatnonzero((t["row_prompt"] == key[0]) & (t["row_pass"] == key[1])
+                              & (t["row_layer"] == key[2])).tolist()
+        out += [(key[2], rows[i:i + SLOTS]) for i in range(0, len(rows), SLOTS)]
+    return out
+
+
+def build(selection: str):
+    """Input items per batch and the expected outputs, from the trace alone."""
+    t = TRACE
+    plan, want = [], {name: [] for name in OUTPUTS}
+    macs = groups = candidates = 0
+    for layer, rows in batches(selection):
+        slot_of = {row: i for i, row in enumerate(rows)}
+        items = {name: [] for name in INPUTS}
+        expert_out = 0
+        for expert, cands in plan_groups(t["experts"], rows, CANDS):
+            r = [row for row, _ in cands]
+            g = group_items(LAYOUT, IMAGE, layer, expert, t["x_q"][r], t["x_m"][r], t["x_e"][r],
+                            [slot_of[row] for row in r],
+                            [t["weights_q16"][row, k] for row, k in cands],
+                            candidates=CANDS, word_bits=WORD, token_slots=SLOTS)
+            for name, values in g.items():
+                items[name] += values
+            n = len(cands)
+            for c, (row, k) in enumerate(cands):
+                want["hidden_scale"].append({"candidate": c, "scale": {
+                    "m": int(t["hidden_m"][row, k]), "e": int(t["hidden_e"][row, k])}})
+                want["hidden"] += [{"candidate": c, "channel": f,
+                                    "value": int(t["hidden_q"][row, k, f]),
+                                    "last": int(c == n - 1 and f == F - 1)} for f in range(F)]
+                want["expert_out"] += [{"candidate": c, "index": d,
+                                        "value": int(t["expert_out_q16"][row, k, d]),
+                                        "last": int(c == n - 1 and d == D - 1)} for d in range(D)]
+            expert_out += n * D
+            macs += n * (D * 2 * F + F * D)
+            groups += 1
+            candidates += n
+        items["flush"] = flush_items(SLOTS, range(len(rows)))
+        want["moe_out"] += [{"token": slot, "index": d, "value": int(t["moe_out_q16"][row, d]),
+                             "last": int(d == D - 1)} for row, slot in slot_of.items()
+                            for d in range(D)]
+        plan.append((items, expert_out))
+    return plan, want, {"groups": groups, "candidates": candidates, "macs": macs,
+                        "rows": sum(len(rows) for _, rows in batches(selection))}
+
+
+async def _feed(source: StreamSource, values: list[int]):
+    for value in values:
+        await source.send(value)
+
+
+@cocotb.test()
+@cocotb.parametrize(mode=["none", "random"])
+async def trace_rows(dut, mode: str):
+    """The selected golden trace rows, every stream paused by `mode`."""
+    name = f"trace_rows/{mode}"
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
+    selection = PARAMS["selection"]
+    plan, want, counts = build(selection)
+    dut._log.info("seed %d, selection %s: %d rows, %d groups", cocotb.RANDOM_SEED, selection,
+                  counts["rows"], counts["groups"])
+    await start_clock_and_reset(dut)
+    sources = {p: StreamSource(dut, p, Pauses(mode, rng), rng) for p in INPUTS}
+    sinks = {p: StreamSink(dut, p, Pauses(mode, rng)) for p in OUTPUTS}
+    # each input item takes a few cycles at most, the quantizer's value ~9, the MAC a chunk per
+    # candidate; 30x every item plus the MAC work is a hang
+    total_items = sum(len(v) for items, _ in plan for v in items.values())
+    bound = 30 * (total_items + sum(len(v) for v in want.values())) + 10 * counts["macs"] // 64
+    start = sinks["moe_out"].cycles
+    expert_outs = 0
+    for items, expert_out in plan:
+        tasks = [cocotb.start_soon(_feed(sources[p], items[p])) for p in INPUTS if p != "flush"]
+        expert_outs += expert_out
+        # a batch's tokens are read out once all its expert outputs are combined; the next
+        # batch's groups start only after that (the token slots are reused)
+        await sinks["expert_out"].wait_for(expert_outs, max_cycles=bound)
+        await _feed(sources["flush"], items["flush"])
+        for task in tasks:
+            await task
+    for p in OUTPUTS:
+        await sinks[p].wait_for(len(want[p]), max_cycles=bound)
+    cycles = sinks["moe_out"].cycles - start
+    await ClockCycles(dut.clk, 50)
+    for p in OUTPUTS:
+        sinks[p].stop()
+        got = [unpack(LAYOUTS[p], v) for v in sinks[p].items]
+        assert len(got) == len(want[p]), f"{p}: {len(got)} items for {len(want[p])}"
+        for i, (g, w) in enumerate(zip(got, want[p])):
+            assert g == w, f"{p} item {i}: RTL {g} != trace {w}"
+    _report[name] = {**counts, "cycles": cycles,
+                     "items_checked": {p: len(want[p]) for p in OUTPUTS},
+                     "cycles_per_group": round(cycles / counts["groups"], 1),
+                     "macs_per_cycle": round(counts["macs"] / cycles, 3)}
+    write_bench_report({**{k: PARAMS[k] for k in ("candidates", "lanes", "word_bits", "tokens")},
+                        "selection": selection, "seed": int(os.environ["COCOTB_RANDOM_SEED"]),
+                        "tests": _report})

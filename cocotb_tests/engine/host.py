@@ -1,0 +1,123 @@
+"""The host's side of the expert engine: a group's stream items packed from the weight image
+(exactly the bytes `WeightLayout` places in external memory, as the EMA brings them into the
+buffer) and the item fields unpacked from the engine's outputs.
+
+Used by the cocotb bench and the Amaranth-simulator test; knows the contracts and the engine's
+payload layouts, never its arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from amaranth.hdl import Shape
+from amaranth.lib import data
+
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
+from edgexpert.hw.engine.layouts import (act_layout, cand_layout, column_layout, flush_layout,
+                                         hidden_scale_layout, moe_layout, scale_words_layout,
+                                         sum_layout)
+
+__all__ = ["INPUTS", "OUTPUTS", "layouts", "group_items", "flush_items", "unpack",
+           "words_per_column", "plan_groups"]
+
+#: the engine's input and output streams, by port name
+INPUTS = ("cand", "x", "gate_up", "gate_up_scales", "down", "down_scales", "flush")
+OUTPUTS = ("hidden", "hidden_scale", "expert_out", "moe_out")
+
+
+def layouts(d_model: int, expert_ffn: int, candidates: int, word_bits: int, tokens: int) -> dict:
+    """Payload layout of every port (hw/engine/layouts.py)."""
+    return {
+        "cand": cand_layout(tokens), "x": act_layout(candidates, d_model),
+        "gate_up": column_layout(d_model, word_bits), "down": column_layout(expert_ffn, word_bits),
+        "gate_up_scales": scale_words_layout(word_bits),
+        "down_scales": scale_words_layout(word_bits), "flush": flush_layout(tokens),
+        "hidden": act_layout(candidates, expert_ffn),
+        "hidden_scale": hidden_scale_layout(candidates),
+        "expert_out": sum_layout(candidates, d_model), "moe_out": moe_layout(tokens, d_model),
+    }
+
+
+def words_per_column(layout: WeightLayout, matrix: Matrix, word_bits: int) -> int:
+    """Buffer words that hold a column's values (its column_bytes, from a word boundary)."""
+    return -(-layout.column_bytes(matrix) * 8 // word_bits)
+
+
+def _words(image, at: int, count: int, word_bytes: int) -> list[int]:
+    return [int.from_bytes(bytes(image[at + i * word_bytes:at + (i + 1) * word_bytes]), "little")
+            for i in range(count)]
+
+
+def group_items(layout: WeightLayout, image, layer: int, expert: int, x_q, x_m: Sequence[int],
+                x_e: Sequence[int], tokens: Sequence[int], weights: Sequence[int], *,
+                candidates: int, word_bits: int, token_slots: int,
+                gate_up_channels: Sequence[int] | None = None,
+                down_channels: Sequence[int] | None = None) -> dict[str, list[int]]:
+    """Every input item of one group (candidates x_q[i] with scale (x_m[i], x_e[i]), token slot
+    and Q.16 routing weight) for one expert, as packed payload integers per port. The columns
+    are read from `image` (bytes from `layout.base_address`) at the layout's addresses; only
+    the given channels are sent (default: all), in increasing order."""
+    lay = layouts(layout.d_model, layout.expert_ffn, candidates, word_bits, token_slots)
+    n = len(x_q)
+    if not 1 <= n <= candidates:
+        raise ValueError(f"a group holds 1..{candidates} candidates, not {n}")
+    word_bytes = word_bits // 8
+    base = layout.base_address
+    items = {"cand": [lay["cand"].const({"x": {"m": int(x_m[i]), "e": int(x_e[i])},
+                                         "token": int(tokens[i]), "weight": int(weights[i]),
+                                         "last": int(i == n - 1)}).as_bits()
+                      for i in range(n)]}
+    d = layout.d_model
+    items["x"] = [lay["x"].const({"candidate": i, "channel": j, "value": int(x_q[i][j]),
+                                  "last": int(i == n - 1 and j == d - 1)}).as_bits()
+                  for i in range(n) for j in range(d)]
+    for matrix, name, channels in ((Matrix.GATE_UP, "gate_up", gate_up_channels),
+                                   (Matrix.DOWN, "down", down_channels)):
+        block = layout.block_address(layer, expert, matrix) - base
+        scale_words = -(-layout.scale_bytes(matrix) // word_bytes)
+        scales = _words(image, block, scale_words, word_bytes)
+        items[f"{name}_scales"] = [lay[f"{name}_scales"].const(
+            {"data": w, "last": int(i == len(scales) - 1)}).as_bits() for i, w in enumerate(scales)]
+        chans = range(layout.in_channels(matrix)) if channels is None else sorted(channels)
+        per_col = words_per_column(layout, matrix, word_bits)
+        col_items = []
+        for ch in chans:
+            at = layout.column_address(layer, expert, matrix, ch) - base
+            for w in _words(image, at, per_col, word_bytes):
+                col_items.append({"channel": ch, "data": w, "last": 0})
+        if not col_items:
+            raise ValueError(f"{matrix.name}: a group needs at least one column")
+        col_items[-1]["last"] = 1
+        items[name] = [lay[name].const(c).as_bits() for c in col_items]
+    return items
+
+
+def flush_items(token_slots: int, tokens: Sequence[int]) -> list[int]:
+    return [flush_layout(token_slots).const({"token": t}).as_bits() for t in tokens]
+
+
+def unpack(layout: data.StructLayout, bits: int) -> dict:
+    """The fields of a packed payload, signed fields as signed integers."""
+    out = {}
+    for name, field in layout:
+        raw = (bits >> field.offset) & ((1 << field.width) - 1)
+        if isinstance(field.shape, data.StructLayout):
+            out[name] = unpack(field.shape, raw)
+        else:
+            signed = Shape.cast(field.shape).signed
+            out[name] = raw - (1 << field.width) if signed and raw >> (field.width - 1) else raw
+    return out
+
+
+def plan_groups(experts, rows: Sequence[int], candidates: int) -> list[tuple[int, list]]:
+    """The groups that serve token rows `rows` (indices into the trace's `experts` [R, K]):
+    per chosen expert, in increasing order, its (row, slot) candidates in row order, at most
+    `candidates` per group."""
+    chosen: dict[int, list] = {}
+    for row in rows:
+        for slot, e in enumerate(experts[row]):
+            if e >= 0:
+                chosen.setdefault(int(e), []).append((int(row), slot))
+    return [(e, cands[i:i + candidates]) for e, cands in sorted(chosen.items())
+            for i in range(0, len(cands), candidates)]

@@ -1,0 +1,150 @@
+"""The MAC array of one matrix: every candidate of a group times every column the weight buffer
+delivers, into int32 accumulators."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .layouts import (ACC_WIDTH, act_layout, check_positive, check_word, column_layout,
+                      index_bits, sum_layout)
+
+__all__ = ["ColumnMac"]
+
+
+class ColumnMac(wiring.Component):
+    """int8 x int4 products of `candidates` activation rows with a matrix's columns.
+
+    Storage (docs/weight-layout.md): input channel j's column holds the matrix's `outputs` int4
+    values, element 2i in the low nibble of byte i; it arrives as the buffer words that hold them
+    (`words_per_column` words of `word_bits`), each tagged with j. Columns come in any order and
+    any subset: a channel that never arrives contributes nothing, which is what a channel mask
+    means (docs/contracts.md: masks change which products enter the sums).
+
+    One group, three phases, in order:
+    1. Load: `act` items (candidate, channel, int8) into the activation memory until `last`;
+       the last item's candidate is the group's last (candidates are 0..n-1).
+    2. Mac: per column word, per `lanes`-wide chunk of it, per candidate: `lanes` products
+       act[c][j] * w[o..o+lanes-1] added into the int32 accumulators (wrapping, as int32
+       registers do). One chunk x candidate per cycle: a word takes n * ceil(chunk count) cycles
+       while the column stream is valid; `columns.ready` rises on its last cycle.
+    3. Drain: every (candidate, output) accumulator, candidate-major, one per cycle on `sums`;
+       each accumulator word is cleared as its last lane leaves.
+
+    The activation memory (depth `channels`, one int8 per candidate) and the accumulator memory
+    (depth n_chunks x candidates, `lanes` int32) have asynchronous read ports: the products of a
+    cycle use what that cycle's address reads.
+    """
+
+    def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int):
+        check_positive("channels", channels)
+        check_positive("outputs", outputs)
+        check_positive("candidates", candidates, 1, 64)
+        check_word(lanes, word_bits)
+        self._n, self._o, self._c = channels, outputs, candidates
+        self._p, self._w = lanes, word_bits
+        super().__init__({
+            "act": In(stream.Signature(act_layout(candidates, channels))),
+            "columns": In(stream.Signature(column_layout(channels, word_bits))),
+            "sums": Out(stream.Signature(sum_layout(candidates, outputs))),
+        })
+
+    @property
+    def chunks_per_word(self) -> int:
+        return self._w // 4 // self._p
+
+    @property
+    def words_per_column(self) -> int:
+        # a column is ceil(outputs / 2) bytes (WeightLayout.column_bytes) starting on a word
+        return -(-(-(-self._o // 2) * 8) // self._w)
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self._o // self._p)
+
+    def elaborate(self, platform):
+        m = Module()
+        n_ch, outs, cands, lanes = self._n, self._o, self._c, self._p
+        cpw, wpc, n_chunks = self.chunks_per_word, self.words_per_column, self.n_chunks
+        m.submodules.act_mem = act_mem = Memory(
+            shape=data.ArrayLayout(signed(8), cands), depth=n_ch, init=[])
+        m.submodules.acc_mem = acc_mem = Memory(
+            shape=data.ArrayLayout(signed(ACC_WIDTH), lanes), depth=n_chunks * cands, init=[])
+        act_wr = act_mem.write_port(granularity=1)
+        act_rd = act_mem.read_port(domain="comb")
+        acc_wr = acc_mem.write_port()
+        acc_rd = acc_mem.read_port(domain="comb")
+
+        last_cand = Signal(index_bits(cands))
+        cand = Signal(index_bits(cands))
+        chunk = Signal(index_bits(cpw))
+        word = Signal(index_bits(wpc))
+        out = Signal(index_bits(outs))
+        col = self.columns.payload
+        # chunk g of the column holds outputs g*lanes .. g*lanes + lanes - 1
+        g = Signal(index_bits(wpc * cpw))
+        m.d.comb += g.eq(word * cpw + chunk)
+
+        with m.FSM(name="phase"):
+            with m.State("Load"):
+                item = self.act.payload
+                m.d.comb += [
+                    self.act.ready.eq(1),
+                    act_wr.addr.eq(item.channel),
+                    act_wr.data.eq(item.value.replicate(cands)),
+                    act_wr.en.eq(self.act.valid << item.candidate),
+                ]
+                with m.If(self.act.valid & item.last):
+                    m.d.sync += [last_cand.eq(item.candidate), cand.eq(0), chunk.eq(0), word.eq(0)]
+                    m.next = "Mac"
+            with m.State("Mac"):
+                # the chunk's weights are selected first, so one set of `lanes` multipliers
+                # serves every chunk of the word
+                chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
+                w = [chunk_bits[4 * i:4 * i + 4].as_signed() for i in range(lanes)]
+                x = act_rd.data[cand]
+                m.d.comb += [act_rd.addr.eq(col.channel),
+                             acc_rd.addr.eq(cand * n_chunks + g),
+                             acc_wr.addr.eq(cand * n_chunks + g),
+                             acc_wr.en.eq(self.columns.valid & (g < n_chunks))]
+                m.d.comb += [acc_wr.data[i].eq(acc_rd.data[i] + x * w[i]) for i in range(lanes)]
+                word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
+                with m.If(self.columns.valid):
+                    with m.If(cand == last_cand):
+                        m.d.sync += cand.eq(0)
+                        with m.If(word_done):
+                            m.d.comb += self.columns.ready.eq(1)
+                            m.d.sync += [chunk.eq(0),
+                                         word.eq(Mux(word == wpc - 1, 0, word + 1))]
+                            with m.If(col.last):
+                                m.d.sync += out.eq(0)
+                                m.next = "Drain"
+                        with m.Else():
+                            m.d.sync += chunk.eq(chunk + 1)
+                    with m.Else():
+                        m.d.sync += cand.eq(cand + 1)
+            with m.State("Drain"):
+                shift = lanes.bit_length() - 1   # lanes divides a power of two: one itself
+                lane = out[:shift] if shift else Const(0)
+                addr = cand * n_chunks + (out >> shift)
+                m.d.comb += [
+                    acc_rd.addr.eq(addr),
+                    self.sums.valid.eq(1),
+                    self.sums.payload.candidate.eq(cand),
+                    self.sums.payload.index.eq(out),
+                    self.sums.payload.value.eq(acc_rd.data.as_value().word_select(lane, ACC_WIDTH)),
+                    self.sums.payload.last.eq((cand == last_cand) & (out == outs - 1)),
+                    acc_wr.addr.eq(addr),
+                    acc_wr.data.eq(0),
+                ]
+                with m.If(self.sums.ready):
+                    m.d.comb += acc_wr.en.eq((lane == lanes - 1) | (out == outs - 1))
+                    m.d.sync += out.eq(out + 1)
+                    with m.If(out == outs - 1):
+                        m.d.sync += [out.eq(0), cand.eq(cand + 1)]
+                        with m.If(cand == last_cand):
+                            m.d.sync += cand.eq(0)
+                            m.next = "Load"
+        return m

@@ -1,0 +1,160 @@
+"""quantize_vec of each candidate's hidden vector: int8 values and the dyadic scale."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .layouts import (H_WIDTH, SCALE_E_BITS, SCALE_M_BITS, act_layout, check_positive,
+                      dyadic_layout, h_layout, hidden_scale_layout, index_bits)
+
+__all__ = ["Quantizer", "SCALE_DIVIDE_CYCLES", "RECIPROCAL_DIVIDE_CYCLES"]
+
+#: 2a < 2**48 (|h| < 2**47, layouts.H_WIDTH) is shifted up to N in [2**48, 2**49)
+NORM_BITS = 49
+#: the reciprocal R = floor(2**64 / N) lies in (2**15, 2**16]: 17 quotient bits
+RECIPROCAL_BITS = 17
+RECIPROCAL_DIVIDE_CYCLES = RECIPROCAL_BITS
+#: m <= 16513 < 2**15 (docs/contracts.md, quantize_vec): 15 quotient bits
+SCALE_DIVIDE_CYCLES = SCALE_M_BITS
+#: the divider's remainder holds 2**64
+DIVIDER_BITS = 65
+
+
+class Quantizer(wiring.Component):
+    """q, (m, e) = quantize_vec(h, 16) per candidate (docs/contracts.md):
+    a = max|h|; q = sign(h) * floor((254 |h| + a) / (2a)); k = 21 - bitlength(a);
+    m = floor((2a * 2**k + 127) / 254), e = 16 + k; a = 0 gives q = 0 and m = e = 0.
+
+    The scale: for k < 0 the contract divides 2a + 127 * 2**-k by 254 * 2**-k; since
+    127 * 2**-k is a multiple of 2**-k, that equals floor((floor(2a * 2**k) + 127) / 254), so
+    one shift and the same division by 254 serve both signs of k (2a * 2**k is in
+    [2**21, 2**22)). A restoring divider, one quotient bit per cycle, computes it.
+
+    The values, one per cycle: with s = bitlength(2a), N = 2a * 2**(49-s) in [2**48, 2**49)
+    and n = (254|h| + a) * 2**(49-s) (< 2**56, since 254|h| + a < 128 * 2a), q = floor(n / N).
+    The divider computes R = floor(2**64 / N) once per candidate; q' = floor(n R / 2**64)
+    is q or q - 1 (n R / 2**64 > n / N - n / 2**64 > n / N - 2**-8), and q = q' + 1 exactly
+    when (q' + 1) N <= n. A two-stage pipeline: read and multiply, then correct and emit.
+
+    Per candidate, without back-pressure: F cycles to collect h (a memory of F 48-bit values
+    and the running max), 1 + SCALE_DIVIDE_CYCLES for m, the `scale` item, 1 +
+    RECIPROCAL_DIVIDE_CYCLES for R, F + 2 for the values on `hidden`: 2F + 37 cycles. The scale
+    is also held in `scales[c]` for the DOWN requantization until the next group replaces it.
+    """
+
+    def __init__(self, candidates: int, ffn: int):
+        check_positive("candidates", candidates, 1, 64)
+        check_positive("ffn", ffn)
+        self._c, self._f = candidates, ffn
+        super().__init__({
+            "h": In(stream.Signature(h_layout(candidates, ffn))),
+            "hidden": Out(stream.Signature(act_layout(candidates, ffn))),
+            "scale": Out(stream.Signature(hidden_scale_layout(candidates))),
+            "scales": Out(data.ArrayLayout(dyadic_layout, candidates)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        ffn = self._f
+        m.submodules.h_mem = h_mem = Memory(shape=signed(H_WIDTH), depth=ffn, init=[])
+        h_wr, h_rd = h_mem.write_port(), h_mem.read_port(domain="comb")
+
+        a = Signal(H_WIDTH)                # max |h| of the candidate
+        cand = Signal(index_bits(self._c))
+        last = Signal()                    # the candidate is the group's last
+        e = Signal(signed(SCALE_E_BITS))
+        norm = Signal(range(NORM_BITS))    # 49 - s: the shift that normalizes 2a
+        big_n = Signal(NORM_BITS)          # N
+        # the restoring divider: quotient bit i is set when rem >= den * 2**i
+        rem = Signal(DIVIDER_BITS)
+        den = Signal(DIVIDER_BITS)
+        quo = Signal(RECIPROCAL_BITS)      # m, then R
+        count = Signal(range(RECIPROCAL_DIVIDE_CYCLES + 1))
+        ge = rem >= den
+        divide = [rem.eq(Mux(ge, rem - den, rem)), den.eq(den >> 1), quo.eq(Cat(ge, quo[:-1])),
+                  count.eq(count - 1)]
+
+        def magnitude(v):
+            return Mux(v < 0, -v, v)[:H_WIDTH]
+
+        length = Signal(range(H_WIDTH + 1))
+        for i in range(H_WIDTH):           # bitlength(a): the highest set bit wins
+            with m.If(a[i]):
+                m.d.comb += length.eq(i + 1)
+
+        # the value pipeline: stage A reads h[issue] and estimates q, stage B corrects, emits
+        issue = Signal(range(ffn + 1))
+        a_valid, a_index, a_neg = Signal(), Signal(range(ffn)), Signal()
+        a_n = Signal(56)
+        a_q = Signal(8)
+        advance = ~self.hidden.valid | self.hidden.ready
+        with m.If(self.hidden.ready):
+            m.d.sync += self.hidden.valid.eq(0)
+
+        with m.FSM(name="phase"):
+            with m.State("Collect"):
+                item = self.h.payload
+                mag = magnitude(item.value)
+                m.d.comb += [self.h.ready.eq(1), h_wr.addr.eq(item.index),
+                             h_wr.data.eq(item.value), h_wr.en.eq(self.h.valid)]
+                with m.If(self.h.valid):
+                    m.d.sync += [a.eq(Mux((item.index == 0) | (mag > a), mag, a)),
+                                 cand.eq(item.candidate), last.eq(item.last)]
+                    with m.If(item.index == ffn - 1):
+                        m.next = "Scale"
+            with m.State("Scale"):
+                k = Signal(signed(8))
+                m.d.comb += k.eq(21 - length)
+                twice = Cat(0, a)
+                scaled = Mux(k >= 0, twice << k.as_unsigned()[:5], twice >> (-k).as_unsigned()[:6])
+                m.d.sync += [rem.eq(scaled[:23] + 127), den.eq(254 << (SCALE_DIVIDE_CYCLES - 1)),
+                             quo.eq(0), count.eq(SCALE_DIVIDE_CYCLES),
+                             e.eq(Mux(a == 0, 0, 16 + k)),
+                             norm.eq(NORM_BITS - 1 - length)]
+                m.next = "Divide-Scale"
+                with m.If(a == 0):
+                    m.next = "Emit-Scale"
+            with m.State("Divide-Scale"):
+                m.d.sync += divide
+                with m.If(count == 1):
+                    m.next = "Emit-Scale"
+            with m.State("Emit-Scale"):
+                m.d.comb += [self.scale.valid.eq(1), self.scale.payload.candidate.eq(cand),
+                             self.scale.payload.scale.m.eq(quo), self.scale.payload.scale.e.eq(e)]
+                with m.If(self.scale.ready):
+                    m.d.sync += [self.scales[cand].m.eq(quo), self.scales[cand].e.eq(e)]
+                    m.next = "Reciprocal"
+            with m.State("Reciprocal"):
+                normalized = (Cat(0, a) << norm)[:NORM_BITS]
+                m.d.sync += [big_n.eq(normalized), rem.eq(Const(1 << 64, DIVIDER_BITS)),
+                             den.eq(normalized << (RECIPROCAL_BITS - 1)), quo.eq(0),
+                             count.eq(RECIPROCAL_DIVIDE_CYCLES), issue.eq(0), a_valid.eq(0)]
+                m.next = "Divide-Reciprocal"
+            with m.State("Divide-Reciprocal"):
+                m.d.sync += divide
+                with m.If(count == 1):
+                    m.next = "Values"
+            with m.State("Values"):
+                m.d.comb += h_rd.addr.eq(Mux(issue < ffn, issue, 0))
+                v = h_rd.data
+                n = ((254 * magnitude(v) + a) << norm)[:56]
+                estimate = ((n * quo) >> 64)[:8]
+                correct = (a_q + 1) * big_n <= a_n
+                q = Mux(a == 0, 0, Mux(correct, a_q + 1, a_q))[:8]
+                with m.If(advance):
+                    with m.If(a_valid):
+                        m.d.sync += [self.hidden.valid.eq(1),
+                                     self.hidden.payload.candidate.eq(cand),
+                                     self.hidden.payload.channel.eq(a_index),
+                                     self.hidden.payload.value.eq(Mux(a_neg, -q, q)),
+                                     self.hidden.payload.last.eq(last & (a_index == ffn - 1))]
+                    m.d.sync += [a_valid.eq(issue < ffn), a_index.eq(issue), a_neg.eq(v < 0),
+                                 a_n.eq(n), a_q.eq(estimate), issue.eq(issue + 1)]
+                    with m.If(issue == ffn):
+                        m.d.sync += issue.eq(issue)
+                        with m.If(~a_valid):
+                            m.next = "Collect"
+        return m

@@ -1,0 +1,90 @@
+"""Requantization of int32 sums to Q.16 with the candidate's and the output channel's scales."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .layouts import (ACC_WIDTH, Q16_WIDTH, SCALE_M_BITS, check_positive, check_word,
+                      dyadic_layout, fp16_decode, rshift, scale_words_layout, sum_layout)
+
+__all__ = ["Requant"]
+
+#: acc * m_x * m_w: |acc| <= 2**31, m_x < 2**15, m_w < 2**11 (float16: 1024 + fraction), so
+#: |p| <= 2**57; a right shift of 58 or more leaves 0 (docs/contracts.md, requantization)
+PRODUCT_BITS = ACC_WIDTH + SCALE_M_BITS + 11
+
+
+class Requant(wiring.Component):
+    """out[o] = rshift(acc[o] * m_x * m_w[o], e_x + e_w[o] - 16) (docs/contracts.md), Q.16.
+
+    The matrix's scale block arrives on `scales` as buffer words (word_bits / 16 float16 words
+    each, output channel 0 in the low half-word) and fills the scale memory; sums are taken only
+    once the block is complete, and the group's `last` sum frees the memory for the next block.
+    `act_scale[c]` is candidate c's (m_x, e_x), held by the caller for the whole group.
+
+    Width analysis: the product is exact in PRODUCT_BITS + 1 signed bits and the rounding half
+    adds at most 2**57 (the right shift is capped at 58), so no intermediate wraps. The result
+    keeps its low 32 bits: Q.16 gate, up and expert outputs are int32 in the contract (number
+    formats table); a value beyond it would wrap here while the golden model keeps int64.
+    One sum per cycle, output registered (latency 1), back-pressure passes through.
+    """
+
+    def __init__(self, candidates: int, outputs: int, word_bits: int):
+        check_positive("candidates", candidates, 1, 64)
+        check_positive("outputs", outputs)
+        check_word(1, word_bits)
+        self._c, self._o, self._w = candidates, outputs, word_bits
+        super().__init__({
+            "sums": In(stream.Signature(sum_layout(candidates, outputs))),
+            "scales": In(stream.Signature(scale_words_layout(word_bits))),
+            "act_scale": In(data.ArrayLayout(dyadic_layout, candidates)),
+            "out": Out(stream.Signature(sum_layout(candidates, outputs))),
+        })
+
+    @property
+    def scale_words(self) -> int:
+        """Buffer words of the scale block (the layout's scale_bytes, word_bits at a time)."""
+        return -(-self._o * 16 // self._w)
+
+    def elaborate(self, platform):
+        m = Module()
+        per_word = self._w // 16
+        m.submodules.scale_mem = mem = Memory(shape=self._w, depth=self.scale_words, init=[])
+        wr, rd = mem.write_port(), mem.read_port(domain="comb")
+
+        full = Signal()
+        loaded = Signal(range(self.scale_words))
+        m.d.comb += [self.scales.ready.eq(~full), wr.addr.eq(loaded),
+                     wr.data.eq(self.scales.payload.data),
+                     wr.en.eq(self.scales.valid & ~full)]
+        with m.If(self.scales.valid & ~full):
+            m.d.sync += loaded.eq(loaded + 1)
+            with m.If(self.scales.payload.last):
+                m.d.sync += [full.eq(1), loaded.eq(0)]
+
+        item = self.sums.payload
+        shift = per_word.bit_length() - 1
+        m.d.comb += rd.addr.eq(item.index >> shift)
+        word = rd.data.word_select(item.index[:shift], 16) if shift else rd.data[:16]
+        m_w, e_w = fp16_decode(word)
+        x = self.act_scale[item.candidate]
+        p = Signal(range(-2**PRODUCT_BITS, 2**PRODUCT_BITS))
+        m.d.comb += p.eq(item.value * x.m * m_w)
+        result = rshift(p, x.e + e_w - 16, max_right=PRODUCT_BITS + 1, max_left=Q16_WIDTH)
+
+        take = self.sums.valid & full & (~self.out.valid | self.out.ready)
+        m.d.comb += self.sums.ready.eq(take)
+        with m.If(self.out.ready):
+            m.d.sync += self.out.valid.eq(0)
+        with m.If(take):
+            m.d.sync += [self.out.valid.eq(1),
+                         self.out.payload.candidate.eq(item.candidate),
+                         self.out.payload.index.eq(item.index),
+                         self.out.payload.value.eq(result[:Q16_WIDTH]),
+                         self.out.payload.last.eq(item.last)]
+            with m.If(item.last):
+                m.d.sync += full.eq(0)
+        return m
