@@ -29,6 +29,7 @@ import numpy as np
 
 from .config import ModelConfig
 from .errors import InputError
+from .trace import check_arrays
 from .weight_layout import WeightLayout
 
 __all__ = ["PREFILL_SCHEMA", "PREFILL_VERSION", "TOKEN_ARRAYS", "FETCH_ARRAYS",
@@ -127,29 +128,10 @@ def read_prefill_trace(path: Path) -> PrefillTrace:
         arrays = {name: archive[name] for name in archive.files if name != "header"}
     sizes = {"L": model.n_layers, "E": model.n_experts, "K": model.top_k,
              "E8": -(-model.n_experts // 8)}
-    for spec, count_name in ((TOKEN_ARRAYS, "N"), (FETCH_ARRAYS, "C")):
-        first = next(iter(spec))
-        if first not in arrays:
-            raise PrefillTraceError(f"{path}: array {first!r} is missing")
-        sizes[count_name] = len(arrays[first])
-        for name, (dtype, shape) in spec.items():
-            if name not in arrays:
-                raise PrefillTraceError(f"{path}: array {name!r} is missing")
-            a = arrays[name]
-            want = tuple(sizes[s] for s in shape)
-            if a.dtype != np.dtype(dtype) or a.shape != want:
-                raise PrefillTraceError(f"{path}: array {name!r} is {a.dtype}{list(a.shape)}: "
-                                        f"accepted {dtype}{list(want)}")
-    unknown = sorted(set(arrays) - set(TOKEN_ARRAYS) - set(FETCH_ARRAYS))
-    if unknown:
-        raise PrefillTraceError(f"{path}: unknown arrays {unknown}")
     checks = [("tok_index", 0, model.max_seq_len - 1), ("token", 0, model.vocab_size - 1),
               ("score_q16", 0, 65536), ("token_class", 0, 2), ("experts", -1, model.n_experts - 1),
               ("weights_q16", 0, 65536), ("fetch_layer", 0, model.n_layers - 1),
               ("fetch_chunk", 0, model.max_seq_len - 1)]
-    for name, lo, hi in checks:
-        a = arrays[name]
-        if a.size and (int(a.min()) < lo or int(a.max()) > hi):
-            raise PrefillTraceError(f"{path}: array {name!r} holds {int(a.min())}..{int(a.max())}: "
-                                    f"accepted {lo}..{hi}")
+    check_arrays(path, arrays, ((TOKEN_ARRAYS, "N"), (FETCH_ARRAYS, "C")), sizes, checks,
+                 PrefillTraceError)
     return PrefillTrace(header, arrays)

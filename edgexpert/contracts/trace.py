@@ -40,7 +40,7 @@ from .errors import InputError
 from .weight_layout import Matrix, WeightLayout
 
 __all__ = ["SCHEMA", "VERSION", "PassKind", "ROW_ARRAYS", "LOAD_ARRAYS", "TraceError", "Trace",
-           "write_trace", "read_trace", "fetch_bytes"]
+           "write_trace", "read_trace", "fetch_bytes", "check_arrays"]
 
 SCHEMA = "edgexpert-trace"
 VERSION = 1
@@ -137,23 +137,6 @@ def read_trace(path: Path) -> Trace:
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(f"{path}: header model or layout is malformed: {exc}") from None
         arrays = {name: archive[name] for name in archive.files if name != "header"}
-    sizes = _sizes(header)
-    for spec, count_name in ((ROW_ARRAYS, "R"), (LOAD_ARRAYS, "G")):
-        first = next(iter(spec))
-        if first not in arrays:
-            raise TraceError(f"{path}: array {first!r} is missing")
-        sizes[count_name] = len(arrays[first])
-        for name, (dtype, shape) in spec.items():
-            if name not in arrays:
-                raise TraceError(f"{path}: array {name!r} is missing")
-            a = arrays[name]
-            want = tuple(sizes[s] for s in shape)
-            if a.dtype != np.dtype(dtype) or a.shape != want:
-                raise TraceError(f"{path}: array {name!r} is {a.dtype}{list(a.shape)}: accepted "
-                                 f"{dtype}{list(want)}")
-    unknown = sorted(set(arrays) - set(ROW_ARRAYS) - set(LOAD_ARRAYS))
-    if unknown:
-        raise TraceError(f"{path}: unknown arrays {unknown}")
     checks = [
         ("row_layer", 0, model.n_layers - 1), ("load_layer", 0, model.n_layers - 1),
         ("experts", -1, model.n_experts - 1), ("load_expert", 0, model.n_experts - 1),
@@ -162,9 +145,36 @@ def read_trace(path: Path) -> Trace:
         ("weights_q16", 0, 65536),
         ("load_bytes", 0, WeightLayout(**header["layout"]).expert_fetch_bytes),
     ]
-    for name, lo, hi in checks:
+    check_arrays(path, arrays, ((ROW_ARRAYS, "R"), (LOAD_ARRAYS, "G")), _sizes(header), checks,
+                 TraceError)
+    return Trace(header, arrays)
+
+
+def check_arrays(path: Path, arrays: dict, groups, sizes: dict, ranges, error) -> None:
+    """The arrays of a trace archive against their specs: `groups` is ((spec, count name), ...),
+    each spec name -> (dtype, shape) with the count name or `sizes`' keys for dimensions (a
+    group's count is its first array's length); no array missing, none unknown, every dtype and
+    shape as specified, and each (name, lo, hi) of `ranges` within lo..hi. A problem raises
+    `error` naming the file, the array and what is accepted."""
+    sizes = dict(sizes)
+    for spec, count_name in groups:
+        first = next(iter(spec))
+        if first not in arrays:
+            raise error(f"{path}: array {first!r} is missing")
+        sizes[count_name] = len(arrays[first])
+        for name, (dtype, shape) in spec.items():
+            if name not in arrays:
+                raise error(f"{path}: array {name!r} is missing")
+            a = arrays[name]
+            want = tuple(sizes[s] for s in shape)
+            if a.dtype != np.dtype(dtype) or a.shape != want:
+                raise error(f"{path}: array {name!r} is {a.dtype}{list(a.shape)}: accepted "
+                            f"{dtype}{list(want)}")
+    unknown = sorted(set(arrays) - {name for spec, _ in groups for name in spec})
+    if unknown:
+        raise error(f"{path}: unknown arrays {unknown}")
+    for name, lo, hi in ranges:
         a = arrays[name]
         if a.size and (int(a.min()) < lo or int(a.max()) > hi):
-            raise TraceError(f"{path}: array {name!r} holds {int(a.min())}..{int(a.max())}: "
-                             f"accepted {int(lo)}..{int(hi)}")
-    return Trace(header, arrays)
+            raise error(f"{path}: array {name!r} holds {int(a.min())}..{int(a.max())}: "
+                        f"accepted {int(lo)}..{int(hi)}")
