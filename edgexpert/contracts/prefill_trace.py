@@ -21,7 +21,6 @@ and the problem. The golden model builds them (edgexpert.golden.prefill_trace).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import numpy as np
 
 from .config import ModelConfig
 from .errors import InputError
-from .trace import check_arrays
+from .trace import check_arrays, open_archive, save_archive
 from .weight_layout import WeightLayout
 
 __all__ = ["PREFILL_SCHEMA", "PREFILL_VERSION", "TOKEN_ARRAYS", "FETCH_ARRAYS",
@@ -83,49 +82,26 @@ class PrefillTrace:
 
 
 def write_prefill_trace(trace: PrefillTrace, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = np.frombuffer(json.dumps(trace.header, sort_keys=True).encode(), dtype=np.uint8)
-    with open(path, "wb") as f:  # a file object: np.savez_compressed adds no ".npz" of its own
-        np.savez_compressed(f, header=header, **trace.arrays)
-    return path
+    return save_archive(path, trace.header, trace.arrays)
 
 
-def _header(path: Path, archive) -> tuple[dict, ModelConfig]:
-    if "header" not in archive.files:
-        raise PrefillTraceError(f"{path} has no header array")
-    try:
-        header = json.loads(archive["header"].tobytes().decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PrefillTraceError(f"{path}: header is not JSON: {exc}") from None
-    if header.get("schema") != PREFILL_SCHEMA or header.get("version") != PREFILL_VERSION:
-        raise PrefillTraceError(f"{path}: header says schema {header.get('schema')!r} version "
-                                f"{header.get('version')!r}: accepted {PREFILL_SCHEMA!r} version "
-                                f"{PREFILL_VERSION}")
-    try:
-        model = ModelConfig(**header["model"])
-        WeightLayout(**header["layout"])
-        prefill = header["prefill"]
-        bad = [key for key in PREFILL_KEYS if not isinstance(prefill.get(key), int)]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise PrefillTraceError(f"{path}: header model, layout or prefill is malformed: "
-                                f"{exc}") from None
+def _check_prefill(path: Path, header: dict) -> None:
+    """The header's prefill settings: every key of `PREFILL_KEYS`, an integer."""
+    prefill = header.get("prefill")
+    if not isinstance(prefill, dict):
+        raise PrefillTraceError(f"{path}: header prefill is malformed: {prefill!r}")
+    bad = [key for key in PREFILL_KEYS if not isinstance(prefill.get(key), int)]
     if bad:
         raise PrefillTraceError(f"{path}: header prefill lacks integer {bad}: accepted "
                                 f"{list(PREFILL_KEYS)}")
-    return header, model
 
 
 def read_prefill_trace(path: Path) -> PrefillTrace:
     """Read and validate a prefill trace file."""
     path = Path(path)
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise PrefillTraceError(f"{path} is not a prefill trace file (.npz): {exc}") from None
-    with archive:
-        header, model = _header(path, archive)
-        arrays = {name: archive[name] for name in archive.files if name != "header"}
+    header, model, arrays = open_archive(path, "prefill trace file", PREFILL_SCHEMA,
+                                         PREFILL_VERSION, PrefillTraceError)
+    _check_prefill(path, header)
     sizes = {"L": model.n_layers, "E": model.n_experts, "K": model.top_k,
              "E8": -(-model.n_experts // 8)}
     checks = [("tok_index", 0, model.max_seq_len - 1), ("token", 0, model.vocab_size - 1),

@@ -40,7 +40,8 @@ from .errors import InputError
 from .weight_layout import Matrix, WeightLayout
 
 __all__ = ["SCHEMA", "VERSION", "PassKind", "ROW_ARRAYS", "LOAD_ARRAYS", "TraceError", "Trace",
-           "write_trace", "read_trace", "fetch_bytes", "check_arrays"]
+           "write_trace", "read_trace", "fetch_bytes", "save_archive", "open_archive",
+           "check_arrays"]
 
 SCHEMA = "edgexpert-trace"
 VERSION = 1
@@ -100,11 +101,17 @@ def fetch_bytes(layout: WeightLayout, gate_up: np.ndarray, down: np.ndarray) -> 
 
 
 def write_trace(trace: Trace, path: Path) -> Path:
+    return save_archive(path, trace.header, trace.arrays)
+
+
+def save_archive(path: Path, header: dict, arrays: dict) -> Path:
+    """A trace archive: `header` as a JSON byte array (sorted keys: the same trace, the same
+    file) beside `arrays`, compressed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = np.frombuffer(json.dumps(trace.header, sort_keys=True).encode(), dtype=np.uint8)
+    encoded = np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8)
     with open(path, "wb") as f:  # a file object: np.savez_compressed adds no ".npz" of its own
-        np.savez_compressed(f, header=header, **trace.arrays)
+        np.savez_compressed(f, header=encoded, **arrays)
     return path
 
 
@@ -117,26 +124,7 @@ def _sizes(header: dict) -> dict[str, int]:
 def read_trace(path: Path) -> Trace:
     """Read and validate a trace file."""
     path = Path(path)
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise TraceError(f"{path} is not a trace file (.npz): {exc}") from None
-    with archive:
-        if "header" not in archive.files:
-            raise TraceError(f"{path} has no header array")
-        try:
-            header = json.loads(archive["header"].tobytes().decode())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TraceError(f"{path}: header is not JSON: {exc}") from None
-        if header.get("schema") != SCHEMA or header.get("version") != VERSION:
-            raise TraceError(f"{path}: header says schema {header.get('schema')!r} version "
-                             f"{header.get('version')!r}: accepted {SCHEMA!r} version {VERSION}")
-        try:
-            model = ModelConfig(**header["model"])
-            WeightLayout(**header["layout"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TraceError(f"{path}: header model or layout is malformed: {exc}") from None
-        arrays = {name: archive[name] for name in archive.files if name != "header"}
+    header, model, arrays = open_archive(path, "trace file", SCHEMA, VERSION, TraceError)
     checks = [
         ("row_layer", 0, model.n_layers - 1), ("load_layer", 0, model.n_layers - 1),
         ("experts", -1, model.n_experts - 1), ("load_expert", 0, model.n_experts - 1),
@@ -148,6 +136,34 @@ def read_trace(path: Path) -> Trace:
     check_arrays(path, arrays, ((ROW_ARRAYS, "R"), (LOAD_ARRAYS, "G")), _sizes(header), checks,
                  TraceError)
     return Trace(header, arrays)
+
+
+def open_archive(path: Path, kind: str, schema: str, version: int,
+                 error) -> tuple[dict, ModelConfig, dict]:
+    """A trace archive's header and arrays: the .npz file, its JSON `header` array with this
+    `schema` and `version`, and the header's model and weight layout, each checked; a problem
+    raises `error` naming the file (`kind` says what the file should have been)."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise error(f"{path} is not a {kind} (.npz): {exc}") from None
+    with archive:
+        if "header" not in archive.files:
+            raise error(f"{path} has no header array")
+        try:
+            header = json.loads(archive["header"].tobytes().decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise error(f"{path}: header is not JSON: {exc}") from None
+        if header.get("schema") != schema or header.get("version") != version:
+            raise error(f"{path}: header says schema {header.get('schema')!r} version "
+                        f"{header.get('version')!r}: accepted {schema!r} version {version}")
+        try:
+            model = ModelConfig(**header["model"])
+            WeightLayout(**header["layout"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise error(f"{path}: header model or layout is malformed: {exc}") from None
+        arrays = {name: archive[name] for name in archive.files if name != "header"}
+    return header, model, arrays
 
 
 def check_arrays(path: Path, arrays: dict, groups, sizes: dict, ranges, error) -> None:
