@@ -31,7 +31,7 @@ from .model import MoEModel
 from .tokenizer import load_tokenizer
 
 __all__ = ["CheckpointError", "Checkpoint", "save_checkpoint", "load_checkpoint",
-           "bundled_checkpoint_dir", "META_VERSION", "weights_sha256", "save_tensors"]
+           "bundled_checkpoint_dir", "META_VERSION", "weights_sha256", "save_tensors", "save_meta"]
 
 META_VERSION = 1
 
@@ -75,6 +75,14 @@ def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> Path:
     path = Path(path)
     path.write_bytes(save(tensors))
     return path
+
+
+def save_meta(meta: dict, path: Path) -> Path:
+    """A trained part's metadata as sorted, indented JSON, without its wall time
+    (`train_seconds`): the same training writes the same file."""
+    stored = {key: value for key, value in meta.items() if key != "train_seconds"}
+    Path(path).write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n")
+    return Path(path)
 
 
 def save_checkpoint(model: MoEModel, tokenizer: Tokenizer, meta: dict, out: Path) -> Path:

@@ -49,7 +49,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..contracts.errors import InputError
-from .checkpoint import bundled_checkpoint_dir, save_tensors, weights_sha256
+from .checkpoint import bundled_checkpoint_dir, save_meta, save_tensors, weights_sha256
 from .int_model import INT4_MAX, RESIDUAL_FRAC, quantize_gain, quantize_weight, weight_rows
 from .intops import int_matmul, quantize_vec, requant, rshift
 from .model import KVCache, LayerTrace, MoEModel, RMSNorm
@@ -462,8 +462,7 @@ def save_eagle(head: EagleHead, meta: dict, out: Path) -> Path:
     if head.vocab is not None:
         tensors["vocab"] = head.vocab.contiguous()
     save_tensors(tensors, out / "eagle.safetensors")
-    stored = {key: value for key, value in meta.items() if key != "train_seconds"}
-    (out / "meta.json").write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n")
+    save_meta(meta, out / "meta.json")
     return out
 
 

@@ -30,7 +30,7 @@ from torch import nn
 from ..contracts.config import PolicyConfig, check_prefill_budgets
 from ..contracts.errors import InputError
 from ..contracts.progress import progress_bar
-from .checkpoint import bundled_checkpoint_dir, save_tensors, weights_sha256
+from .checkpoint import bundled_checkpoint_dir, save_meta, save_tensors, weights_sha256
 from .decode import exact_logits, run_pass
 from .metrics import LogitComparison
 from . import pru
@@ -300,10 +300,9 @@ def save_encoder(encoder: TokenEncoder, meta: dict, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     save_tensors({k: v.contiguous() for k, v in encoder.state_dict().items()},
                  out / "encoder.safetensors")
-    stored = {key: value for key, value in meta.items() if key != "train_seconds"}
-    if "checkpoint" in stored:
-        stored["checkpoint"] = Path(stored["checkpoint"]).name
-    (out / "encoder.json").write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n")
+    if "checkpoint" in meta:
+        meta = {**meta, "checkpoint": Path(meta["checkpoint"]).name}
+    save_meta(meta, out / "encoder.json")
     return out
 
 
