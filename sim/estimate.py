@@ -28,7 +28,7 @@ from .models import BUNDLED, MoEModelSpec, linear_bytes, model_names, model_spec
 from .passes import Pass, PassCoster, StepPlan
 from .traffic import measured_plan, resident_share
 
-__all__ = ["POLICIES", "estimate", "plan_step", "plan_prefill", "distinct_experts",
+__all__ = ["POLICIES", "check_request", "estimate", "plan_step", "plan_prefill", "distinct_experts",
            "CONTEXT_TOKENS", "RHO_TREE", "RHO_PREFILL"]
 
 #: policies the estimate knows: `edgexpert compare`'s, in its order (golden/policies.py COMPARED)
@@ -265,6 +265,15 @@ def _check(names, accepted, what: str) -> None:
             raise InputError(f"{what} {name!r} is not known: accepted {', '.join(accepted)}")
 
 
+def check_request(models: list, policies: list[str], context: int = CONTEXT_TOKENS) -> None:
+    """What `estimate` is asked for, checked before anything is priced: known model names (a
+    spec passes as it is), known policies, a context of at least one token."""
+    _check([m for m in models if isinstance(m, str)], model_names(), "model")
+    _check(policies, POLICIES, "policy")
+    if not 1 <= context:
+        raise InputError(f"context = {context} is out of range: accepted integers >= 1")
+
+
 def estimate(config: Config, models: list, policies: list[str],
              context: int = CONTEXT_TOKENS, cost_table: dict | None = None,
              measured: dict | None = None) -> list[dict]:
@@ -277,11 +286,8 @@ def estimate(config: Config, models: list, policies: list[str],
     compare` for the bundled model, `edgexpert trace --hf` for a checkpoint); a policy found
     there is estimated from its measured passes (routing "trace", their own contexts) instead of
     the synthetic plan."""
-    _check([m for m in models if isinstance(m, str)], model_names(), "model")
+    check_request(models, policies, context)
     measured = measured or {}
-    _check(policies, POLICIES, "policy")
-    if not 1 <= context:
-        raise InputError(f"context = {context} is out of range: accepted integers >= 1")
     out = []
     for name in models:
         m = model_spec(name) if isinstance(name, str) else name

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..contracts.config import Config
 from ..contracts.errors import InputError
-from .estimate import estimate
+from .estimate import check_request, estimate
 
 __all__ = ["parse_axes", "SweepPoint", "grid_points", "run_sweep", "ROW_FIELDS"]
 
@@ -88,8 +88,8 @@ def run_sweep(points: list[SweepPoint], models: list[str], policies: list[str], 
     from .passes import load_cost_table
     table = load_cost_table()
     extra = {"measured": measured, **({} if context is None else {"context": context})}
-    # validate the names once, before any task is sent
-    estimate(points[0].config, models, policies, cost_table=table, **extra)
+    # the names once, before any task is sent (a task's own error reaches us by .result())
+    check_request(models, policies, *([] if context is None else [context]))
     futures = {client.submit(estimate, p.config, models, policies, cost_table=table, pure=False,
                              **extra): i for i, p in enumerate(points)}
     results: dict[int, list[dict]] = {}

@@ -49,8 +49,8 @@ def resident_share(spec: MoEModelSpec, config: Config) -> dict[str, int]:
     sram = config.platform.sram_bytes
     if (p.onchip_expert_kib + p.resident_nonexpert_kib) * 1024 > sram:
         raise InputError(
-            f"policies.onchip_expert_kib = {p.onchip_expert_kib} and policies.resident_nonexpert_kib"
-            f" = {p.resident_nonexpert_kib} share platform.sram_bytes = {sram}: accepted a sum of "
+            f"policies.onchip_expert_kib = {p.onchip_expert_kib} and "
+            f"policies.resident_nonexpert_kib = {p.resident_nonexpert_kib} share platform.sram_bytes = {sram}: accepted a sum of "
             f"at most {sram // 1024} KiB")
     return spec.resident(p.resident_nonexpert_kib * 1024)
 
@@ -109,6 +109,6 @@ def add_traffic(results: dict[str, dict], spec: MoEModelSpec, config: Config) ->
     if "naive_sd" in results:
         naive = results["naive_sd"]["total_bytes_per_token"]
         for metrics in results.values():
-            metrics["total_change_vs_naive_sd"] = round(metrics["total_bytes_per_token"] / naive - 1,
-                                                        4)
+            change = metrics["total_bytes_per_token"] / naive - 1
+            metrics["total_change_vs_naive_sd"] = round(change, 4)
     return dict(sorted(results.items(), key=lambda kv: kv[1]["total_bytes_per_token"]))

@@ -187,7 +187,8 @@ def _plan_options(p, default_models: str) -> None:
     p.add_argument("--policy", action="append", metavar="NAME",
                    help="a policy (repeatable; default: all eight)")
     p.add_argument("--context", type=int, metavar="TOKENS",
-                   help="tokens already in the KV cache (default: sim.estimate.CONTEXT_TOKENS, 512)")
+                   help="tokens already in the KV cache (default 512, "
+                        "sim.estimate.CONTEXT_TOKENS)")
     _measured_options(p)
 
 
