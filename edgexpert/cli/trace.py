@@ -19,7 +19,7 @@ def cmd_trace(args) -> int:
     from ..golden.decode import FloatEngine, decode_ar, decode_speculative, summarize
     from ..golden.hf_loader import load_hf_checkpoint, load_hf_tokenizer
     from ..golden.prompts import text_prompts
-    from ..sim.models import MODELS, spec_from_config
+    from ..sim.models import spec_from_config
 
     folder = Path(args.hf)
     texts = prompt_texts(args)
@@ -32,32 +32,30 @@ def cmd_trace(args) -> int:
     room = model.cfg.max_seq_len - decode.max_new_tokens - decode.max_depth
     prompts = text_prompts(texts, tokenizer, max(room, 0))
     name = args.name or folder.resolve().name
-    registered = [m for m in MODELS.values() if spec_from_config(m.name, "", model.cfg) ==
-                  dataclasses.replace(m, source="")]
     spec = spec_from_config(
         name, f"{folder.resolve()}/config.json (traced by `edgexpert trace --hf`)", model.cfg)
     engine = FloatEngine(model)
-    log = (lambda *a: None) if args.json else print
-    log(f"edgexpert trace: {folder} ({model.cfg.n_layers} layers, {model.cfg.n_experts} experts, "
-        f"top-{model.cfg.top_k}), {len(prompts)} prompts x {decode.max_new_tokens} new tokens, "
-        f"float path, greedy")
+    if not args.json:   # --json: stdout holds the JSON alone
+        print(f"edgexpert trace: {folder} ({model.cfg.n_layers} layers, "
+              f"{model.cfg.n_experts} experts, top-{model.cfg.top_k}), {len(prompts)} prompts x "
+              f"{decode.max_new_tokens} new tokens, float path, greedy")
     runs = {"ar": [decode_ar(engine, p, decode) for p in prompts],
             "naive_sd": [decode_speculative(engine, p, decode) for p in prompts]}
     policies = {k: summarize(v) for k, v in runs.items()}
     lossless = all(a.tokens == s.tokens for a, s in zip(runs["ar"], runs["naive_sd"]))
     data = {"model": name, "spec": dataclasses.asdict(spec), "policies": policies,
             "prompts": len(prompts), "lossless": lossless,
-            "same_shape_as": [m.name for m in registered],
             "decode": dataclasses.asdict(decode)}
     path = write_result(data, "trace", name, "measured.json")
     if args.json:
         print_json(data)
         return 0
     for policy, m in policies.items():
-        log(f"  {policy:<9} {m['tokens_per_step']:.2f} tokens/step, {m['passes_per_token']:.2f} "
-            f"passes/token, {m['ema_bytes_per_token']:,} expert bytes/token")
-    log(f"  speculative output equal to greedy: {lossless}")
-    log(f"measured passes {path}\nnext: edgexpert estimate --measured {path} --model {name}")
+        print(f"  {policy:<9} {m['tokens_per_step']:.2f} tokens/step, "
+              f"{m['passes_per_token']:.2f} passes/token, {m['ema_bytes_per_token']:,} expert "
+              "bytes/token")
+    print(f"  speculative output equal to greedy: {lossless}")
+    print(f"measured passes {path}\nnext: edgexpert estimate --measured {path} --model {name}")
     return 0
 
 
