@@ -33,6 +33,7 @@ STUDIES = {
     "threshold": "S2-MoE and combined: the adaptive-expansion threshold",
     "slots": "SpecMoE, Specter, combined and plain decoding with 256 / 512 / 1024 KiB on chip",
     "combined": "our combined policy built up part by part, and with EdgeXpert's prefill reuse",
+    "tree": "combined: the EAGLE tree's depth and candidates (chosen for the fewest total bytes per token)",
     "pruning": "EdgeXpert coalescing on the unpruned model and on the bundled pruned-and-recovered one",
     "chain": "Specter: draft chain length K (chosen offline, as Specter does, for the least bytes per token)",
     "draft": "every speculative policy with its self-draft and with the EAGLE head where its rules allow",
@@ -46,11 +47,16 @@ def study_settings(study: str, config, model, layout, encoder=None,
     head for the policies that draft with it."""
     p, k = config.policies, model.cfg.top_k
 
-    def setting(name: str, prefill_encoder=None, draft=None, **values) -> Callable[[], Policy]:
+    def setting(name: str, prefill_encoder=None, draft=None, tree=None,
+                **values) -> Callable[[], Policy]:
         """Policy `name` with the `policies` values of this setting (the rest from the
-        configuration) and `draft` (None: policies.draft); the prefill encoder only where the
-        setting names it."""
-        studied = dataclasses.replace(config, policies=dataclasses.replace(p, **values))
+        configuration), `draft` (None: policies.draft) and `tree` (None: the configuration's
+        decode tree; else (depth, candidates)); the prefill encoder only where the setting
+        names it."""
+        decode = config.decode if tree is None else dataclasses.replace(
+            config.decode, max_depth=tree[0], max_candidates=tree[1])
+        studied = dataclasses.replace(config, decode=decode,
+                                      policies=dataclasses.replace(p, **values))
         return lambda: build_policy(name, studied, model, layout, prefill_encoder, eagle, draft)
 
     # EdgeXpert on the compared model, whatever policies.pruned_checkpoint says
@@ -78,12 +84,15 @@ def study_settings(study: str, config, model, layout, encoder=None,
     # slots study, rather than when its setting is built
     on_chip_slots(p.onchip_expert_kib, layout)
     alone = {"combined_prefill_reuse": False}
+    # the combined policy's expert slots and adaptive expansion are those of its self-draft
+    resident = {"draft": "self", **alone}
     if study == "threshold":
         return naive + [(f"{name} threshold={t}", make)
                         for t in (0.25, 0.5, 1.0, 2.0, 4.0)
                         for name, make in [("s2moe", setting("s2moe", s2moe_threshold=t)),
-                                           ("combined", setting("combined", combined_threshold=t,
-                                                                **alone))]]
+                                           ("combined draft=self",
+                                            setting("combined", combined_threshold=t,
+                                                    **resident))]]
     if study == "slots":
         out = naive + [("ar", setting("ar"))]
         for kib in (256, 512, 1024):
@@ -91,16 +100,31 @@ def study_settings(study: str, config, model, layout, encoder=None,
             out += [(f"ar_resident {kib} KiB", setting("ar_resident", onchip_expert_kib=kib)),
                     (f"specmoe {kib} KiB", setting("specmoe", onchip_expert_kib=kib)),
                     (f"specter {kib} KiB", setting("specter", onchip_expert_kib=kib)),
-                    (f"combined {kib} KiB", setting("combined", onchip_expert_kib=kib, **alone))]
+                    (f"combined draft=self {kib} KiB",
+                     setting("combined", onchip_expert_kib=kib, **resident))]
         return out
+    tree = (p.combined_depth, p.combined_candidates)
+    full = (config.decode.max_depth, config.decode.max_candidates)
     if study == "combined":
         t = p.combined_threshold
         return naive + [
-            ("specmoe (resident draft)", setting("specmoe")),
-            (f"+ adaptive expansion, on-chip experts free (combined, threshold {t})",
-             setting("combined", **alone)),
+            (f"naive_sd draft=eagle, tree {tree[0]}x{tree[1]}",
+             setting("naive_sd", draft="eagle", tree=tree)),
+            (f"+ SRAM by reuse, head on chip, tree {full[0]}x{full[1]}",
+             setting("combined", draft="eagle", combined_depth=full[0],
+                     combined_candidates=full[1], **alone)),
+            (f"+ tree {tree[0]}x{tree[1]} (combined)", setting("combined", draft="eagle", **alone)),
             ("+ EdgeXpert prefill reuse",
-             setting("combined", encoder, combined_prefill_reuse=True))]
+             setting("combined", encoder, draft="eagle", combined_prefill_reuse=True)),
+            ("specmoe (resident self-draft)", setting("specmoe")),
+            (f"combined draft=self (+ adaptive expansion, threshold {t})",
+             setting("combined", **resident))]
+    if study == "tree":
+        return naive + [(f"combined tree {d}x{c}",
+                         setting("combined", draft="eagle", combined_depth=d,
+                                 combined_candidates=c, **alone))
+                        for d, c in ((2, 4), (2, 8), (3, 4), (3, 8), (3, 16), (4, 8), (4, 16),
+                                     (6, 16), (6, 64))]
     if study == "chain":
         return naive + [(f"specter K={c}", setting("specter", specter_chain=c))
                         for c in (1, 2, 3, 4, 6, 8)]

@@ -104,7 +104,8 @@ def measure(engine: FloatEngine, policy: Policy, prompts: list[list[int]],
     own = engine if policy.model is None else FloatEngine(policy.model)
     traffic = run_policy(own, policy, prompts, reference, eot)
     return {**traffic, **quality(own, policy, windows, prompt_len, reference=engine),
-            "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"], "draft": policy.draft}
+            "ema_bytes_per_token_decode": traffic["ema_bytes_per_token"], "draft": policy.draft,
+            "onchip": policy.onchip}
 
 
 def against_naive(results: dict, naive: int) -> dict:

@@ -8,7 +8,8 @@
 - `S2MoE`: routing-aware adaptive expansion of the tree, reuse-aware gating in verification.
 - `SpecMoE`: a draft on resident experts only (affinity substitution), HotTemporal refresh.
 - `Specter`: a quantized-expert draft chain whose routing prefetches experts into LRU slots.
-- `Combined`: ours, the lossless ideas of the others together (resident draft, cost-aware tree).
+- `Combined`: ours, lossless: the EAGLE head kept on chip, the SRAM by reuse, a tree chosen for
+  the fewest total bytes (or, self-drafting, the resident draft and the cost-aware tree).
 - `ResidentAR`: a reference, plain decoding with the same on-chip slots.
 
 The registry `POLICIES` builds each of them by name from the configuration (`build_policy`);
@@ -458,20 +459,36 @@ class Specter(_Resident):
 
 
 class Combined(SpecMoE):
-    """Ours: SpecMoE's resident draft (no draft traffic; the draft routes into the resident
-    experts by affinity) with S2-MoE's adaptive expansion priced by what is *not* on chip
-    (resident experts cost nothing to verify), HotTemporal refresh, the target's routing in
-    verification: decoding is lossless, the output is exactly the target's greedy output. With
-    `prefill`, EdgeXpert's shared-set routing in the prefill pass (lossy, policies.
-    combined_prefill_reuse)."""
+    """Ours. Verification always uses the target's routing, so decoding is lossless: the output
+    is exactly the target's greedy output. With `prefill`, EdgeXpert's shared-set routing in the
+    prefill pass (lossy, policies.combined_prefill_reuse).
+
+    With the EAGLE head (its paper draft, docs/policies.md "The combined policy"), priced on
+    every byte a token costs:
+    - the head drafts (no target pass, no expert per draft token);
+    - the SRAM goes to what a step reads most often (`onchip = "reuse"`, priced by
+      sim/traffic.py `onchip_plan`): the head, read once per draft pass, before the target's
+      non-expert weights, read once per verification; no expert slots (an expert's byte is read
+      at most once a step, and only when a candidate picks it);
+    - the tree is `tree` = (depth, candidates), chosen offline for the fewest total bytes per
+      token (`edgexpert ablate tree`), as Specter chooses its chain.
+    With its self-draft, SpecMoE's resident draft (no draft traffic; the draft routes into the
+    resident experts by affinity) with S2-MoE's adaptive expansion priced by what is *not* on
+    chip (resident experts cost nothing to verify) and HotTemporal refresh."""
     name = "combined"
-    EAGLE_REFUSAL = ("its resident draft and adaptive expansion read the draft's per-layer "
-                     "routing; accepted policies.draft paper or self")
+    EAGLE_REFUSAL = None
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig, model: MoEModel, slots: int,
-                 threshold: float, prefill: PrefillRouting | None = None):
+                 threshold: float, tree: tuple[int, int], prefill: PrefillRouting | None = None):
         super().__init__(layout, decode, model, slots)
-        self.threshold, self.prefill = threshold, prefill
+        self.threshold, self.tree, self.prefill = threshold, tree, prefill
+
+    def use_eagle(self, head) -> None:
+        Policy.use_eagle(self, head)
+        depth, candidates = self.tree
+        self.decode = dataclasses.replace(self.decode, max_depth=depth,
+                                          max_candidates=candidates)
+        self.onchip = "reuse"
 
     def router(self, kind, tokens):
         if kind == "prefill" and self.prefill is not None:
@@ -479,8 +496,15 @@ class Combined(SpecMoE):
         return super().router(kind, tokens)
 
     def expansion(self, cfg, top_k):
+        if self.eagle is not None:         # the head does not route: nothing to price by
+            return super().expansion(cfg, top_k)
         return AdaptiveExpansion(cfg, self.layout.n_layers * top_k, self.threshold,
                                  free=lambda layer, e: (layer, e) in self.slots)
+
+    def pass_bytes(self, kind, traces, hook):
+        if self.eagle is not None:         # no expert slots: every used expert is fetched
+            return Policy.pass_bytes(self, kind, traces, hook)
+        return super().pass_bytes(kind, traces, hook)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,7 +555,8 @@ def _combined(config: Config, model: MoEModel, layout: WeightLayout,
     p = config.policies
     prefill = prefill_routing(p, encoder, model.cfg.top_k) if p.combined_prefill_reuse else None
     return Combined(layout, config.decode, model, on_chip_slots(p.onchip_expert_kib, layout),
-                    p.combined_threshold, prefill=prefill)
+                    p.combined_threshold, (p.combined_depth, p.combined_candidates),
+                    prefill=prefill)
 
 
 #: name (the policy's `name`) -> builder(config, model, layout, prefill encoder or None): the
@@ -561,9 +586,9 @@ COMPARED = ("ar", "naive_sd", "edgexpert", "moe_spec", "s2moe", "specmoe", "spec
 #: MoE-Spec speculate with an EAGLE-3 head; naive speculative decoding is EdgeXpert's baseline,
 #: so it drafts as EdgeXpert does (issue 11: EdgeXpert against naive speculative decoding with
 #: the same draft); SpecMoE and S2-MoE self-draft, Specter with its quantized self-draft; ours
-#: (combined) keeps SpecMoE's resident self-draft
+#: (combined) drafts with the head and keeps it on chip (docs/policies.md, "The combined policy")
 PAPER_DRAFT = {"naive_sd": "eagle", "edgexpert": "eagle", "moe_spec": "eagle", "s2moe": "self",
-               "specmoe": "self", "specter": "self", "combined": "self"}
+               "specmoe": "self", "specter": "self", "combined": "eagle"}
 
 
 def build_policy(name: str, config: Config, model: MoEModel, layout: WeightLayout,

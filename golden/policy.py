@@ -172,6 +172,10 @@ class Policy:
     model = None
     #: why this policy cannot draft with an EAGLE head (None: it can)
     EAGLE_REFUSAL: str | None = None
+    #: how the platform's SRAM is used (sim/traffic.py `onchip_plan`): "configured", the
+    #: configuration's split (policies.onchip_expert_kib for expert slots, resident_nonexpert_kib
+    #: for non-expert weights); "reuse", by reads per step (the draft head, then non-expert weights)
+    onchip = "configured"
 
     def __init__(self, layout: WeightLayout, decode: DecodeConfig):
         self.layout = layout

@@ -20,13 +20,14 @@ Synthetic routing, full-size models (docs/performance-model.md, "Synthetic routi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..contracts.config import Config
 from ..contracts.errors import InputError
 from .models import BUNDLED, MoEModelSpec, linear_bytes, model_names, model_spec
 from .passes import Pass, PassCoster, StepPlan
-from .traffic import measured_plan, resident_share
+from .traffic import measured_plan, onchip_plan
 
 __all__ = ["POLICIES", "check_request", "estimate", "plan_step", "plan_prefill", "distinct_experts",
            "CONTEXT_TOKENS", "RHO_TREE", "RHO_PREFILL"]
@@ -48,18 +49,23 @@ RHO_TREE = (math.log(1 - EAGLE3_EXPERTS_PER_LAYER / _QWEN3_E) / math.log(1 - _QW
             / _TREE)
 
 #: the bundled model's measurements (docs/policies.md, `edgexpert compare`, 8 prompts x 64
-#: tokens): tokens per step, passes per token, routed-expert EMA bytes per decoded token and per
-#: prompt token
+#: tokens, each policy on its paper's draft, 2026-12-01): tokens per step, passes per token,
+#: routed-expert EMA bytes per decoded token and per prompt token
 BUNDLED_MEASURED = {
-    "ar": (1.00, 1.00, 305_152, 102_311),
-    "naive_sd": (4.57, 1.53, 752_972, 102_311),
-    "edgexpert": (4.38, 1.60, 658_857, 90_918),
-    "moe_spec": (4.41, 1.59, 579_349, 102_311),
-    "s2moe": (1.35, 2.66, 580_355, 102_311),
-    "specmoe": (2.60, 2.69, 493_823, 102_311),
-    "specter": (1.75, 1.14, 327_614, 102_311),
-    "combined": (1.30, 3.15, 182_413, 102_311),
+    "ar": (1.0, 1.0, 305_152, 102_311),
+    "naive_sd": (3.1801, 2.2012, 542_844, 102_311),
+    "edgexpert": (3.0118, 2.3242, 493_194, 90_918),
+    "moe_spec": (3.3464, 2.0918, 272_521, 102_311),
+    "s2moe": (1.3474, 2.6582, 580_355, 102_311),
+    "specmoe": (2.5990, 2.6934, 493_823, 102_311),
+    "specter": (1.7534, 1.1406, 327_614, 102_311),
+    "combined": (2.4498, 1.6328, 447_670, 102_311),
 }
+#: the policies that draft with the bundled EAGLE head in `edgexpert compare` (their papers'
+#: drafts, golden/policies.py PAPER_DRAFT), and what one of its draft passes reads of it
+#: (golden/eagle.py `EagleHead.weight_bytes`: its layer at int4, 1,024 int8 head rows)
+BUNDLED_EAGLE = ("naive_sd", "edgexpert", "moe_spec", "combined")
+BUNDLED_EAGLE_HEAD_BYTES = 498_944
 #: the bundled model's experts per layer (its ModelConfig), against which policies.moe_spec_budget
 #: is set; a full-size model keeps the same share of its experts
 BUNDLED_EXPERTS = 32
@@ -69,10 +75,21 @@ MOE_SPEC_ACCEPTANCE = 1 - 0.014
 #: 19,072-byte experts, 16-token chunks): 102,311 x 16 / 19,072 / 4 = 21.46 experts per layer
 _B_PER_LAYER = BUNDLED_MEASURED["ar"][3] * 16 / 19_072 / 4
 RHO_PREFILL = math.log(1 - _B_PER_LAYER / 32) / math.log(1 - 4 / 32) / 16
-#: EdgeXpert's coalescing shortens acceptance (bundled model: 4.38 vs 4.57 tokens per step)
+#: EdgeXpert's coalescing shortens acceptance (bundled model, both on the EAGLE head: 3.01 vs
+#: 3.18 tokens per step)
 EDGEXPERT_ACCEPTANCE = BUNDLED_MEASURED["edgexpert"][0] / BUNDLED_MEASURED["naive_sd"][0]
 #: EdgeXpert's prompt-wise expert reuse: prefill expert traffic -55.7 % (EdgeXpert, MICRO 2026)
 EDGEXPERT_PREFILL_KEEP = 1 - 0.557
+#: the combined policy's tree (policies.combined_depth x combined_candidates) accepts this share
+#: of the 64-candidate, depth-6 tree's tokens per step (the bundled model, both with the EAGLE
+#: head: 2.45 / 3.18 tokens per step)
+COMBINED_ACCEPTANCE = BUNDLED_MEASURED["combined"][0] / BUNDLED_MEASURED["naive_sd"][0]
+#: ... and its candidates activate as many experts as this share of the big tree's candidates
+#: would: distinct experts per layer per step measured on the bundled model (same run; 32
+#: experts, top-4): 14.375 (combined) and 22.63 (naive_sd), as effective independent tokens
+#: ln(1 - x / 32) / ln(1 - 4 / 32): 4.47 against 9.20. The rho model alone, fitted at 64
+#: candidates, would make 8 candidates as cheap as one token.
+COMBINED_TREE_SHARE = math.log(1 - 14.375 / 32) / math.log(1 - 22.63 / 32)
 #: EAGLE-3's draft vocabulary (Li et al., "EAGLE-3", arXiv 2503.01840; the reference code's
 #: draft_vocab_size 32000)
 EAGLE3_DRAFT_VOCAB = 32000
@@ -102,10 +119,11 @@ def _eagle3_draft_macs(m: MoEModelSpec) -> int:
 
 def _target_pass(m: MoEModelSpec, kind: str, tokens: int, experts_per_layer: float,
                  context: int, kv_written: float, ratio: float = 1.0, head: bool = True,
-                 expert_bits: int = 4, resident: int = 0) -> Pass:
+                 expert_bits: int = 4, resident: int = 0, held: int = 0) -> Pass:
     """A pass of the target model: `experts_per_layer` distinct routed experts fetched in every
     MoE layer (their `ratio` share of channels, at `expert_bits`), shared experts always, every
-    non-expert weight but the `resident` bytes kept on chip."""
+    non-expert weight but the `resident` bytes kept on chip (and `held` bytes of other weights
+    kept on chip meanwhile)."""
     routed = m.moe_layers * experts_per_layer * m.expert_bytes * ratio * expert_bits / 4
     shared = m.moe_layers * m.n_shared_experts * m.expert_bytes
     weights = m.nonexpert_bytes - (0 if head else m.head_bytes)
@@ -117,7 +135,7 @@ def _target_pass(m: MoEModelSpec, kind: str, tokens: int, experts_per_layer: flo
             "attention": tokens * m.attention_macs(context),
             "head": tokens * m.head_macs if head else 0}
     return Pass(kind, tokens, routed + shared, nonexpert, context * m.kv_bytes_per_token,
-                kv_written * m.kv_bytes_per_token, macs, resident_bytes=resident,
+                kv_written * m.kv_bytes_per_token, macs, resident_bytes=resident, held_bytes=held,
                 expert_channel_ratio=ratio)
 
 
@@ -125,23 +143,42 @@ def _measured_step(m: MoEModelSpec, policy: str, config: Config, context: int,
                    resident: int) -> StepPlan:
     """A policy from the bundled model's measured per-token statistics: tokens per step, passes
     per token, and routed-expert bytes per token (for a full-size model: its plain decoding's
-    times the bundled policy's ratio to plain decoding). A step's routed bytes are spread evenly
-    over its passes, each of which reads the non-expert weights (every one of these drafts is
-    the target's own layers); issue 11 fills them per pass from golden/ for the bundled model."""
+    times the bundled policy's ratio to plain decoding). On the bundled model the draft passes
+    of the policies that draft with the EAGLE head there (`BUNDLED_EAGLE`) are head passes and
+    the step's routed bytes are the verification's; otherwise a step's routed bytes are spread
+    evenly over its passes, each of which reads the non-expert weights (a self-draft is the
+    target's own layers)."""
     tokens, passes_per_token, expert_per_token, _ = BUNDLED_MEASURED[policy]
     if m.name != BUNDLED:
         expert_per_token *= (m.moe_layers * m.top_k * m.expert_bytes
                              / BUNDLED_MEASURED["ar"][2])
     runs = passes_per_token * tokens
-    verify_tokens = config.decode.max_candidates
+    verify_tokens = (config.policies.combined_candidates if policy == "combined"
+                     else config.decode.max_candidates)
     draft_tokens = config.decode.width
     ratio = config.policies.coalescing_ratio if policy == "edgexpert" else 1.0
+    source = "" if m.name == BUNDLED else ", expert bytes scaled by plain decoding's"
+    if m.name == BUNDLED and policy in BUNDLED_EAGLE:
+        head = BUNDLED_EAGLE_HEAD_BYTES
+        onchip = _combined_onchip(m, config)["draft_head"] if policy == "combined" else 0
+        experts = expert_per_token * tokens / (m.moe_layers * m.expert_bytes * ratio)
+        verify = _target_pass(m, "verify", verify_tokens, experts, context, tokens, ratio,
+                              resident=resident, held=onchip)
+        layer_kv = m.kv_bytes_per_token / m.n_layers
+        draft = Pass("draft", draft_tokens, 0.0, draft_tokens * m.embedding_row_bytes,
+                     context * layer_kv, draft_tokens * layer_kv,
+                     {"draft_head": draft_tokens * 2 * head}, draft_head_bytes=head - onchip,
+                     resident_bytes=onchip, held_bytes=resident if onchip else 0)
+        return StepPlan(policy, m.name, "synthetic", tokens, ((verify, 1.0), (draft, runs - 1)), (
+            f"the bundled model's measured tokens/step, passes/token and expert bytes/token "
+            f"(docs/policies.md); its draft passes are the EAGLE head's ({head} B"
+            f"{', on chip' if onchip else ''}); verify tokens = the tree's candidates (an upper "
+            f"bound where the tree stops early)",))
     per_pass = expert_per_token * tokens / runs / (m.moe_layers * m.expert_bytes * ratio)
     verify = _target_pass(m, "verify", verify_tokens, per_pass, context, tokens, ratio,
                           resident=resident)
     draft = _target_pass(m, "draft", draft_tokens, per_pass, context, draft_tokens, ratio,
                          resident=resident)
-    source = "" if m.name == BUNDLED else ", expert bytes scaled by plain decoding's"
     return StepPlan(policy, m.name, "synthetic", tokens, ((verify, 1.0), (draft, runs - 1)), (
         f"the bundled model's measured tokens/step, passes/token and expert bytes/token "
         f"(docs/policies.md){source}, spread evenly over the step's passes; verify tokens = "
@@ -163,7 +200,9 @@ def plan_step(m: MoEModelSpec, policy: str, config: Config, context: int = CONTE
         return ar
     if m.name == BUNDLED:
         return _measured_step(m, policy, config, context, resident)
-    if policy in ("specmoe", "combined"):
+    if policy == "combined":
+        return _eagle3_step(m, policy, config, context, resident)
+    if policy == "specmoe":
         slots = _onchip_slots(m, config)
         if slots == 0:
             # the resident draft (SpecMoE) drafts on the experts kept on chip; none fits
@@ -181,12 +220,26 @@ def plan_step(m: MoEModelSpec, policy: str, config: Config, context: int = CONTE
 
 def _eagle3_step(m: MoEModelSpec, policy: str, config: Config, context: int,
                  resident: int) -> StepPlan:
-    """Unoptimized MoE + EAGLE-3 (naive_sd), EdgeXpert's coalescing on it, MoE-Spec's budget."""
+    """Unoptimized MoE + EAGLE-3 (naive_sd), EdgeXpert's coalescing on it, MoE-Spec's budget,
+    ours (combined: its own tree, the SRAM by reuse, `_combined_onchip`)."""
     d = config.decode
     tokens = EAGLE3_TOKENS_PER_STEP
     ratio = 1.0
-    experts = distinct_experts(m.n_experts, m.top_k, d.max_candidates, RHO_TREE)
+    head_onchip = 0
     note = ""
+    if policy == "combined":
+        p = config.policies
+        d = dataclasses.replace(d, max_depth=p.combined_depth,
+                                max_candidates=p.combined_candidates)
+        tokens *= COMBINED_ACCEPTANCE
+        kept = _combined_onchip(m, config)
+        head_onchip, resident = kept["draft_head"], sum(kept["nonexpert"].values())
+        note = (f"; tree of depth {d.max_depth}, {d.max_candidates} candidates; "
+                + ("the head on chip" if head_onchip else "the head does not fit on chip")
+                + f", {resident} B of non-expert weights resident")
+    candidates = (config.decode.max_candidates * COMBINED_TREE_SHARE if policy == "combined"
+                  else d.max_candidates)
+    experts = distinct_experts(m.n_experts, m.top_k, candidates, RHO_TREE)
     if policy == "edgexpert":
         tokens *= EDGEXPERT_ACCEPTANCE
         ratio = config.policies.coalescing_ratio
@@ -198,16 +251,26 @@ def _eagle3_step(m: MoEModelSpec, policy: str, config: Config, context: int,
         experts = min(experts, budget)
         note = f"; budget {budget} experts per layer"
     verify = _target_pass(m, "verify", d.max_candidates, experts, context, tokens, ratio,
-                          resident=resident)
+                          resident=resident, held=head_onchip)
     draft_bytes = _eagle3_draft_bytes(m)
     layer_kv = m.kv_bytes_per_token / m.n_layers
     draft = Pass("draft", d.width, 0.0, 0.0, context * layer_kv, d.width * layer_kv,
-                 {"draft_head": d.width * _eagle3_draft_macs(m)}, draft_head_bytes=draft_bytes)
+                 {"draft_head": d.width * _eagle3_draft_macs(m)},
+                 draft_head_bytes=draft_bytes - head_onchip, resident_bytes=head_onchip,
+                 held_bytes=resident if policy == "combined" else 0)
     return StepPlan(policy, m.name, "synthetic", tokens, ((verify, 1.0), (draft, d.max_depth)), (
         f"EAGLE-3 draft head ({draft_bytes} B, no experts), {d.max_depth} draft passes of "
         f"{d.width} tokens; verification of {d.max_candidates} candidates activates "
         f"{experts:.1f} experts per layer (rho {RHO_TREE:.4f}){note}; {tokens:.2f} tokens "
         f"per step",))
+
+
+def _combined_onchip(m: MoEModelSpec, config: Config) -> dict:
+    """What the combined policy keeps on chip on model `m` (sim/traffic.py `onchip_plan`, rule
+    "reuse"): its draft head when it fits (the bundled head, or a full-size model's EAGLE-3
+    head), then non-expert weights."""
+    head = BUNDLED_EAGLE_HEAD_BYTES if m.name == BUNDLED else _eagle3_draft_bytes(m)
+    return onchip_plan(m, config, "reuse", head)
 
 
 def _specter_step(m: MoEModelSpec, config: Config, context: int, resident: int) -> StepPlan:
@@ -238,7 +301,8 @@ def plan_prefill(m: MoEModelSpec, policy: str, config: Config, context: int = CO
         experts = BUNDLED_MEASURED[policy][3] * chunk / (m.moe_layers * m.expert_bytes)
     else:
         experts = distinct_experts(m.n_experts, m.top_k, chunk, RHO_PREFILL)
-        if policy == "edgexpert":
+        if policy == "edgexpert" or (policy == "combined"
+                                     and config.policies.combined_prefill_reuse):
             experts *= EDGEXPERT_PREFILL_KEEP
     # the chunk's tokens attend to the half of the prompt before them on average
     p = _target_pass(m, "prefill", chunk, experts, context // 2, chunk, head=False,
@@ -279,9 +343,9 @@ def estimate(config: Config, models: list, policies: list[str],
              measured: dict | None = None) -> list[dict]:
     """Per model and policy: latency, throughput, energy per generated token (split), DRAM
     utilization, roofline ratio, bytes per token (split), prefill per prompt token. The
-    non-expert weights that `policies.resident_nonexpert_kib` keeps on chip (each model's own
-    tensors, sim/traffic.py `resident_share`) are read from SRAM instead of DRAM by every target
-    pass. `models`: names, or specs of models outside the registry (a traced Hugging Face
+    non-expert weights the SRAM keeps (each model's own tensors, sim/traffic.py `onchip_plan`:
+    `policies.resident_nonexpert_kib` of it, or what the combined policy's draft head leaves)
+    are read from SRAM instead of DRAM by every target pass. `models`: names, or specs of models outside the registry (a traced Hugging Face
     checkpoint). `measured`: per model name, per policy, a decoding run's summary (`edgexpert
     compare` for the bundled model, `edgexpert trace --hf` for a checkpoint); a policy found
     there is estimated from its measured passes (routing "trace", their own contexts) instead of
@@ -291,11 +355,12 @@ def estimate(config: Config, models: list, policies: list[str],
     out = []
     for name in models:
         m = model_spec(name) if isinstance(name, str) else name
-        kept = resident_share(m, config)
-        resident_nonexpert_bytes = sum(kept.values())
         coster = PassCoster(config.platform, m.layout, cost_table)
         peak_macs_per_s = config.platform.macs * config.platform.clock_hz
         for policy in policies:
+            kept = (_combined_onchip(m, config) if policy == "combined"
+                    else onchip_plan(m, config))["nonexpert"]
+            resident_nonexpert_bytes = sum(kept.values())
             if policy in measured.get(m.name, {}):
                 plan = measured_plan(policy, measured[m.name][policy], m, config)
             else:

@@ -77,7 +77,9 @@ DRAM_SAMPLE_BYTES = 256 << 10
 @dataclass(frozen=True)
 class Pass:
     """One forward pass. Bytes are fetched from DRAM in this pass; `resident_bytes` are the
-    non-expert weights an explicit on-chip share keeps (already left out of `nonexpert_bytes`).
+    weights an explicit on-chip share keeps that the pass reads from SRAM (already left out of
+    `nonexpert_bytes` and `draft_head_bytes`), `held_bytes` the ones it keeps without reading
+    (a draft head during verification): both take SRAM from the streaming double buffer.
     `expert_read_bytes` is the mean contiguous read of its expert fetches (the pattern the DRAM
     sample is drawn with; whole experts: a whole matrix); `macs` by `MAC_KINDS`."""
     kind: str                      # "prefill", "plain", "draft", "verify"
@@ -89,6 +91,7 @@ class Pass:
     macs: dict
     draft_head_bytes: float = 0.0
     resident_bytes: float = 0.0
+    held_bytes: float = 0.0
     expert_channel_ratio: float = 1.0   # share of each matrix's input channels fetched
 
     KINDS = ("prefill", "plain", "draft", "verify")
@@ -231,7 +234,7 @@ class PassCoster:
         compute_s = p.total_macs / (self.platform.macs * self.platform.clock_hz
                                     * COMPUTE_UTILIZATION)
         # the resident share takes its SRAM from the double buffer's two halves
-        half = (self.platform.sram_bytes - p.resident_bytes) / 2
+        half = (self.platform.sram_bytes - p.resident_bytes - p.held_bytes) / 2
         tiles = max(1, math.ceil(p.fetch_bytes / half))
         time_s = max(fetch_s, compute_s) + min(fetch_s, compute_s) / tiles
         activation_bytes = (p.tokens * self.layout.n_layers * self.layout.d_model

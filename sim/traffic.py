@@ -7,8 +7,9 @@ in `summarize`'s output). `measured_plan` turns that into the performance model'
 (sim/passes.py), with routing "trace": each pass also reads
 
 - the non-expert weights (attention, routers, norms, dense FFN layers, the head) but the part
-  that `policies.resident_nonexpert_kib` of SRAM keeps on chip (`MoEModelSpec.resident`), and
-  one embedding row per token;
+  the SRAM keeps on chip (`onchip_plan`: `policies.resident_nonexpert_kib` of it, or for a
+  policy that allots the SRAM by reuse what the draft head leaves; `MoEModelSpec.resident`),
+  and one embedding row per token;
 - the KV-cache entries it attends to that were cached before it, and writes its own tokens'
   entries, at the integer path's precision (`MoEModelSpec.kv_bytes_per_token`).
 
@@ -28,10 +29,11 @@ from __future__ import annotations
 
 from ..contracts.config import Config
 from ..contracts.errors import InputError
+from ..contracts.weight_layout import Matrix
 from .models import MoEModelSpec
 from .passes import Pass, StepPlan
 
-__all__ = ["GOLDEN_KINDS", "resident_share", "measured_plan", "traffic_columns", "add_traffic",
+__all__ = ["GOLDEN_KINDS", "resident_share", "onchip_plan", "staging_bytes", "measured_plan", "traffic_columns", "add_traffic",
            "TRAFFIC_COLUMNS"]
 
 #: the golden model's pass names -> the performance model's (sim/passes.py Pass.KINDS)
@@ -55,10 +57,46 @@ def resident_share(spec: MoEModelSpec, config: Config) -> dict[str, int]:
     return spec.resident(p.resident_nonexpert_kib * 1024)
 
 
+def onchip_plan(spec: MoEModelSpec, config: Config, onchip: str = "configured",
+                draft_head_bytes: int = 0) -> dict:
+    """What the SRAM keeps for a policy: {"draft_head": bytes of the draft head, "nonexpert":
+    bytes per non-expert tensor group}. `onchip` is the policy's rule (golden/policy.py
+    `Policy.onchip`): "configured", the configuration's split (`resident_share`; the expert
+    slots are the policies' own and double as the landing buffer of streamed weights); "reuse",
+    by reads per step, after a landing buffer for the streamed weights (`staging_bytes`): the
+    draft head (`draft_head_bytes`, read by every draft pass) when it fits, then the non-expert
+    weights in `RESIDENT_ORDER` (read by every target pass) in what is left; no expert slots."""
+    if onchip == "configured":
+        return {"draft_head": 0, "nonexpert": resident_share(spec, config)}
+    if onchip != "reuse":
+        raise InputError(f"on-chip rule {onchip!r} is not known: accepted configured, reuse")
+    free = config.platform.sram_bytes - staging_bytes(spec, config)
+    head = draft_head_bytes if draft_head_bytes <= free else 0
+    return {"draft_head": head, "nonexpert": spec.resident(free - head)}
+
+
+def staging_bytes(spec: MoEModelSpec, config: Config) -> int:
+    """The SRAM a policy without expert slots keeps for streamed weights: a double buffer of the
+    largest expert matrix (GATE_UP, scales included; the EMA fetches the next one while the MAC
+    clusters compute on this one), at most half of platform.sram_bytes (a full-size model's
+    matrix is larger: it is streamed in parts)."""
+    return min(2 * spec.layout.block_bytes(Matrix.GATE_UP), config.platform.sram_bytes // 2)
+
+
+def _draft_head_bytes(summary: dict) -> int:
+    """The head bytes one EAGLE draft pass of a measured run reads (0: no EAGLE draft)."""
+    draft = summary["pass_kinds"].get("draft", {})
+    eagle_share = 1 - draft.get("reads_target", 1.0)
+    return round(draft.get("draft_head_bytes", 0.0) / eagle_share) if eagle_share > 0 else 0
+
+
 def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config) -> StepPlan:
     """The decoding step a policy's measured run describes (`summary`: golden's `summarize`
-    output: "pass_kinds", "tokens", "steps"), every pass priced in bytes (module doc)."""
-    resident = sum(resident_share(spec, config).values())
+    output: "pass_kinds", "tokens", "steps", and the policy's "onchip" rule), every pass priced
+    in bytes (module doc)."""
+    kept = onchip_plan(spec, config, summary.get("onchip", "configured"),
+                       _draft_head_bytes(summary))
+    resident = sum(kept["nonexpert"].values())
     weights = spec.nonexpert_bytes - resident
     passes = []
     for kind, stats in summary["pass_kinds"].items():
@@ -68,6 +106,8 @@ def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config
         target = stats.get("reads_target", 1.0)
         kv = spec.kv_bytes_per_token * (target + (1 - target) / spec.n_layers)
         head = stats.get("draft_head_bytes", 0.0)
+        # a head kept on chip is read from SRAM by the same passes
+        head_onchip = head if kept["draft_head"] else 0.0
         # MACs as plain decoding's per token (every token's top-k experts on every channel):
         # the measured run counts bytes, not the channels each candidate computed on; a draft
         # head's, two per weight byte (int4 layers; its int8 head rows take one: an upper bound)
@@ -79,13 +119,19 @@ def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config
                 "draft_head": tokens * 2 * head}
         passes.append((Pass(GOLDEN_KINDS[kind], tokens, stats["expert_bytes"],
                             target * weights + tokens * spec.embedding_row_bytes,
-                            context * kv, tokens * kv, macs, draft_head_bytes=head,
-                            resident_bytes=target * resident),
+                            context * kv, tokens * kv, macs,
+                            draft_head_bytes=head - head_onchip,
+                            resident_bytes=target * resident + head_onchip,
+                            held_bytes=kept["draft_head"] + resident
+                            - (target * resident + head_onchip)),
                        stats["runs_per_step"]))
     # tokens per step from the exact counts (summarize rounds its own ratio)
     tokens_per_step = summary["tokens"] / summary["steps"]
+    head_note = (f"; the draft head's {kept['draft_head']} B on chip" if kept["draft_head"]
+                 else "")
     return StepPlan(policy, spec.name, "trace", tokens_per_step, tuple(passes), (
-        f"measured passes of the bundled model; {resident} B of non-expert weights resident",))
+        f"measured passes of the bundled model; {resident} B of non-expert weights resident"
+        f"{head_note}",))
 
 
 def traffic_columns(plan: StepPlan) -> dict:

@@ -77,7 +77,7 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["synth", "--all", "--set", "synth.target_vdd_v=0.5"],
      "edgexpert: error: synth.target_vdd_v = 0.5 is out of range: accepted values 0.7..1.0"),
     (["ablate"], "edgexpert: error: name a study or pass --all: accepted calibration, ratio, "
-                 "budget, threshold, slots, combined, pruning, chain"),
+                 "budget, threshold, slots, combined, tree, pruning, chain"),
     (["ablate", "ratio", "sizes"], "edgexpert: error: unknown study 'sizes': accepted calibration"),
     (["compare", "--set", "policies.specter_draft_bits=8"],
      "edgexpert: error: policies.specter_draft_bits = 8 is out of range: accepted integers 2..4"),

@@ -144,6 +144,50 @@ def test_the_draft_setting_of_the_policies(small):
     assert build_policy("naive_sd", config, model, layout, eagle=head).draft == "self"
 
 
+def test_combined_drafts_with_the_head_on_chip_over_its_own_tree_losslessly(small):
+    config, model, _ = small
+    layout = WeightLayout.for_model(model.cfg)
+    head, _ = _train(small)
+    tree = dataclasses.replace(config, decode=DECODE, policies=dataclasses.replace(
+        config.policies, draft="paper", combined_depth=2, combined_candidates=5))
+    policy = build_policy("combined", tree, model, layout, eagle=head)
+    assert (policy.draft, policy.onchip) == ("eagle", "reuse")
+    assert (policy.decode.max_depth, policy.decode.max_candidates) == (2, 5)
+    # its self-draft keeps the configured split and the decode tree
+    own = build_policy("combined", tree, model, layout, eagle=head, draft="self")
+    assert (own.onchip, own.decode.max_candidates) == ("configured", DECODE.max_candidates)
+    engine = FloatEngine(model)
+    for prompt in ([1, 2, 3, 4, 5, 6, 7, 8], [9]):
+        run = decode_speculative(engine, prompt, policy.decode, policy=policy)
+        assert run.tokens == decode_ar(engine, prompt, DECODE).tokens
+        verify = [p for p in run.passes if p.kind == "verify"]
+        assert all(p.tokens <= 5 + 1 for p in verify)        # the candidates and the root
+        assert sum(p.kind == "draft" for p in run.passes) <= 2 * len(verify)
+        # no expert slots: a verification fetches every expert its tokens used, whole
+        assert all(p.bytes % layout.expert_fetch_bytes == 0 and p.bytes > 0 for p in verify)
+
+
+def test_the_studies_that_draft_with_the_head_build_every_setting(small):
+    from edgexpert.golden.ablate import study_settings
+    config, model, _ = small
+    layout = WeightLayout.for_model(model.cfg)
+    head, _ = _train(small)
+    built = {study: {label: make() for label, make in study_settings(study, config, model, layout,
+                                                                     eagle=head)}
+             for study in ("draft", "combined", "tree")}
+    assert built["draft"]["combined draft=eagle"].onchip == "reuse"
+    steps = list(built["combined"].values())
+    # the build-up: naive_sd on the small tree, then the head on chip on the full tree, then both
+    assert [(p.name, p.onchip, p.decode.max_candidates) for p in steps[1:4]] == [
+        ("naive_sd", "configured", config.policies.combined_candidates),
+        ("combined", "reuse", config.decode.max_candidates),
+        ("combined", "reuse", config.policies.combined_candidates)]
+    assert steps[-1].draft == "self"
+    trees = [(p.decode.max_depth, p.decode.max_candidates) for p in built["tree"].values()
+             if p.name == "combined"]
+    assert len(set(trees)) == len(trees) == len(built["tree"]) - 1
+
+
 # ---------------------------------------------------------------------------------------------
 # the bundled head
 

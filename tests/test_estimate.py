@@ -139,3 +139,25 @@ def test_double_buffering_by_hand(config):
     assert cost.time_s == pytest.approx(fetch_s * (1 + 1 / 4))
     with pytest.raises(ValueError, match="accepted prefill, plain, draft, verify"):
         Pass("decode", 1, 0.0, 0.0, 0.0, 0.0, {})
+
+
+def test_combined_on_a_full_size_model_streams_a_head_too_large_for_the_sram(config):
+    from edgexpert.sim.estimate import COMBINED_TREE_SHARE, plan_step
+    from edgexpert.sim.models import model_spec
+    from edgexpert.sim.traffic import staging_bytes
+    qwen = model_spec("qwen3-30b-a3b")
+    row, = estimate(config, ["qwen3-30b-a3b"], ["combined"])
+    # Qwen3's EAGLE-3 head is megabytes: the SRAM left by the landing buffer keeps weights
+    assert row["resident_nonexpert_bytes"] == qwen.resident(
+        config.platform.sram_bytes - staging_bytes(qwen, config))
+    assert row["bytes_per_token"]["draft"] > 0
+    assert any("the head does not fit on chip" in n for n in row["notes"])
+    plan = plan_step(qwen, "combined", config)
+    draft = next(p for p, _ in plan.passes if p.kind == "draft")
+    runs = dict((p.kind, n) for p, n in plan.passes)
+    assert runs["draft"] == config.policies.combined_depth and draft.resident_bytes == 0
+    # its 8 candidates activate as many experts as 31 of a 64-candidate tree's would
+    assert 0.4 < COMBINED_TREE_SHARE < 0.6
+    naive = plan_step(qwen, "naive_sd", config)
+    verify = {p.kind: p for p, _ in plan.passes}["verify"]
+    assert verify.expert_bytes < {p.kind: p for p, _ in naive.passes}["verify"].expert_bytes

@@ -152,7 +152,8 @@ def test_specter_prefetches_the_drafts_hottest_experts_into_lru_slots(setting):
 def test_combined_is_lossless_and_drafts_for_free(setting):
     config, model, engine, layout, reference = setting
     run = decode_speculative(engine, PROMPT, config.decode,
-                             policy=Combined(layout, config.decode, model, slots=3, threshold=0.25))
+                             policy=Combined(layout, config.decode, model, slots=3, threshold=0.25,
+                                             tree=(2, 4)))
     assert run.tokens == reference
     assert all(p.bytes == 0 for p in run.passes if p.kind == "draft")
 
@@ -197,7 +198,7 @@ def test_every_study_builds_its_settings(setting, policy_overrides):
         labels = [label for label, _ in settings]
         assert labels[0] == "naive_sd" and len(set(labels)) == len(labels) > 2
         # these need the bundled encoder / checkpoint / an eagle head (tests/test_eagle.py)
-        if study not in ("combined", "pruning", "draft"):
+        if study not in ("combined", "pruning", "draft", "tree"):
             assert all(make().name for _, make in settings)
     with pytest.raises(ValueError, match="unknown study 'x': accepted calibration"):
         study_settings("x", config, model, layout)

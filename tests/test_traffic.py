@@ -5,8 +5,10 @@ from dataclasses import replace
 import pytest
 
 from edgexpert.contracts.config import load_config
-from edgexpert.sim.models import bundled_spec
-from edgexpert.sim.traffic import add_traffic, measured_plan, traffic_columns
+from edgexpert.contracts.errors import InputError
+from edgexpert.sim.models import bundled_spec, model_spec
+from edgexpert.sim.traffic import (add_traffic, measured_plan, onchip_plan, resident_share,
+                                   staging_bytes, traffic_columns)
 
 # a speculative step as golden's summarize reports it: 6 draft passes of 8 tokens and one
 # verification of 65, at 100 cached entries, 4 tokens per step
@@ -89,3 +91,50 @@ def test_the_estimate_prices_measured_passes_of_the_bundled_model_only(config):
     # policies without a measurement keep the synthetic plan
     assert estimate(config, ["bundled"], ["naive_sd"], measured=measured)[0]["routing"] == \
         "synthetic"
+
+
+# the eagle step of the test above, 480,000 B of head per draft pass
+EAGLE = {"tokens": 40, "steps": 10, "onchip": "reuse", "pass_kinds": {
+    "draft": {"runs_per_step": 6.0, "tokens": 8.0, "context": 100.0, "expert_bytes": 0.0,
+              "draft_head_bytes": 480_000.0, "reads_target": 0.0},
+    "verify": {**SD["pass_kinds"]["verify"], "draft_head_bytes": 0.0, "reads_target": 1.0}}}
+
+
+def test_the_sram_by_reuse_keeps_the_head_first_then_non_expert_weights(config):
+    spec = bundled_spec()
+    # a landing buffer of two GATE_UP blocks (192 columns of 64 B and 128 x 2 B of scales,
+    # aligned), then the head, then in what is left whole tensors: the norms (3,456 B) and two
+    # of the four routers (6,208 B each)
+    staging = 2 * (192 * 64 + 256)
+    assert staging_bytes(spec, config) == staging
+    kept = onchip_plan(spec, config, "reuse", 480_000)
+    assert kept["draft_head"] == 480_000
+    assert kept["nonexpert"] == spec.resident(524_288 - staging - 480_000)
+    assert kept["nonexpert"] == {"norms": NORMS, "routers": ROUTERS // 2}
+    # a head larger than what the buffer leaves is streamed, and the SRAM goes to non-expert weights
+    big = onchip_plan(spec, config, "reuse", 524_288 - staging + 1)
+    assert big["draft_head"] == 0 and big["nonexpert"] == spec.resident(524_288 - staging)
+    assert onchip_plan(spec, config)["nonexpert"] == resident_share(spec, config)
+    with pytest.raises(InputError, match="on-chip rule 'x' is not known: accepted configured, reuse"):
+        onchip_plan(spec, config, "x")
+    # a full-size model's matrix is streamed in parts: the landing buffer is half the SRAM
+    assert staging_bytes(model_spec("qwen3-30b-a3b"), config) == 524_288 // 2
+
+
+def test_a_head_on_chip_is_read_from_sram_by_the_draft_passes_only(config):
+    spec = bundled_spec()
+    plan = measured_plan("combined", EAGLE, spec, config)
+    c = traffic_columns(plan)
+    assert c["draft_head_bytes_per_token"] == 0
+    # the one verification pass of a step reads two of the routers from DRAM too
+    kept = NORMS + ROUTERS // 2
+    assert c["nonexpert_bytes_per_token"] == round(
+        (ATTENTION + HEAD + ROUTERS // 2 + (6 * 8 + 65) * ROW) / 4)
+    draft, verify = (p for p, _ in plan.passes)
+    assert draft.resident_bytes == 480_000 and draft.held_bytes == kept
+    assert verify.resident_bytes == kept and verify.held_bytes == 480_000
+    assert "the draft head's 480000 B on chip" in plan.notes[0]
+    # the same run with the configured split streams its head
+    configured = traffic_columns(measured_plan("combined", {**EAGLE, "onchip": "configured"},
+                                               spec, config))
+    assert configured["draft_head_bytes_per_token"] == 6 * 480_000 / 4

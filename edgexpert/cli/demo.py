@@ -79,9 +79,9 @@ def cmd_demo(args) -> int:
     from ..sim.traffic import add_traffic
     from .report import write_report
     runs = add_traffic({"ar": dict(ar), "naive_sd": dict(sd)}, bundled_spec(), config)
-    # the bundled model from the runs just measured; EdgeXpert on a full-size model
+    # the bundled model from the runs just measured; EdgeXpert and ours on a full-size model
     rows = (estimate(config, ["bundled"], ["ar", "naive_sd"], measured={"bundled": runs})
-            + estimate(config, ["qwen3-30b-a3b"], ["ar", "naive_sd", "edgexpert"]))
+            + estimate(config, ["qwen3-30b-a3b"], ["ar", "naive_sd", "edgexpert", "combined"]))
     summary["estimate"] = rows
     summary["golden"]["total_bytes_per_token"] = {
         k: runs[k]["total_bytes_per_token"] for k in ("ar", "naive_sd")}

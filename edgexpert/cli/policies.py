@@ -114,7 +114,8 @@ def cmd_ablate(args) -> int:
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
     header = _policy_header("ablate", config, prompts, windows, args)
     encoder = load_encoder(ckpt.model)[0]
-    eagle = eagle_head(ckpt, config, needed="draft" in studies)
+    # these studies draft with the head whatever policies.draft says
+    eagle = eagle_head(ckpt, config, needed=bool({"draft", "combined", "tree"} & set(studies)))
     everything = {}
     for study in studies:
         result = _with_traffic(run_study(study, config, ckpt.model, prompts, windows, eot,

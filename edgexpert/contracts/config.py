@@ -192,6 +192,11 @@ class PolicyConfig:
     specter_draft_bits: int = _int(2, 4, 2, "Specter: bits of the draft's quantized experts")
     combined_threshold: float = _float(0.0, 1e6, 1.0, "combined: adaptive-expansion threshold, "
                                        "new experts priced only when not on chip")
+    combined_depth: int = _int(1, 32, 3, "combined with the EAGLE head: draft passes per step "
+                               "(its tree's depth; chosen by `edgexpert ablate tree` for the "
+                               "fewest total bytes per token)")
+    combined_candidates: int = _int(1, 1024, 8, "combined with the EAGLE head: candidates "
+                                    "verified per step (chosen with combined_depth)")
     combined_prefill_reuse: bool = _bool(False, "combined: EdgeXpert's shared-set prefill routing "
                                          "(fewer prefill bytes, no longer lossless)")
     eval_windows: int = _int(1, 10_000, 8, "held-out windows of the teacher-forced quality check")
