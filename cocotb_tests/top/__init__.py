@@ -1,0 +1,83 @@
+"""cocotb bench of the accelerator top (bench.py), its host model (host.py) and the functions
+that prepare its vectors and run it.
+
+The vectors are the engine bench's (cocotb_tests/engine: the bundled checkpoint's integer path
+decoding a short prompt speculatively, and the bundled weights' memory image) plus, for the
+EdgeXpert masks, the channels each depth group selects and the outputs the integer contract
+gives on them (`prepare_masked`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from edgexpert.cocotb_tests.engine import prepare_vectors
+from edgexpert.contracts.config import load_config
+from edgexpert.contracts.tools import build_root
+from edgexpert.contracts.trace import read_trace
+from edgexpert.hw.top import AcceleratorTop
+from edgexpert.sim.runner import SimResult, run_cocotb
+
+__all__ = ["BENCH_MODULE", "BENCH_CASES", "MASKS", "prepare_masked", "bench_tests", "run_bench"]
+
+BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
+
+#: hardware sets. `ci`: the bundled engine (4 candidates, 64 lanes, 8 token slots) and a
+#: 256-bit EMA with a 64 KiB buffer (three whole experts of the bundled model per step), 16
+#: outstanding reads and 8 slots, so the CI build and run stay short; `bundled`: the
+#: configuration's hardware (256 KiB buffer, 48 outstanding, 32 slots), for the benchmark
+BENCH_CASES = {
+    "ci": {"ema": {"data_width": 256, "addr_width": 32, "outstanding": 16,
+                   "buffer_bytes": 65536, "buffer_banks": 4, "slots": 8},
+           "candidates": 4, "lanes": 64, "tokens": 8},
+    "bundled": None,  # filled from the configuration by `hardware`
+}
+#: the channel masks the host sends: every channel (naive speculative decoding) or EdgeXpert's
+#: depth-group selection (the DCU's contract, policies.coalescing_ratio of each matrix)
+MASKS = ("naive_sd", "edgexpert")
+#: the memory's latency in cycles from AR to the first beat: the EMA bench's trace case
+LATENCY = 100
+
+
+def hardware(case: str) -> dict:
+    if case == "bundled":
+        from edgexpert.blocks import top_parameters
+        p = top_parameters(load_config())
+        return {k: p[k] for k in ("ema", "candidates", "lanes", "tokens")}
+    return BENCH_CASES[case]
+
+
+def bench_tests() -> list[str]:
+    return sorted(f"trace_step/{masks}/{mode}" for masks in MASKS for mode in ("none", "random"))
+
+
+def prepare_masked(trace_path: Path, out: Path | None = None, ratio: float | None = None) -> str:
+    """Write (once) the EdgeXpert masks of every (pass, layer, depth group, expert) of the trace
+    and the outputs the integer contract gives on them; return the file's path."""
+    ratio = load_config().policies.coalescing_ratio if ratio is None else ratio
+    out = Path(out) if out is not None else build_root() / "bench" / "top"
+    path, stamp = out / "masked.npz", out / "masked.json"
+    key = {"trace": Path(trace_path).stat().st_size, "ratio": ratio, "version": 1}
+    if not (path.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == key):
+        from .reference import masked_outputs  # torch and the golden model load only here
+        masked_outputs(read_trace(trace_path), ratio, path)
+        stamp.write_text(json.dumps(key, sort_keys=True))
+    return str(path)
+
+
+def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
+              waves: bool | None = None, selection: str = "ci",
+              test_filter: str | None = None, progress_total: int = 0) -> SimResult:
+    """Run the top bench for one hardware set on the trace rows of `selection` ("ci": a draft
+    pass and a verification token of layer 0; "step": every row of the decode step)."""
+    hw = hardware(case)
+    vectors = prepare_vectors()
+    vectors["masked"] = prepare_masked(Path(vectors["trace"]))
+    layout = read_trace(Path(vectors["trace"])).layout
+    top = AcceleratorTop(layout, **hw)
+    return run_cocotb(top, toplevel="accelerator_top", test_module=BENCH_MODULE,
+                      case=f"{case}-{selection}",
+                      params={**hw, **vectors, "selection": selection, "latency": LATENCY},
+                      simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
+                      progress_total=progress_total)
