@@ -16,10 +16,11 @@ from edgexpert.cocotb_tests.engine import prepare_vectors
 from edgexpert.contracts.config import load_config
 from edgexpert.contracts.tools import build_root
 from edgexpert.contracts.trace import read_trace
-from edgexpert.hw.top import AcceleratorTop
+from edgexpert.hw.top import AcceleratorTop, top_parameters
 from edgexpert.sim.runner import SimResult, run_cocotb
 
-__all__ = ["BENCH_MODULE", "BENCH_CASES", "MASKS", "prepare_masked", "bench_tests", "run_bench"]
+__all__ = ["BENCH_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware", "prepare_masked",
+           "bench_tests", "run_bench", "by_kind", "cycle_file"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
 
@@ -42,9 +43,7 @@ LATENCY = 100
 
 def hardware(case: str) -> dict:
     if case == "bundled":
-        from edgexpert.blocks import top_parameters
-        p = top_parameters(load_config())
-        return {k: p[k] for k in ("ema", "candidates", "lanes", "tokens")}
+        return top_parameters(load_config())
     return BENCH_CASES[case]
 
 
@@ -81,3 +80,39 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
                       params={**hw, **vectors, "selection": selection, "latency": LATENCY},
                       simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
                       progress_total=progress_total)
+
+
+#: the cycle file's format (docs/blocks/top.md, "Cycle file")
+CYCLES_FORMAT, CYCLES_VERSION = "edgexpert-top-cycles", 1
+
+
+def by_kind(passes: list[dict]) -> dict:
+    """Per pass kind: passes, and the mean per pass of cycles, memory wait, compute, MACs;
+    MACs per cycle over the kind's passes."""
+    out = {}
+    for kind in sorted({p["kind"] for p in passes}):
+        ps = [p for p in passes if p["kind"] == kind]
+        busy = sum(p["busy"] for p in ps)
+        out[kind] = {"passes": len(ps),
+                     **{f"{k}_per_pass": round(sum(p[k] for p in ps) / len(ps), 1)
+                        for k in ("busy", "memory_wait", "compute", "macs", "groups", "beats")},
+                     "macs_per_cycle": round(sum(p["macs"] for p in ps) / busy, 3)}
+    return out
+
+
+def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
+    """The cycle file of a whole-step report: the hardware, and per masks every pass's counts
+    (the performance model calibrates on these)."""
+    runs = {}
+    for name, test in sorted(report["tests"].items()):
+        _, masks, mode = name.split("/")
+        runs[f"{masks}/{mode}"] = {
+            "masks": masks, "pauses": mode, "cycles": test["cycles"],
+            "memory_wait": test["memory_wait"], "compute": test["compute"],
+            "macs": test["macs"], "macs_per_cycle": test["macs_per_cycle"],
+            # the two MAC arrays never run at once: one array's lanes is the peak
+            "peak_macs_per_cycle": lanes, "groups": test["groups"],
+            "candidates": test["candidates"], "steps": test["steps"],
+            "by_kind": by_kind(test["passes"]), "passes": test["passes"]}
+    return {"format": CYCLES_FORMAT, "version": CYCLES_VERSION, "hardware": hw,
+            "latency_cycles": report["latency"], "seed": report["seed"], "runs": runs}

@@ -1,18 +1,31 @@
-"""pytest entry point of the accelerator top bench: golden trace rows on both simulators."""
+"""pytest entry point of the accelerator top bench: golden trace rows on both simulators; the
+whole decode step on Verilator as a benchmark."""
+
+from pathlib import Path
 
 import pytest
 
+from edgexpert.cocotb_tests.engine import prepare_vectors
 from edgexpert.cocotb_tests.top import bench_tests, run_bench
+from edgexpert.contracts.trace import read_trace
 from edgexpert.sim.runner import SIMULATORS
+
+#: the CI pair (CI time): whole experts without pauses, EdgeXpert's masks under random pauses
+#: on every stream and AXI channel; the benchmark runs all four
+CI_TESTS = ("trace_step/naive_sd/none", "trace_step/edgexpert/random")
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_top(simulator: str):
-    result = run_bench("ci", simulator, seed=20261129)
+    result = run_bench("ci", simulator, seed=20261129,
+                       test_filter="|".join(name.replace("step/", "step/masks=")
+                                            .replace("/none", "/mode=none")
+                                            .replace("/random", "/mode=random")
+                                            for name in CI_TESTS))
     ran = result.report["tests"]
     # every test that should have run reported its measurements: none silently skipped
-    assert sorted(ran) == bench_tests()
-    for name, entry in ran.items():
+    assert sorted(ran) == sorted(CI_TESTS)
+    for entry in ran.values():
         assert entry["items_checked"]["moe_out"] > 0 and entry["items_checked"]["hidden"] > 0
         assert entry["memory_wait"] + entry["compute"] <= entry["cycles"]
         assert entry["memory_wait"] > 0 and entry["compute"] > 0
@@ -20,4 +33,18 @@ def test_top(simulator: str):
     rows = ran["trace_step/naive_sd/none"]
     assert rows["groups"] > 1 and rows["candidates"] > rows["rows"]
     # EdgeXpert's masks compute fewer products than whole experts
-    assert ran["trace_step/edgexpert/none"]["macs"] < rows["macs"]
+    assert ran["trace_step/edgexpert/random"]["macs"] < rows["macs"]
+
+
+@pytest.mark.benchmark
+def test_top_whole_step():
+    """Every row of the trace's decode step (draft and verification passes, all layers), both
+    masks, with and without pauses, on Verilator at the bundled hardware."""
+    result = run_bench("bundled", "verilator", seed=20261129, selection="step")
+    ran = result.report["tests"]
+    assert sorted(ran) == bench_tests()
+    trace = read_trace(Path(prepare_vectors()["trace"]))
+    rows = len(trace["row_pass"])
+    for entry in ran.values():
+        assert entry["rows"] == rows
+        assert entry["items_checked"]["moe_out"] == rows * trace.model.d_model

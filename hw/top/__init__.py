@@ -12,7 +12,7 @@ from .command import Dispatcher
 from .feeder import LineReader, Locator, MaskWalker, Router
 from .layouts import command_layout
 from .registers import TopRegisters
-from .top import AcceleratorTop
+from .top import AcceleratorTop, top_parameters
 
 __all__ = ["AcceleratorTop", "Dispatcher", "MaskWalker", "Locator", "LineReader", "Router",
-           "TopRegisters", "command_layout"]
+           "TopRegisters", "command_layout", "top_parameters"]

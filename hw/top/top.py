@@ -20,7 +20,7 @@ from .feeder import LineReader, Locator, MaskWalker, Router
 from .layouts import command_layout
 from .registers import TopRegisters
 
-__all__ = ["AcceleratorTop", "JOB_QUEUE_DEPTH", "DONE_QUEUE_DEPTH"]
+__all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "DONE_QUEUE_DEPTH"]
 
 #: the feeder's copy of descriptors and mask words: a group's two descriptors with their mask
 #: words are 2 + ceil(D/32) + ceil(F/32) beats (10 at the bundled model), so 32 let the host
@@ -29,6 +29,18 @@ JOB_QUEUE_DEPTH = 32
 #: completions waiting for the feeder: the EMA holds its R channel while a completion is
 #: refused, so the queue keeps it fetching ahead
 DONE_QUEUE_DEPTH = 8
+
+
+def top_parameters(config) -> dict:
+    """`AcceleratorTop`'s keyword arguments (all but the layout) from a validated configuration:
+    the EMA system's (`hardware.ema`) and the engine's candidates, lanes and token slots
+    (`hardware.engine`). Here, not in the block registry, because the benches (below the
+    registry) build the bundled top too."""
+    ema, engine = config.hardware.ema, config.hardware.engine
+    return {"ema": {"data_width": ema.axi_data_width, "addr_width": ema.axi_addr_width,
+                    "outstanding": ema.outstanding_reads, "buffer_bytes": ema.buffer_bytes,
+                    "buffer_banks": ema.buffer_banks, "slots": ema.slots},
+            "candidates": engine.candidates, "lanes": engine.lanes, "tokens": engine.tokens}
 
 
 class AcceleratorTop(wiring.Component):
@@ -124,22 +136,25 @@ class AcceleratorTop(wiring.Component):
         m.d.sync += pending.eq(pending + issued - router.ended)
         m.d.comb += disp.step_clear.eq(pending == 0)
 
-        # a group is in the engine from its last candidate to its last expert output; its
-        # inputs are loaded from its last X on; its two matrices end (their last words taken)
-        # while it is in the engine, because the MAC arrays take columns only for the group
-        # in flight
-        in_group, loaded = Signal(), Signal()
+        # a group is in the engine from its last candidate to its last expert output; the
+        # engine may take the next group's candidates before that output leaves (its combine
+        # finished the group; `expert_out` waits for the host), so groups in flight are counted.
+        # The newest group's inputs are loaded from its last X on; its two matrices end (their
+        # last words taken) while it is in the engine, because the MAC arrays take columns only
+        # for the group in flight
+        in_flight = Signal(2)
+        loaded = Signal()
         ended = Signal(2)
         group_start = engine.cand.valid & engine.cand.ready & engine.cand.payload.last
         group_end = self.expert_out.valid & self.expert_out.ready & self.expert_out.payload.last
+        m.d.sync += in_flight.eq(in_flight + group_start - group_end)
         with m.If(group_start):
-            m.d.sync += [in_group.eq(1), ended.eq(0)]
+            m.d.sync += [loaded.eq(0), ended.eq(0)]
         with m.If(engine.x.valid & engine.x.ready & engine.x.payload.last):
             m.d.sync += loaded.eq(1)
         with m.If(router.ended & (ended != 2)):
             m.d.sync += ended.eq(ended + 1)
-        with m.If(group_end):
-            m.d.sync += [in_group.eq(0), loaded.eq(0)]
+        in_group = in_flight != 0
         wait = Signal()
         # the feeder waits for a completion the group in flight needs: memory, not compute
         m.d.comb += wait.eq(in_group & loaded & walker.awaiting & (ended != 2))
