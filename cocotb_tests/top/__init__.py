@@ -9,6 +9,7 @@ gives on them (`prepare_masked`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -24,15 +25,14 @@ __all__ = ["BENCH_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware", "prepa
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
 
-#: hardware sets. `ci`: the bundled engine (4 candidates, 64 lanes, 8 token slots) and a
-#: 256-bit EMA with a 64 KiB buffer (three whole experts of the bundled model per step), 16
-#: outstanding reads and 8 slots, so the CI build and run stay short; `bundled`: the
-#: configuration's hardware (256 KiB buffer, 48 outstanding, 32 slots), for the benchmark
+#: hardware sets besides "bundled" (the configuration's: 256 KiB buffer, 48 outstanding, 32
+#: slots; the benchmark's). `ci`: the bundled engine (4 candidates, 64 lanes, 8 token slots)
+#: and a 256-bit EMA with a 64 KiB buffer (three whole experts of the bundled model per step),
+#: 16 outstanding reads and 8 slots, so the CI build and run stay short
 BENCH_CASES = {
     "ci": {"ema": {"data_width": 256, "addr_width": 32, "outstanding": 16,
                    "buffer_bytes": 65536, "buffer_banks": 4, "slots": 8},
            "candidates": 4, "lanes": 64, "tokens": 8},
-    "bundled": None,  # filled from the configuration by `hardware`
 }
 #: the channel masks the host sends: every channel (naive speculative decoding) or EdgeXpert's
 #: depth-group selection (the DCU's contract, policies.coalescing_ratio of each matrix)
@@ -42,6 +42,7 @@ LATENCY = 100
 
 
 def hardware(case: str) -> dict:
+    """The top's parameters of a hardware set: "bundled" or one of BENCH_CASES."""
     if case == "bundled":
         return top_parameters(load_config())
     return BENCH_CASES[case]
@@ -57,7 +58,8 @@ def prepare_masked(trace_path: Path, out: Path | None = None, ratio: float | Non
     ratio = load_config().policies.coalescing_ratio if ratio is None else ratio
     out = Path(out) if out is not None else build_root() / "bench" / "top"
     path, stamp = out / "masked.npz", out / "masked.json"
-    key = {"trace": Path(trace_path).stat().st_size, "ratio": ratio, "version": 1}
+    digest = hashlib.sha256(Path(trace_path).read_bytes()).hexdigest()
+    key = {"trace": digest, "ratio": ratio, "version": 1}
     if not (path.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == key):
         from .reference import masked_outputs  # torch and the golden model load only here
         masked_outputs(read_trace(trace_path), ratio, path)

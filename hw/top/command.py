@@ -28,7 +28,6 @@ class Dispatcher(wiring.Component):
     """
 
     def __init__(self, tokens: int, candidates: int, d_model: int):
-        self._sizes = (tokens, candidates, d_model)
         super().__init__({
             "cmd": In(stream.Signature(command_layout(tokens, candidates, d_model))),
             "step_clear": In(1),
