@@ -22,6 +22,7 @@ from .contracts.weight_layout import WeightLayout
 from .hw.dcu import Dcu
 from .hw.ema import EmaController, EmaSystem
 from .hw.engine import ExpertEngine
+from .hw.top import AcceleratorTop, top_parameters
 from .hw.mac_lane import MacLane
 from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams
 from .sim.dcu_stimulus import dcu_stimulus
@@ -30,9 +31,10 @@ from .sim.engine_stimulus import engine_stimulus
 from .sim.models import model_spec
 from .sim.pru_stimulus import pru_stimulus
 from .sim.stimulus import Stimulus, mac_lane_stimulus
+from .sim.top_stimulus import top_stimulus
 
 __all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step",
-           "dcu_parameters", "engine_parameters"]
+           "dcu_parameters", "engine_parameters", "top_parameters"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,15 @@ def _engine(config: Config) -> ExpertEngine:
         raise ConfigError(f"hardware.engine: {exc}") from None
 
 
+def _top(config: Config) -> AcceleratorTop:
+    try:
+        return AcceleratorTop(WeightLayout.for_model(config.model), **top_parameters(config))
+    except ValueError as exc:
+        raise ConfigError(f"hardware.ema: {exc}") from None
+    except TypeError as exc:
+        raise ConfigError(f"hardware.engine: {exc}") from None
+
+
 BLOCKS: dict[str, Block] = {
     "mac_lane": Block(
         "mac_lane",
@@ -171,6 +182,16 @@ BLOCKS: dict[str, Block] = {
         _engine,
         engine_parameters,
         engine_stimulus,
+    ),
+    "top": Block(
+        "top",
+        "accelerator top: a host command stream driving the EMA system, the feeder (location "
+        "table and weight buffer to the engine's column streams) and the expert engine, with "
+        "status and cycle counters (memories cut out: buffer, location table, residency, the "
+        "engine's)",
+        _top,
+        top_parameters,
+        top_stimulus,
     ),
     "ema_system": Block(
         "ema_system",

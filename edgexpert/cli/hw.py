@@ -1,4 +1,4 @@
-"""The hardware blocks: `rtl`, `synth`, `bench ema`, `bench pru` and `bench dcu`."""
+"""The hardware blocks: `rtl`, `synth`, `bench ema`, `bench pru`, `bench dcu` and `bench top`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 from ..contracts.config import Config
 from ..contracts.errors import InputError
-from .common import DEMO_SEED, load, print_json, publish, settings_options, waves_option
+from .common import (DEMO_SEED, load, print_json, publish, settings_options, waves_option,
+                     write_result)
 
 __all__ = ["register", "register_bench", "synth_block"]
 
@@ -226,6 +227,62 @@ def cmd_bench_dcu(args) -> int:
     return 0
 
 
+def cmd_bench_top(args) -> int:
+    """The accelerator top on Verilator over the whole decode step of the engine bench's trace
+    (all layers, draft and verification passes), naive and EdgeXpert masks: cycles per pass by
+    kind with the memory-wait / compute split, MACs per cycle, and the cycle file; then the
+    same short step on Icarus and Verilator for their wall times."""
+    import sys
+    import time
+
+    from ..blocks import top_parameters
+    from ..contracts.config import load_config
+    from ..cocotb_tests.top import cycle_file, hardware, run_bench
+
+    config = load(args)
+    hw = hardware("bundled")
+    if top_parameters(config) != hw or config.model != load_config().model:
+        raise InputError("bench top replays the bundled model's trace on the bundled "
+                         f"hardware: it needs the default model and hardware (accepted {hw})")
+    if not args.json:
+        print(f"edgexpert bench top: {hw}, the whole decode step, verilator, seed {DEMO_SEED}",
+              file=sys.stderr)
+    step = run_bench("bundled", "verilator", seed=DEMO_SEED, selection="step",
+                     test_filter="mode=none" if args.quick else None)
+    cycles = cycle_file(step.report, hw, hw["lanes"])
+    walls = {}
+    for simulator in ("icarus", "verilator"):
+        start = time.time()
+        short = run_bench("bundled", simulator, seed=DEMO_SEED, selection="ci",
+                          test_filter="masks=naive_sd/mode=none")
+        walls[simulator] = {"simulation_s": short.report["tests"]["trace_step/naive_sd/none"]
+                            ["wall_s"], "total_s": round(time.time() - start, 1)}
+    ratio = round(walls["icarus"]["simulation_s"] / walls["verilator"]["simulation_s"], 2)
+    path = write_result(cycles, "bench", "top", "cycles.json")
+    summary = {"block": "top", "seed": DEMO_SEED, "hardware": hw,
+               "latency_cycles": cycles["latency_cycles"], "cycle_file": str(path),
+               "runs": {k: {key: v for key, v in run.items() if key != "passes"}
+                        for k, run in cycles["runs"].items()},
+               "short_step_wall": walls, "icarus_over_verilator": ratio}
+
+    def table(summary_path: Path) -> None:
+        print(f"{'masks/pauses':<22}{'kind':<8}{'passes':>7}{'cycles/pass':>13}{'mem wait':>10}"
+              f"{'compute':>9}{'MACs/cycle':>12}")
+        for name, run in summary["runs"].items():
+            for kind, row in run["by_kind"].items():
+                print(f"{name:<22}{kind:<8}{row['passes']:>7}{row['busy_per_pass']:>13.0f}"
+                      f"{row['memory_wait_per_pass']:>10.0f}{row['compute_per_pass']:>9.0f}"
+                      f"{row['macs_per_cycle']:>12.2f}")
+            print(f"{name:<22}{'all':<8}{'':>7}{run['cycles']:>13}{run['memory_wait']:>10}"
+                  f"{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
+        print(f"short step wall: icarus {walls['icarus']['simulation_s']} s, verilator "
+              f"{walls['verilator']['simulation_s']} s ({ratio}x)\ncycle file {path}\n"
+              f"summary {summary_path}")
+
+    publish(args, summary, ("bench", "top", "summary.json"), table)
+    return 0
+
+
 def utilization_table(utilization: dict, sources: dict, latencies) -> str:
     """Case, mask source and one column per latency; the source column as wide as its longest
     entry (a trace's source is a sentence)."""
@@ -288,3 +345,12 @@ def register_bench(benches) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the summary (cycles by matrix and group size) as JSON")
     p.set_defaults(func=cmd_bench_dcu)
+
+    p = benches.add_parser("top", parents=[settings_options(1)],
+                           help="the accelerator top over a whole decode step on Verilator: "
+                                "cycles per pass by kind, memory wait and compute, MACs per "
+                                "cycle, Verilator vs Icarus wall time (minutes; build/bench/top/)")
+    p.add_argument("--quick", action="store_true",
+                   help="without the random-pause runs (half the time)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_bench_top)

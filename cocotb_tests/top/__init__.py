@@ -1,0 +1,120 @@
+"""cocotb bench of the accelerator top (bench.py), its host model (host.py) and the functions
+that prepare its vectors and run it.
+
+The vectors are the engine bench's (cocotb_tests/engine: the bundled checkpoint's integer path
+decoding a short prompt speculatively, and the bundled weights' memory image) plus, for the
+EdgeXpert masks, the channels each depth group selects and the outputs the integer contract
+gives on them (`prepare_masked`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from edgexpert.cocotb_tests.engine import prepare_vectors
+from edgexpert.contracts.config import load_config
+from edgexpert.contracts.tools import build_root
+from edgexpert.contracts.trace import read_trace
+from edgexpert.hw.top import AcceleratorTop, top_parameters
+from edgexpert.sim.runner import SimResult, run_cocotb
+
+__all__ = ["BENCH_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware", "prepare_masked",
+           "bench_tests", "run_bench", "by_kind", "cycle_file"]
+
+BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
+
+#: hardware sets besides "bundled" (the configuration's: 256 KiB buffer, 48 outstanding, 32
+#: slots; the benchmark's). `ci`: the bundled engine (4 candidates, 64 lanes, 8 token slots)
+#: and a 256-bit EMA with a 64 KiB buffer (three whole experts of the bundled model per step),
+#: 16 outstanding reads and 8 slots, so the CI build and run stay short
+BENCH_CASES = {
+    "ci": {"ema": {"data_width": 256, "addr_width": 32, "outstanding": 16,
+                   "buffer_bytes": 65536, "buffer_banks": 4, "slots": 8},
+           "candidates": 4, "lanes": 64, "tokens": 8},
+}
+#: the channel masks the host sends: every channel (naive speculative decoding) or EdgeXpert's
+#: depth-group selection (the DCU's contract, policies.coalescing_ratio of each matrix)
+MASKS = ("naive_sd", "edgexpert")
+#: the memory's latency in cycles from AR to the first beat: the EMA bench's trace case
+LATENCY = 100
+
+
+def hardware(case: str) -> dict:
+    """The top's parameters of a hardware set: "bundled" or one of BENCH_CASES."""
+    if case == "bundled":
+        return top_parameters(load_config())
+    return BENCH_CASES[case]
+
+
+def bench_tests() -> list[str]:
+    return sorted(f"trace_step/{masks}/{mode}" for masks in MASKS for mode in ("none", "random"))
+
+
+def prepare_masked(trace_path: Path, out: Path | None = None, ratio: float | None = None) -> str:
+    """Write (once) the EdgeXpert masks of every (pass, layer, depth group, expert) of the trace
+    and the outputs the integer contract gives on them; return the file's path."""
+    ratio = load_config().policies.coalescing_ratio if ratio is None else ratio
+    out = Path(out) if out is not None else build_root() / "bench" / "top"
+    path, stamp = out / "masked.npz", out / "masked.json"
+    digest = hashlib.sha256(Path(trace_path).read_bytes()).hexdigest()
+    key = {"trace": digest, "ratio": ratio, "version": 1}
+    if not (path.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == key):
+        from .reference import masked_outputs  # torch and the golden model load only here
+        masked_outputs(read_trace(trace_path), ratio, path)
+        stamp.write_text(json.dumps(key, sort_keys=True))
+    return str(path)
+
+
+def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
+              waves: bool | None = None, selection: str = "ci",
+              test_filter: str | None = None, progress_total: int = 0) -> SimResult:
+    """Run the top bench for one hardware set on the trace rows of `selection` ("ci": a draft
+    pass and a verification token of layer 0; "step": every row of the decode step)."""
+    hw = hardware(case)
+    vectors = prepare_vectors()
+    vectors["masked"] = prepare_masked(Path(vectors["trace"]))
+    layout = read_trace(Path(vectors["trace"])).layout
+    top = AcceleratorTop(layout, **hw)
+    return run_cocotb(top, toplevel="accelerator_top", test_module=BENCH_MODULE,
+                      case=f"{case}-{selection}",
+                      params={**hw, **vectors, "selection": selection, "latency": LATENCY},
+                      simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
+                      progress_total=progress_total)
+
+
+#: the cycle file's format (docs/blocks/top.md, "Cycle file")
+CYCLES_FORMAT, CYCLES_VERSION = "edgexpert-top-cycles", 1
+
+
+def by_kind(passes: list[dict]) -> dict:
+    """Per pass kind: passes, and the mean per pass of cycles, memory wait, compute, MACs;
+    MACs per cycle over the kind's passes."""
+    out = {}
+    for kind in sorted({p["kind"] for p in passes}):
+        ps = [p for p in passes if p["kind"] == kind]
+        busy = sum(p["busy"] for p in ps)
+        out[kind] = {"passes": len(ps),
+                     **{f"{k}_per_pass": round(sum(p[k] for p in ps) / len(ps), 1)
+                        for k in ("busy", "memory_wait", "compute", "macs", "groups", "beats")},
+                     "macs_per_cycle": round(sum(p["macs"] for p in ps) / busy, 3)}
+    return out
+
+
+def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
+    """The cycle file of a whole-step report: the hardware, and per masks every pass's counts
+    (the performance model calibrates on these)."""
+    runs = {}
+    for name, test in sorted(report["tests"].items()):
+        _, masks, mode = name.split("/")
+        runs[f"{masks}/{mode}"] = {
+            "masks": masks, "pauses": mode, "cycles": test["cycles"],
+            "memory_wait": test["memory_wait"], "compute": test["compute"],
+            "macs": test["macs"], "macs_per_cycle": test["macs_per_cycle"],
+            # the two MAC arrays never run at once: one array's lanes is the peak
+            "peak_macs_per_cycle": lanes, "groups": test["groups"],
+            "candidates": test["candidates"], "steps": test["steps"],
+            "by_kind": by_kind(test["passes"]), "passes": test["passes"]}
+    return {"format": CYCLES_FORMAT, "version": CYCLES_VERSION, "hardware": hw,
+            "latency_cycles": report["latency"], "seed": report["seed"], "runs": runs}

@@ -1,0 +1,183 @@
+"""cocotb bench of the accelerator top on real golden trace rows.
+
+The external memory is cocotbext-axi's AxiRam (cocotb_tests/axi_memory.py) holding the bundled
+weights' memory image, answering each burst `latency` cycles after its AR; the AXI protocol
+monitor watches the master. For each batch (one pass and layer's rows, at most `tokens`) the
+host model (host.py) sends the command beats: EMA steps with the groups' descriptors and masks,
+each group's candidates and inputs, a flush per token; every output is compared in order,
+bit for bit: `hidden` with hidden_q, `hidden_scale` with (hidden_m, hidden_e), `expert_out` with
+expert_out_q16, `moe_out` with moe_out_q16 - the trace's for whole experts (`naive_sd`), the
+masked reference's (reference.py) for EdgeXpert's masks. After each batch the host reads the
+top's counters (busy, memory wait, compute cycles), so the report has them per pass. The bench
+fails on a mismatch, an X/Z, a stream-rule or AXI protocol violation, a hang, missing or extra
+items, a completion that is not OK, and a burst or word left in flight at the end.
+
+This module runs inside the simulator; `edgexpert.cocotb_tests.top.run_bench` starts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiBus
+
+from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
+from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
+from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
+from edgexpert.cocotb_tests.ema.harness import pause_generator
+from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.cocotb_tests.top.host import batch_commands, expected_outputs, plan_batches
+from edgexpert.contracts.ema import EmaCsr
+from edgexpert.contracts.top import TopCsr
+from edgexpert.contracts.trace import PassKind, read_trace
+from edgexpert.hw.ema import EmaGeometry
+from edgexpert.sim.runner import bench_params, write_bench_report
+
+PARAMS = bench_params()
+EMA = PARAMS["ema"]
+CANDS, SLOTS = PARAMS["candidates"], PARAMS["tokens"]
+TRACE = read_trace(Path(PARAMS["trace"]))
+MASKED = dict(np.load(PARAMS["masked"]))
+LAYOUT = TRACE.layout
+D, F = LAYOUT.d_model, LAYOUT.expert_ffn
+GEOMETRY = EmaGeometry(LAYOUT, EMA["data_width"], EMA["buffer_bytes"], EMA["slots"])
+LAYOUTS = layouts(D, F, CANDS, EMA["data_width"], SLOTS)
+PERIOD_NS = 10
+#: counters read after every batch
+COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES,
+            "compute": TopCsr.COMPUTE_CYCLES, "groups": TopCsr.GROUPS,
+            "words": TopCsr.WORDS, "beats": EmaCsr.BEATS, "ema_busy": EmaCsr.BUSY_CYCLES}
+_report: dict = {}
+
+
+def rows(selection: str) -> list[int]:
+    """"ci": layer 0 of the second draft pass (several tokens, top-1, shared experts) and the
+    first token of the first verification pass (top-k); "step": every row."""
+    t = TRACE
+    if selection == "step":
+        return list(range(len(t["row_pass"])))
+    draft = np.flatnonzero(t["row_kind"] == PassKind.DRAFT)
+    verify = np.flatnonzero(t["row_kind"] == PassKind.VERIFY)
+    draft_pass = sorted(set(t["row_pass"][draft].tolist()))[1]
+    verify_pass = int(t["row_pass"][verify[0]])
+    pick = lambda p: np.flatnonzero((t["row_pass"] == p) & (t["row_layer"] == 0)).tolist()
+    return pick(draft_pass)[:SLOTS] + pick(verify_pass)[:1]
+
+
+async def read_csr(dut, address: int) -> int:
+    dut.csr__addr.value = address
+    await RisingEdge(dut.clk)
+    await RisingEdge(dut.clk)
+    return dut.csr__data.value.to_unsigned()
+
+
+async def counters(dut) -> dict[str, int]:
+    return {name: await read_csr(dut, int(reg)) for name, reg in COUNTERS.items()}
+
+
+async def _feed(source: StreamSource, values: list[int]):
+    for value in values:
+        await source.send(value)
+
+
+@cocotb.test()
+@cocotb.parametrize(masks=["naive_sd", "edgexpert"], mode=["none", "random"])
+async def trace_step(dut, masks: str, mode: str):
+    """The selected trace rows through the top with `masks`, every stream and the AXI read
+    channels paused by `mode`."""
+    name = f"trace_step/{masks}/{mode}"
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
+    selection = PARAMS["selection"]
+    mask_arrays = None if masks == "naive_sd" else MASKED
+    values = TRACE if masks == "naive_sd" else MASKED
+    batches = plan_batches(TRACE, mask_arrays, rows(selection), CANDS, SLOTS, GEOMETRY)
+    dut._log.info("%s: seed %d, selection %s: %d batches, %d groups, latency %d", name,
+                  cocotb.RANDOM_SEED, selection, len(batches),
+                  sum(len(b.groups) for b in batches), PARAMS["latency"])
+    dut.csr__addr.value = 0
+    ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
+                        size=2**len(dut.m_axi__araddr), latency=PARAMS["latency"],
+                        period_ns=PERIOD_NS)
+    logging.getLogger(f"cocotb.{dut._name}.m_axi_").setLevel(logging.WARNING)
+    ram.write(LAYOUT.base_address, Path(PARAMS["image"]).read_bytes())
+    if mode == "random":
+        ram.ar_pause(pause_generator(rng, 0.3))
+        ram.r_pause(pause_generator(rng, 0.3))
+    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
+    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=GEOMETRY.beat_bytes,
+                             max_outstanding=EMA["outstanding"])
+    source = StreamSource(dut, "cmd", Pauses(mode, rng), rng)
+    sinks = {p: StreamSink(dut, p, Pauses(mode, rng)) for p in OUTPUTS}
+    want = {p: [] for p in OUTPUTS}
+    passes: dict[tuple, dict] = {}
+    before = await counters(dut)
+    wall = time.time()
+    macs = 0
+    for batch in batches:
+        beats = batch_commands(TRACE, batch, candidates=CANDS, tokens=SLOTS)
+        expect = expected_outputs(values, batch)
+        for p in OUTPUTS:
+            want[p] += expect[p]
+        task = cocotb.start_soon(_feed(source, beats))
+        words = sum(len(g.gate_up) * GEOMETRY.column_beats(0) + len(g.down)
+                    * GEOMETRY.column_beats(1) for g in batch.groups)
+        bound = 40 * (len(beats) + words + sum(len(v) for v in expect.values())) \
+            + 8 * PARAMS["latency"] * (len(batch.steps) + len(batch.groups)) + 5000
+        await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=bound)
+        await task
+        batch_macs = sum(len(g.cands) * (len(g.gate_up) * 2 * F + len(g.down) * D)
+                         for g in batch.groups)
+        macs += batch_macs
+        after = await counters(dut)
+        key = (batch.prompt, batch.pass_index)
+        entry = passes.setdefault(key, {
+            "prompt": batch.prompt, "pass": batch.pass_index, "kind": batch.kind.name.lower(),
+            "layers": len({b.layer for b in batches if (b.prompt, b.pass_index) == key}),
+            "tokens": 0, "groups": 0, "macs": 0,
+            **{k: 0 for k in COUNTERS if k != "groups"}})
+        entry["tokens"] += len(batch.rows) if batch.layer == min(
+            b.layer for b in batches if (b.prompt, b.pass_index) == key) else 0
+        entry["groups"] += len(batch.groups)
+        entry["macs"] += batch_macs
+        for k in COUNTERS:
+            if k != "groups":
+                entry[k] += after[k] - before[k]
+        assert after["groups"] - before["groups"] == len(batch.groups), \
+            f"GROUPS counted {after['groups'] - before['groups']} for {len(batch.groups)}"
+        before = after
+    for p in OUTPUTS:
+        await sinks[p].wait_for(len(want[p]), max_cycles=1000)
+    await ClockCycles(dut.clk, 50)
+    wall = time.time() - wall
+    for p in OUTPUTS:
+        sinks[p].stop()
+        got = [unpack(LAYOUTS[p], v) for v in sinks[p].items]
+        assert len(got) == len(want[p]), f"{p}: {len(got)} items for {len(want[p])}"
+        for i, (g, w) in enumerate(zip(got, want[p])):
+            assert g == w, f"{p} item {i}: RTL {g} != {masks} reference {w}"
+    status = await read_csr(dut, int(TopCsr.STATUS))
+    assert status == 0, f"STATUS {status:#x}: busy (bit 0) or a completion not OK (bit 1)"
+    assert await read_csr(dut, int(EmaCsr.STATUS)) & 2 == 0, "the EMA latched an error"
+    monitor.assert_drained()
+    monitor.stop()
+    cycles = sum(e["busy"] for e in passes.values())
+    _report[name] = {
+        "rows": sum(len(b.rows) for b in batches), "batches": len(batches),
+        "groups": sum(len(b.groups) for b in batches),
+        "candidates": sum(len(g.cands) for b in batches for g in b.groups),
+        "steps": sum(len(b.steps) for b in batches), "macs": macs, "cycles": cycles,
+        "memory_wait": sum(e["memory_wait"] for e in passes.values()),
+        "compute": sum(e["compute"] for e in passes.values()),
+        "macs_per_cycle": round(macs / cycles, 3), "wall_s": round(wall, 2),
+        "items_checked": {p: len(want[p]) for p in OUTPUTS},
+        "passes": sorted(passes.values(), key=lambda e: (e["prompt"], e["pass"]))}
+    write_bench_report({"case": {k: PARAMS[k] for k in ("ema", "candidates", "lanes", "tokens")},
+                        "latency": PARAMS["latency"], "selection": selection,
+                        "seed": int(os.environ["COCOTB_RANDOM_SEED"]), "tests": _report})

@@ -1,0 +1,94 @@
+"""The outputs of the trace's experts on EdgeXpert's channel masks, from the golden model's
+integer operations (golden/intops.py) and the bundled checkpoint's weights: an independent
+reference for the top bench's `edgexpert` masks (the trace itself holds whole-expert outputs).
+
+Per (prompt, pass, layer, depth group, expert), over the group's candidates that chose the
+expert: the GATE_UP mask is the DCU's selection on their MoE inputs (x_q, x_m, x_e and routing
+weights), the DOWN mask its selection on their hidden vectors as the trace holds them (golden
+masks.py does the same: the policy's masks are inputs here); `policies.coalescing_ratio` of the
+channels each; pruning mask all ones (golden/masks.py). Every candidate of the group computes on
+exactly those channels (EdgeXpert's calibration): its GATE_UP sums over the GATE_UP mask, h is
+quantized over all F values, the DOWN sums over the DOWN mask.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from edgexpert.contracts.trace import Trace
+from edgexpert.golden import dcu
+from edgexpert.golden.checkpoint import load_checkpoint
+from edgexpert.golden.int_model import IntModel, RESIDUAL_FRAC, weight_rows
+from edgexpert.golden.intops import Dyadic, int_matmul, quantize_vec, requant, rshift, sigmoid_q15
+from edgexpert.golden.policies import selected_count
+
+__all__ = ["masked_outputs", "expert_on_channels"]
+
+
+def expert_on_channels(x8, sx: Dyadic, gate, up, down, gate_up_mask, down_mask):
+    """The SwiGLU expert of docs/contracts.md on int8 rows x8 with only the masked channels'
+    products: returns (y Q.16, h8, its scale)."""
+    xm = x8 * gate_up_mask
+    g = requant(int_matmul(xm, gate.f64), sx, gate.scale, RESIDUAL_FRAC)
+    u = requant(int_matmul(xm, up.f64), sx, up.scale, RESIDUAL_FRAC)
+    silu = rshift(g * sigmoid_q15(g), 15)
+    h8, sh = quantize_vec(rshift(silu * u, RESIDUAL_FRAC), RESIDUAL_FRAC)
+    y = requant(int_matmul(h8 * down_mask, down.f64), sh, down.scale, RESIDUAL_FRAC)
+    return y, h8, sh
+
+
+def masked_outputs(trace: Trace, ratio: float, path: Path, dense: bool = False) -> dict:
+    """Write (and return) `gate_up_mask` [R, K, D], `down_mask` [R, K, F] (uint8) and
+    `hidden_q`, `hidden_m`, `hidden_e`, `expert_out_q16`, `moe_out_q16` as the trace's arrays
+    on those masks. `dense`: every channel (then the arrays equal the trace's)."""
+    engine = IntModel(load_checkpoint().model.eval())
+    t = trace
+    r_n, k_n = t["experts"].shape
+    d, f = t["x_q"].shape[1], t["hidden_q"].shape[2]
+    out = {"gate_up_mask": np.zeros((r_n, k_n, d), np.uint8),
+           "down_mask": np.zeros((r_n, k_n, f), np.uint8),
+           "hidden_q": np.zeros_like(t["hidden_q"]), "hidden_m": np.zeros_like(t["hidden_m"]),
+           "hidden_e": np.zeros_like(t["hidden_e"]),
+           "expert_out_q16": np.zeros_like(t["expert_out_q16"]),
+           "moe_out_q16": np.zeros_like(t["moe_out_q16"])}
+    keys = np.stack([t["row_prompt"], t["row_pass"], t["row_layer"], t["row_depth"]], 1)
+    moe = np.zeros(t["moe_out_q16"].shape, np.int64)
+    for key in np.unique(keys, axis=0).tolist():
+        rows = np.flatnonzero((keys == key).all(1))
+        layer = key[2]
+        w = engine.layers[layer]
+        experts = t["experts"][rows]
+        for e in np.unique(experts[experts >= 0]).tolist():
+            cand, slot = np.nonzero(experts == e)
+            users = rows[cand]
+            g = t["weights_q16"][users, slot].astype(np.int64)
+            if dense:
+                gu, dn = np.ones(d, np.uint8), np.ones(f, np.uint8)
+            else:
+                gu, dn = np.zeros(d, np.uint8), np.zeros(f, np.uint8)
+                gu[dcu.select(t["x_q"][users], t["x_m"][users], t["x_e"][users], g,
+                              selected_count(d, ratio)).numpy()] = 1
+                dn[dcu.select(t["hidden_q"][users, slot], t["hidden_m"][users, slot],
+                              t["hidden_e"][users, slot], g, selected_count(f, ratio)).numpy()] = 1
+            x8 = torch.as_tensor(t["x_q"][users].astype(np.int64))
+            sx = Dyadic(torch.as_tensor(t["x_m"][users].astype(np.int64)),
+                        torch.as_tensor(t["x_e"][users].astype(np.int64)))
+            y, h8, sh = expert_on_channels(x8, sx, weight_rows(w["gate"], e),
+                                           weight_rows(w["up"], e), weight_rows(w["down"], e),
+                                           torch.as_tensor(gu.astype(np.int64)),
+                                           torch.as_tensor(dn.astype(np.int64)))
+            out["gate_up_mask"][users, slot] = gu
+            out["down_mask"][users, slot] = dn
+            out["hidden_q"][users, slot] = h8.numpy()
+            out["hidden_m"][users, slot] = sh.m.numpy()
+            out["hidden_e"][users, slot] = sh.e.numpy()
+            out["expert_out_q16"][users, slot] = y.numpy()
+            np.add.at(moe, users, rshift(y * torch.as_tensor(g)[:, None], 16).numpy())
+    # the contract keeps the MoE sum in int32 registers (docs/contracts.md, number formats)
+    out["moe_out_q16"] = ((moe + 2**31) % 2**32 - 2**31).astype(t["moe_out_q16"].dtype)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **out)
+    return out

@@ -1,0 +1,55 @@
+"""pytest entry point of the accelerator top bench: golden trace rows on both simulators; the
+whole decode step on Verilator as a benchmark."""
+
+from pathlib import Path
+
+import pytest
+
+from edgexpert.cocotb_tests.engine import prepare_vectors
+from edgexpert.cocotb_tests.top import bench_tests, run_bench
+from edgexpert.contracts.trace import read_trace
+from edgexpert.sim.runner import SIMULATORS
+
+#: the CI's tests per simulator (CI time: Icarus simulates the top about 4x slower): whole
+#: experts without pauses on both; on Verilator also EdgeXpert's masks under random pauses on
+#: every stream and AXI channel. The benchmark runs all four on the whole step
+CI_TESTS = {"icarus": ("trace_step/naive_sd/none",),
+            "verilator": ("trace_step/naive_sd/none", "trace_step/edgexpert/random")}
+
+
+def _filter(names) -> str:
+    """cocotb's names of parametrized tests: trace_step/masks=.../mode=..."""
+    return "|".join("trace_step/masks={}/mode={}".format(*name.split("/")[1:]) for name in names)
+
+
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_top(simulator: str):
+    names = CI_TESTS[simulator]
+    result = run_bench("ci", simulator, seed=20261129, test_filter=_filter(names))
+    ran = result.report["tests"]
+    # every test that should have run reported its measurements: none silently skipped
+    assert sorted(ran) == sorted(names)
+    for entry in ran.values():
+        assert entry["items_checked"]["moe_out"] > 0 and entry["items_checked"]["hidden"] > 0
+        assert entry["memory_wait"] + entry["compute"] <= entry["cycles"]
+        assert entry["memory_wait"] > 0 and entry["compute"] > 0
+    # several groups, one with several candidates, and a token combining several experts
+    rows = ran["trace_step/naive_sd/none"]
+    assert rows["groups"] > 1 and rows["candidates"] > rows["rows"]
+    if "trace_step/edgexpert/random" in ran:
+        # EdgeXpert's masks compute fewer products than whole experts
+        assert ran["trace_step/edgexpert/random"]["macs"] < rows["macs"]
+
+
+@pytest.mark.benchmark
+def test_top_whole_step():
+    """Every row of the trace's decode step (draft and verification passes, all layers), both
+    masks, with and without pauses, on Verilator at the bundled hardware."""
+    result = run_bench("bundled", "verilator", seed=20261129, selection="step")
+    ran = result.report["tests"]
+    assert sorted(ran) == bench_tests()
+    trace = read_trace(Path(prepare_vectors()["trace"]))
+    rows = len(trace["row_pass"])
+    for entry in ran.values():
+        assert entry["rows"] == rows
+        assert entry["items_checked"]["moe_out"] == rows * trace.model.d_model

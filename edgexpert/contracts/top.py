@@ -1,0 +1,57 @@
+"""The accelerator top's command codes and register map (hw/top/, docs/blocks/top.md).
+
+The top takes one command stream: each beat is an `TopOp` and its argument. EMA beats go to the
+EMA controller unchanged (its command contract, edgexpert.contracts.ema) and, except NEW_STEP,
+to the feeder, which reads the mask words to know which columns of each fetched matrix to
+stream into the engine; CAND, X and FLUSH beats are the expert engine's `cand`, `x` and `flush`
+items (hw/engine/layouts.py). The register map is one read port: the top's own registers at
+`TOP_CSR_BASE` and above, the EMA controller's (`EmaCsr`) below.
+
+The codes are `IntEnum`s with an Amaranth shape, shared by the RTL and the benches.
+"""
+
+from __future__ import annotations
+
+from amaranth.lib import enum
+
+from .ema import CSR_ADDR_BITS
+
+__all__ = ["TopOp", "TopCsr", "TOP_CSR_ADDR_BITS", "TOP_CSR_BASE"]
+
+
+class TopOp(enum.IntEnum, shape=2):
+    #: an EMA command word (descriptor, mask word or NEW_STEP)
+    EMA = 0
+    #: one candidate of the next group (x scale, token slot, routing weight, last)
+    CAND = 1
+    #: one int8 MoE input of a candidate of the group in flight
+    X = 2
+    #: read a token slot's MoE sum out and clear it
+    FLUSH = 3
+
+
+#: the read port's address: one more bit than the EMA controller's map, which it includes
+TOP_CSR_ADDR_BITS = CSR_ADDR_BITS + 1
+#: the top's registers start above the EMA controller's 2**CSR_ADDR_BITS addresses
+TOP_CSR_BASE = 1 << CSR_ADDR_BITS
+
+
+class TopCsr(enum.IntEnum, shape=TOP_CSR_ADDR_BITS):
+    """The top's registers (read-only, 64 bits; counters count from reset)."""
+    #: bit 0 busy (work anywhere), bit 1 error (an EMA completion was not OK), bits 2-3 the
+    #: first such completion's status, bits 8-15 its tag
+    STATUS = TOP_CSR_BASE + 0
+    #: cycles with work anywhere: a descriptor the feeder has not finished, a group in the
+    #: engine, or a word on its way through the feeder
+    BUSY_CYCLES = TOP_CSR_BASE + 1
+    #: cycles a group's inputs are loaded and the feeder waits for the EMA's completion of the
+    #: matrix the engine needs next (the weights are not in the buffer yet)
+    MEMORY_WAIT_CYCLES = TOP_CSR_BASE + 2
+    #: cycles a group is in the engine and not waiting on memory
+    COMPUTE_CYCLES = TOP_CSR_BASE + 3
+    #: groups started (a `last` candidate accepted)
+    GROUPS = TOP_CSR_BASE + 4
+    #: matrices fed (EMA descriptors whose scale block and columns went to the engine)
+    MATRICES = TOP_CSR_BASE + 5
+    #: buffer words streamed into the engine (scale blocks and columns)
+    WORDS = TOP_CSR_BASE + 6

@@ -1,0 +1,253 @@
+"""The feeder: from the EMA's completions and the descriptors' mask words to the engine's column
+and scale streams, reading the location table and the weight buffer.
+
+Four small components joined by streams, one item per cycle each:
+
+1. `MaskWalker`: per descriptor, its completion (the slot), its mask words, then the scale
+   block's item and one item per selected channel, lowest first;
+2. `Locator`: the location-table entry of each item (slot * chan_stride + channel, or the slot's
+   scale entry): the buffer line where it starts;
+3. `LineReader`: each item's buffer words (column_beats lines of a column, scale_beats of a
+   scale block), one line per cycle from the line's bank;
+4. `Router`: each word to the engine port of its matrix and kind.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ...contracts.ema import MASK_BITS, EmaOp, EmaStatus, ema_command_layout, ema_completion_layout
+from ...contracts.weight_layout import Matrix
+from ..ema.geometry import EmaGeometry
+from ..ema.ports import ReadSignature
+from ..engine.layouts import column_layout, scale_words_layout
+from .layouts import channel_layout, line_layout, word_layout
+
+__all__ = ["MaskWalker", "Locator", "LineReader", "Router"]
+
+
+def _by_matrix(matrix, values: dict):
+    """The value of `matrix` (a 1-bit signal) from {Matrix: constant}."""
+    return Mux(matrix == Matrix.DOWN, values[Matrix.DOWN], values[Matrix.GATE_UP])
+
+
+class MaskWalker(wiring.Component):
+    """Takes a DESCRIPTOR word from `jobs`, then its completion from `done`, then its mask
+    words from `jobs` (ceil(in_channels / 32) of them, as the EMA's command contract says);
+    emits the scale block's item, then each selected channel, lowest first, one per cycle.
+    `last` marks the matrix's last column (and the scale item); `end` the descriptor's last
+    item. A MASK word where a descriptor is expected is dropped (the EMA fails it as
+    BAD_COMMAND and STATUS says so).
+
+    `awaiting` is high while a descriptor waits for its completion (its data is not in the
+    buffer yet); `fault` pulses with a completion that is not OK (`fault_status`, `fault_tag`):
+    its slot's entries are not meaningful, and the words fed for it are whatever the buffer
+    holds.
+    """
+
+    def __init__(self, geometry: EmaGeometry):
+        self._g = geometry
+        g = geometry
+        super().__init__({
+            "jobs": In(stream.Signature(ema_command_layout)),
+            "done": In(stream.Signature(ema_completion_layout)),
+            "channels": Out(stream.Signature(channel_layout(g.max_in_channels, g.slot_bits))),
+            "awaiting": Out(1),
+            "fault": Out(1),
+            "fault_status": Out(EmaStatus),
+            "fault_tag": Out(8),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self._g
+        n_words = max(g.mask_words(mat) for mat in Matrix)
+        width = n_words * MASK_BITS
+        words = [Signal(MASK_BITS, name=f"mask{k}") for k in range(n_words)]
+        mask = Cat(*words)
+        matrix = Signal()
+        slot = Signal(g.slot_bits)
+        k = Signal(range(n_words))
+        out = self.channels.payload
+        m.d.comb += [out.matrix.eq(matrix), out.slot.eq(slot)]
+
+        # the lowest selected channel: its one-hot, encoded by an OR per index bit
+        lowest = Signal(width)
+        rest = Signal(width)
+        m.d.comb += [lowest.eq(mask & (~mask + 1)), rest.eq(mask & ~lowest)]
+        index = [Signal(name=f"index{b}") for b in range(max(1, (width - 1).bit_length()))]
+        for b, bit in enumerate(index):
+            m.d.comb += bit.eq(Cat(*(lowest[i] for i in range(width) if i >> b & 1)).any())
+        last_word = _by_matrix(matrix, {mat: g.mask_words(mat) - 1 for mat in Matrix})
+
+        with m.FSM(name="walk"):
+            with m.State("Descriptor"):
+                m.d.comb += self.jobs.ready.eq(1)
+                with m.If(self.jobs.valid & (self.jobs.payload.op == EmaOp.DESCRIPTOR)):
+                    m.d.sync += [matrix.eq(self.jobs.payload.arg.descriptor.matrix), k.eq(0),
+                                 mask.eq(0)]
+                    m.next = "Completion"
+            with m.State("Completion"):
+                done = self.done.payload
+                m.d.comb += [self.awaiting.eq(1), self.done.ready.eq(1),
+                             self.fault_status.eq(done.status), self.fault_tag.eq(done.tag)]
+                with m.If(self.done.valid):
+                    m.d.comb += self.fault.eq(done.status != EmaStatus.OK)
+                    m.d.sync += slot.eq(done.slot)
+                    m.next = "Mask"
+            with m.State("Mask"):
+                m.d.comb += self.jobs.ready.eq(1)
+                with m.If(self.jobs.valid):
+                    for i, word in enumerate(words):
+                        with m.If(k == i):
+                            m.d.sync += word.eq(self.jobs.payload.arg.mask)
+                    m.d.sync += k.eq(k + 1)
+                    with m.If(k == last_word):
+                        m.next = "Scale"
+            with m.State("Scale"):
+                m.d.comb += [self.channels.valid.eq(1), out.scale.eq(1), out.last.eq(1),
+                             out.end.eq(mask == 0)]
+                with m.If(self.channels.ready):
+                    with m.If(mask == 0):
+                        m.next = "Descriptor"
+                    with m.Else():
+                        m.next = "Walk"
+            with m.State("Walk"):
+                m.d.comb += [self.channels.valid.eq(1), out.channel.eq(Cat(*index)),
+                             out.last.eq(rest == 0), out.end.eq(rest == 0)]
+                with m.If(self.channels.ready):
+                    m.d.sync += mask.eq(rest)
+                    with m.If(rest == 0):
+                        m.next = "Descriptor"
+        return m
+
+
+class Locator(wiring.Component):
+    """Each item's location-table entry: the buffer line its column (or scale block) starts at.
+    The table's read port answers one cycle after the address; the output register holds the
+    item while the next stage stalls, and the address stays on that item's entry meanwhile, so
+    the line read with it stays valid. One item per cycle."""
+
+    def __init__(self, geometry: EmaGeometry):
+        self._g = g = geometry
+        super().__init__({
+            "channels": In(stream.Signature(channel_layout(g.max_in_channels, g.slot_bits))),
+            "lines": Out(stream.Signature(line_layout(g.max_in_channels, g.line_bits))),
+            "loc": Out(ReadSignature(g.loc_addr_bits, g.line_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self._g
+        item = self.channels.payload
+        full = Signal()
+        held = Signal(self.loc.addr.shape())
+        fields = ("matrix", "scale", "channel", "last", "end")
+        regs = {f: Signal(len(getattr(item, f)), name=f"reg_{f}") for f in fields}
+        take = Signal()
+        entry = Mux(item.scale, g.scale_entry, item.channel)
+        # chan_stride is a power of two: slot * chan_stride + entry is a concatenation
+        address = Cat(entry[:(g.chan_stride - 1).bit_length()], item.slot)
+        m.d.comb += [self.channels.ready.eq(~full | self.lines.ready),
+                     take.eq(self.channels.valid & self.channels.ready),
+                     self.loc.addr.eq(Mux(take, address, held)),
+                     self.lines.valid.eq(full), self.lines.payload.line.eq(self.loc.data)]
+        for f in fields:
+            m.d.comb += getattr(self.lines.payload, f).eq(regs[f])
+        with m.If(take):
+            m.d.sync += [full.eq(1), held.eq(address)]
+            m.d.sync += [regs[f].eq(getattr(item, f)) for f in fields]
+        with m.Elif(self.lines.ready):
+            m.d.sync += full.eq(0)
+        return m
+
+
+class LineReader(wiring.Component):
+    """Each item's buffer words: a column's column_beats(matrix) lines, a scale block's
+    scale_beats(matrix), from its first line on; line L is row L // banks of bank L % banks.
+    One word per cycle; the same holding scheme as `Locator` (the rows stay on the held line
+    while the output stalls)."""
+
+    def __init__(self, geometry: EmaGeometry, banks: int):
+        self._g = g = geometry
+        self._banks = banks
+        row_bits = (g.lines // banks - 1).bit_length() or 1
+        super().__init__({
+            "lines": In(stream.Signature(line_layout(g.max_in_channels, g.line_bits))),
+            "words": Out(stream.Signature(word_layout(g.max_in_channels, g.data_width))),
+            "buf": Out(ReadSignature(row_bits, g.data_width)).array(banks),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        g, banks = self._g, self._banks
+        bank_bits = (banks - 1).bit_length()
+        item = self.lines.payload
+        most = max(max(g.column_beats(mat), g.scale_beats(mat)) for mat in Matrix)
+        i = Signal(range(most))
+        count = Mux(item.scale, _by_matrix(item.matrix, {mat: g.scale_beats(mat) for mat in Matrix}),
+                    _by_matrix(item.matrix, {mat: g.column_beats(mat) for mat in Matrix}))
+        final = Signal()
+        line = Signal(g.line_bits)
+        m.d.comb += [final.eq(i == count - 1), line.eq(item.line + i)]
+        full = Signal()
+        take = Signal()
+        held_row = Signal(len(self.buf[0].addr))
+        bank = Signal(range(banks))
+        fields = ("matrix", "scale", "channel")
+        regs = {f: Signal(len(getattr(item, f)), name=f"reg_{f}") for f in fields}
+        last, end = Signal(), Signal()
+        row = line[bank_bits:]
+        m.d.comb += [take.eq(self.lines.valid & (~full | self.words.ready)),
+                     self.lines.ready.eq(take & final),
+                     self.words.valid.eq(full),
+                     self.words.payload.last.eq(last), self.words.payload.end.eq(end)]
+        for f in fields:
+            m.d.comb += getattr(self.words.payload, f).eq(regs[f])
+        for b in range(banks):
+            m.d.comb += self.buf[b].addr.eq(Mux(take, row, held_row))
+            with m.If(bank == b):
+                m.d.comb += self.words.payload.data.eq(self.buf[b].data)
+        with m.If(take):
+            m.d.sync += [full.eq(1), held_row.eq(row), bank.eq(line[:bank_bits] if bank_bits else 0),
+                         i.eq(Mux(final, 0, i + 1)), last.eq(item.last & final),
+                         end.eq(item.end & final)]
+            m.d.sync += [regs[f].eq(getattr(item, f)) for f in fields]
+        with m.Elif(self.words.ready):
+            m.d.sync += full.eq(0)
+        return m
+
+
+class Router(wiring.Component):
+    """Each word to the engine port of its matrix and kind; `ended` pulses when a descriptor's
+    last word is taken, `moved` with every word taken."""
+
+    def __init__(self, geometry: EmaGeometry, d_model: int, expert_ffn: int):
+        self._g = g = geometry
+        w = g.data_width
+        super().__init__({
+            "words": In(stream.Signature(word_layout(g.max_in_channels, w))),
+            "gate_up": Out(stream.Signature(column_layout(d_model, w))),
+            "gate_up_scales": Out(stream.Signature(scale_words_layout(w))),
+            "down": Out(stream.Signature(column_layout(expert_ffn, w))),
+            "down_scales": Out(stream.Signature(scale_words_layout(w))),
+            "ended": Out(1),
+            "moved": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        word = self.words.payload
+        ports = {(Matrix.GATE_UP, 0): self.gate_up, (Matrix.GATE_UP, 1): self.gate_up_scales,
+                 (Matrix.DOWN, 0): self.down, (Matrix.DOWN, 1): self.down_scales}
+        for (matrix, scale), port in ports.items():
+            m.d.comb += [port.payload.data.eq(word.data), port.payload.last.eq(word.last)]
+            if not scale:
+                m.d.comb += port.payload.channel.eq(word.channel)
+            with m.If((word.matrix == matrix) & (word.scale == scale)):
+                m.d.comb += [port.valid.eq(self.words.valid), self.words.ready.eq(port.ready)]
+        moved = self.words.valid & self.words.ready
+        m.d.comb += [self.moved.eq(moved), self.ended.eq(moved & word.end)]
+        return m

@@ -1,0 +1,42 @@
+"""Payloads of the top's streams: the host's command beat and the feeder's items."""
+
+from __future__ import annotations
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+
+from ...contracts.ema import ema_command_layout
+from ...contracts.top import TopOp
+from ..engine.layouts import act_layout, cand_layout, flush_layout, index_bits
+
+__all__ = ["command_layout", "channel_layout", "line_layout", "word_layout"]
+
+
+def command_layout(tokens: int, candidates: int, d_model: int) -> data.StructLayout:
+    """One beat of the host's command stream: the op and its argument (an EMA command word or
+    one of the engine's `cand`, `x`, `flush` items)."""
+    return data.StructLayout({"op": TopOp, "arg": data.UnionLayout({
+        "ema": ema_command_layout, "cand": cand_layout(tokens),
+        "x": act_layout(candidates, d_model), "flush": flush_layout(tokens)})})
+
+
+def _item(channels: int, extra: dict) -> data.StructLayout:
+    # `last`: the engine port's last word (the scale block's, or the matrix's last column's);
+    # `end`: the descriptor's last word (its scale block's when it selects no channel)
+    return data.StructLayout({"matrix": 1, "scale": 1, "channel": index_bits(channels), **extra,
+                              "last": 1, "end": 1})
+
+
+def channel_layout(channels: int, slot_bits: int) -> data.StructLayout:
+    """A selected channel of a fetched matrix (or, with `scale`, its scale block) and its slot."""
+    return _item(channels, {"slot": unsigned(slot_bits)})
+
+
+def line_layout(channels: int, line_bits: int) -> data.StructLayout:
+    """The same, with the buffer line where its column (or scale block) starts."""
+    return _item(channels, {"line": unsigned(line_bits)})
+
+
+def word_layout(channels: int, word_bits: int) -> data.StructLayout:
+    """One buffer word of a column (or scale block), on its way to the engine."""
+    return _item(channels, {"data": unsigned(word_bits)})
