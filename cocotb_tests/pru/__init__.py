@@ -9,6 +9,7 @@ shape is bundled). A synthetic prompt's logits do not come from a model (golden'
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from edgexpert.contracts.tools import build_root
@@ -45,7 +46,8 @@ def _config(case: str):
 
 
 def bundled_prefill_trace(out: Path, prompts: int, progress: bool = False) -> Path:
-    """The golden integer model's prefill trace of the first `prompts` bundled prompts."""
+    """The golden integer model's prefill trace of the first `prompts` bundled prompts, scored
+    by the integer encoder: encoder, model and PRU all on the A8W4 path."""
     from edgexpert.contracts.prefill_trace import write_prefill_trace
     from edgexpert.golden.checkpoint import load_checkpoint
     from edgexpert.golden.corpus import load_corpus
@@ -57,8 +59,9 @@ def bundled_prefill_trace(out: Path, prompts: int, progress: bool = False) -> Pa
     ckpt = load_checkpoint()
     encoder, _ = load_encoder(ckpt.model)
     chosen = load_prompts(load_corpus(), ckpt.tokenizer)[:prompts]
-    trace = build_prefill_trace(quantize_model(ckpt.model), encoder, _config("e32").policies,
-                                chosen, {"prompts": f"bundled[:{prompts}]"}, progress)
+    policies = dataclasses.replace(_config("e32").policies, prefill_encoder="int")
+    trace = build_prefill_trace(quantize_model(ckpt.model), encoder, policies, chosen,
+                                {"prompts": f"bundled[:{prompts}]"}, progress)
     return write_prefill_trace(trace, out)
 
 
