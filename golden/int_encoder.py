@@ -86,7 +86,8 @@ def _attention_q16(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     q8, sq = quantize_vec(q, ACT_FRAC)
     k8, sk = quantize_vec(k, ACT_FRAC)
     s = torch.matmul(q8.to(torch.float64), k8.to(torch.float64).transpose(-1, -2)).to(I64)
-    z = rshift(s * sq.m[..., None] * sk.m[:, None, :], sq.e[..., None] + sk.e[:, None, :] - ACT_FRAC)
+    z = rshift(s * sq.m[..., None] * sk.m[:, None, :],
+               sq.e[..., None] + sk.e[:, None, :] - ACT_FRAC)
     return softmax_q16(rshift(z * round((1 << 15) / math.sqrt(q.shape[-1])), 15))
 
 

@@ -110,7 +110,8 @@ async def chained_ema(dut):
                       EmaStatus(i >> (TAG_BITS + SLOT_BITS))) for i in done.items]
     assert got == want, f"completions {got[:4]}... != golden {want[:4]}..."
     ars = [(a, n) for a, n, _ in monitor.ars]
-    assert ars == expected, f"{len(ars)} ARs != golden's {len(expected)} (first {ars[:3]} vs {expected[:3]})"
+    assert ars == expected, (f"{len(ars)} ARs != golden's {len(expected)} "
+                             f"(first {ars[:3]} vs {expected[:3]})")
     counters = {reg.name: await _csr(dut, reg) for reg in (EmaCsr.BYTES, EmaCsr.BURSTS)}
     assert counters["BURSTS"] == len(expected)
     assert counters["BYTES"] == beats * BEAT

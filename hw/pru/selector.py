@@ -31,7 +31,8 @@ def max_tree(m: Module, entries: list[tuple[Value, Value]],
         for n, (a, b) in enumerate(zip(level[0::2], level[1::2])):
             valid = Signal(name=f"max_{depth}_{n}_valid", reset_less=registered)
             key = Signal(width, name=f"max_{depth}_{n}_key", reset_less=registered)
-            index = Signal(range(len(entries)), name=f"max_{depth}_{n}_index", reset_less=registered)
+            index = Signal(range(len(entries)), name=f"max_{depth}_{n}_index",
+                           reset_less=registered)
             left = a[0] & (~b[0] | (a[1] >= b[1]))
             domain += [valid.eq(a[0] | b[0]), key.eq(Mux(left, a[1], b[1])),
                        index.eq(Mux(left, a[2], b[2]))]
