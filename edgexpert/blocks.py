@@ -24,7 +24,7 @@ from .hw.ema import EmaController, EmaSystem
 from .hw.engine import ExpertEngine
 from .hw.top import AcceleratorTop, top_parameters
 from .hw.mac_lane import MacLane
-from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams
+from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams, pick_register_for
 from .sim.dcu_stimulus import dcu_stimulus
 from .sim.ema_stimulus import ema_stimulus
 from .sim.engine_stimulus import engine_stimulus
@@ -96,6 +96,7 @@ def pru_parameters(config: Config, **model) -> dict:
              "d_model": m.d_model, "expert_ffn": m.expert_ffn, **model}
     return {**shape, "chunk": p.prefill_chunk, "max_tokens": PRU_MAX_TOKENS, "lanes": PRU_LOGIT_LANES,
             "experts_per_step": pru_experts_per_step(config, **model),
+            "pick_register": pick_register_for(shape["n_experts"]),
             "tau_major_q16": tau_q16(p.prefill_tau_major),
             "tau_minor_q16": tau_q16(p.prefill_tau_minor),
             "budget_minor": p.prefill_budget_minor, "budget_trivial": p.prefill_budget_trivial}

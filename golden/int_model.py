@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .intops import (I64, Dyadic, dyadic_mul, fp16_dyadic, int_matmul, quantize_vec, requant,
-                     rshift, rsqrt_dyadic, sigmoid_q15, softmax_q16)
+from .intops import (I64, Dyadic, dyadic_mul, fp16_dyadic, int_matmul, inv_rms, quantize_vec,
+                     requant, rshift, sigmoid_q15, softmax_q16)
 from .model import KVCache, LayerTrace, MoEModel, Router, route
 
 __all__ = ["IntModel", "quantize_model", "quantize_weight", "quantize_gain", "weight_rows",
@@ -120,16 +120,8 @@ class IntModel:
 
     # --- building blocks -------------------------------------------------------------------
     def _inv_rms(self, x: torch.Tensor, frac: int) -> Dyadic:
-        """1 / sqrt(mean(x^2) + eps) per row of Q.frac `x`, as a Dyadic.
-
-        With x8 = rshift(x, frac - 8) (Q.8) and S = sum x8^2 (Q.16):
-        1/sqrt(S 2**-16 / n + eps) = sqrt(n) 2**8 / sqrt(S + eps n 2**16); sqrt(n) is the Q.12
-        constant round(sqrt(n) 2**12)."""
-        n = x.shape[-1]
-        x8 = rshift(x, frac - 8)
-        y = (x8 * x8).sum(-1) + round(self.cfg.rms_eps * n * 65536)
-        root_n = Dyadic(torch.full_like(y, round(math.sqrt(n) * 4096)), torch.full_like(y, 12 - 8))
-        return dyadic_mul(root_n, rsqrt_dyadic(y))
+        """1 / sqrt(mean(x^2) + eps) per row of Q.frac `x` (intops.inv_rms, the model's eps)."""
+        return inv_rms(x, frac, self.cfg.rms_eps)
 
     def rmsnorm_q8(self, r: torch.Tensor, gain: torch.Tensor) -> tuple[torch.Tensor, Dyadic]:
         """RMSNorm of the Q.16 residual, quantized to int8 with a per-token scale. Per-row int8

@@ -19,7 +19,8 @@ import torch
 
 __all__ = [
     "I64", "rshift", "bitlength", "Dyadic", "fp16_dyadic", "quantize_vec", "dyadic_mul",
-    "normalize", "requant", "int_matmul", "isqrt", "rsqrt_dyadic", "SIGMOID_LUT", "sigmoid_q15",
+    "normalize", "requant", "int_matmul", "isqrt", "rsqrt_dyadic", "inv_rms", "SIGMOID_LUT",
+    "sigmoid_q15",
     "EXP2_LUT", "softmax_q16", "MANTISSA_BITS",
 ]
 
@@ -143,6 +144,19 @@ def rsqrt_dyadic(y: torch.Tensor) -> Dyadic:
     s = isqrt(y_n)
     r = torch.div(torch.full_like(s, 1 << 45), s, rounding_mode="floor")
     return normalize(r, 45 - j)
+
+
+def inv_rms(x: torch.Tensor, frac: int, eps: float) -> Dyadic:
+    """1 / sqrt(mean(x^2) + eps) per row of Q.frac `x`, as a Dyadic.
+
+    With x8 = rshift(x, frac - 8) (Q.8) and S = sum x8^2 (Q.16):
+    1/sqrt(S 2**-16 / n + eps) = sqrt(n) 2**8 / sqrt(S + eps n 2**16); sqrt(n) is the Q.12
+    constant round(sqrt(n) 2**12)."""
+    n = x.shape[-1]
+    x8 = rshift(x, frac - 8)
+    y = (x8 * x8).sum(-1) + round(eps * n * 65536)
+    root_n = Dyadic(torch.full_like(y, round(math.sqrt(n) * 4096)), torch.full_like(y, 12 - 8))
+    return dyadic_mul(root_n, rsqrt_dyadic(y))
 
 
 #: sigmoid(i / 64) for i in -512..511, as Q.15 (index i + 512)

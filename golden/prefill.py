@@ -32,6 +32,7 @@ from ..contracts.errors import InputError
 from ..contracts.progress import progress_bar
 from .checkpoint import bundled_checkpoint_dir, save_meta, save_tensors, weights_sha256
 from .decode import exact_logits, run_pass
+from .int_encoder import IntTokenEncoder
 from .metrics import LogitComparison
 from . import pru
 from .model import KVCache, MoEModel, route, routing_weights
@@ -40,7 +41,7 @@ from .train import eval_windows
 __all__ = ["MAJOR", "MINOR", "TRIVIAL", "EncoderError", "EncoderSettings", "TokenEncoder",
            "token_classes", "random_classes", "shared_set_route", "moe_inputs", "expert_cut_targets",
            "spearman", "train_encoder", "MODEL_HASH_FORM", "save_encoder", "load_encoder",
-           "bundled_encoder_dir", "PrefillRouting", "prefill_routing", "prefill_pass",
+           "bundled_encoder_dir", "ENCODER_PATHS", "scoring_encoder", "PrefillRouting", "prefill_routing", "prefill_pass",
            "prefill_quality", "TARGET_DEFINITION"]
 
 MAJOR, MINOR, TRIVIAL = pru.MAJOR, pru.MINOR, pru.TRIVIAL
@@ -343,11 +344,24 @@ def load_encoder(model: MoEModel, path: Path | None = None) -> tuple[TokenEncode
 # ---------------------------------------------------------------------------------------------
 # the policy's prefill routing and its measurement
 
+#: `policies.prefill_encoder`: the trained float encoder, or its A8W4 integer twin
+ENCODER_PATHS = ("float", "int")
+
+
+def scoring_encoder(encoder: TokenEncoder, path: str):
+    """What scores prompts for `policies.prefill_encoder` = path: the float `encoder` itself,
+    or its integer twin (golden.int_encoder; the same interface, scores on the Q.16 grid)."""
+    if path not in ENCODER_PATHS:
+        raise ValueError(f"prefill encoder {path!r} is not accepted: accepted "
+                         f"{', '.join(ENCODER_PATHS)}")
+    return encoder if path == "float" else IntTokenEncoder(encoder)
+
 
 @dataclass(frozen=True)
 class PrefillRouting:
-    """EdgeXpert's prefill routing settings (policies.prefill_*) with the encoder."""
-    encoder: TokenEncoder
+    """EdgeXpert's prefill routing settings (policies.prefill_*) with the encoder that scores
+    (`scoring_encoder`: the float one or its integer twin)."""
+    encoder: TokenEncoder | IntTokenEncoder
     tau_major: float
     tau_minor: float
     budget_minor: int
@@ -375,10 +389,10 @@ def prefill_routing(policies: PolicyConfig, encoder: TokenEncoder | None,
                     top_k: int) -> PrefillRouting | None:
     """EdgeXpert's shared-set prefill routing from the configuration's `policies` section for a
     model routing top_k experts, or None without an encoder (the budgets are checked either
-    way)."""
+    way); `policies.prefill_encoder` says which arithmetic scores."""
     check_prefill_budgets(policies, top_k)
     return None if encoder is None else PrefillRouting(
-        encoder, policies.prefill_tau_major, policies.prefill_tau_minor,
+        scoring_encoder(encoder, policies.prefill_encoder), policies.prefill_tau_major, policies.prefill_tau_minor,
         policies.prefill_budget_minor, policies.prefill_budget_trivial, policies.prefill_classes,
         policies.prefill_seed)
 

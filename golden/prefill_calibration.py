@@ -19,6 +19,10 @@ Ablation (`ablate`), on held-out windows through the real prefill pass: the k/n 
 configured thresholds, encoder-scored against random token classes, and the chunk size; and,
 on request, the calibration's Pareto front (how its mse maps to the held-out perplexity ratio,
 which is what fixes the mse bound).
+
+Encoder paths (`compare_encoders`), on held-out windows through the real prefill pass: the
+configured point scored by the float encoder and by its A8W4 integer twin (golden.int_encoder):
+how many tokens change class, and each one's prefill bytes and perplexity ratio.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ from ..contracts.weight_layout import WeightLayout
 from .model import MoEModel, routing_weights
 from .policies import EdgeXpert
 from .policy import Policy, chunked_expert_fetches
-from .prefill import (PrefillRouting, TokenEncoder, moe_inputs, prefill_quality, prefill_routing,
-                      shared_set_route, token_classes)
+from .prefill import (ENCODER_PATHS, MAJOR, MINOR, TRIVIAL, PrefillRouting, TokenEncoder,
+                      moe_inputs, prefill_quality, prefill_routing, shared_set_route,
+                      token_classes)
 
 __all__ = ["Setting", "TAU_MAJOR", "TAU_MINOR", "default_grid", "sweep", "pareto_front", "choose",
            "ablate", "CHUNKS"]
@@ -177,3 +182,37 @@ def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[in
     bar.close()
     return {"budgets": budgets, "chunks": chunks, "front": measured_front,
             "seconds": round(time.time() - start, 1)}
+
+
+CLASS_NAMES = {MAJOR: "major", MINOR: "minor", TRIVIAL: "trivial"}
+
+
+def compare_encoders(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[int]],
+                     policies, decode: DecodeConfig, progress: bool = True) -> dict:
+    """The configured prefill point on held-out windows with each encoder path
+    (ENCODER_PATHS): per path its prefill_quality (bytes against native top-K, perplexity
+    ratio against the exact model); and the classes of every prefill token (each window but its
+    last token, as the prefill pass scores it) under the integer encoder against the float one,
+    as counts of each (float class -> integer class) move. `progress`: a bar over the paths."""
+    layout = WeightLayout.for_model(model.cfg)
+    routings = {path: prefill_routing(replace(policies, prefill_encoder=path), encoder,
+                                      model.cfg.top_k) for path in ENCODER_PATHS}
+    moves: dict[str, int] = {}
+    tokens = 0
+    for window in windows:
+        body = torch.tensor(window[:-1])
+        before, after = (routings[path].token_classes(body) for path in ("float", "int"))
+        tokens += len(body)
+        for a, b in zip(before.tolist(), after.tolist()):
+            if a != b:
+                key = f"{CLASS_NAMES[a]}->{CLASS_NAMES[b]}"
+                moves[key] = moves.get(key, 0) + 1
+    paths = {}
+    for path in progress_bar(ENCODER_PATHS, desc="encoder paths", unit="path", enabled=progress):
+        policy = EdgeXpert(layout, decode, model, policies.coalescing_ratio,
+                           policies.pruning_sparsity, policies.calibration, prefill=routings[path])
+        native = Policy(layout, decode)
+        policy.prefill_chunk = native.prefill_chunk = policies.prefill_chunk
+        paths[path] = prefill_quality(engine, policy, native, windows)
+    return {"prompt_tokens": tokens, "class_changes": sum(moves.values()),
+            "class_moves": dict(sorted(moves.items())), "paths": paths}

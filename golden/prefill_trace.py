@@ -23,6 +23,7 @@ from ..contracts.prefill_trace import (FETCH_ARRAYS, PREFILL_SCHEMA, PREFILL_VER
 from ..contracts.weight_layout import WeightLayout
 from . import pru
 from .model import KVCache
+from .prefill import scoring_encoder
 
 __all__ = ["prefill_settings", "build_prefill_trace", "synthetic_prefill_trace"]
 
@@ -74,12 +75,15 @@ def build_prefill_trace(engine, encoder, policies: PolicyConfig, prompts: list[l
                         source: dict, progress: bool = False) -> PrefillTrace:
     """The integer model `engine` (golden.int_model.IntModel) prefilling each prompt (all but
     its last token, as golden.decode.prefill does) with EdgeXpert's routing from the encoder's
-    Q.16 scores."""
+    Q.16 scores (the float encoder or its integer twin, as `policies.prefill_encoder` says; the
+    trace's `source` records which)."""
     cfg = engine.cfg
     if not cfg.norm_topk_prob:
         raise PrefillTraceError("the PRU renormalizes over the chosen experts: accepted models "
                                 "with norm_topk_prob (not OLMoE's softmax over all experts)")
     settings = prefill_settings(policies)
+    encoder = scoring_encoder(encoder, policies.prefill_encoder)
+    source = {**source, "encoder": policies.prefill_encoder}
     pru.check_budgets(cfg.top_k, settings["budget_minor"], settings["budget_trivial"])
     records = []
     for prompt in tqdm(prompts, desc="prefill traces", file=sys.stderr, disable=not progress):

@@ -51,6 +51,28 @@ def test_bundled_trace_reads_back_and_routes_by_the_contract(bundled_trace):
     assert np.flatnonzero(first).tolist() == sorted(set(rows[rows >= 0].tolist()))
 
 
+def test_trace_with_the_integer_encoder_takes_its_scores(tmp_path):
+    """policies.prefill_encoder=int: the scores are the integer encoder's, the source says so."""
+    from edgexpert.golden.checkpoint import load_checkpoint
+    from edgexpert.golden.corpus import load_corpus
+    from edgexpert.golden.int_encoder import IntTokenEncoder
+    from edgexpert.golden.int_model import quantize_model
+    from edgexpert.golden.prefill import load_encoder
+    from edgexpert.golden.prompts import load_prompts
+
+    torch.set_num_threads(1)
+    ckpt = load_checkpoint()
+    encoder, _ = load_encoder(ckpt.model)
+    prompt = load_prompts(load_corpus(), ckpt.tokenizer)[0][:25]
+    policies = load_config(overrides=["policies.prefill_encoder=int"]).policies
+    trace = read_prefill_trace(write_prefill_trace(
+        build_prefill_trace(quantize_model(ckpt.model), encoder, policies, [prompt], {}),
+        tmp_path / "int.npz"))
+    assert trace.header["source"] == {"encoder": "int"}
+    want = IntTokenEncoder(encoder).scores_q16(torch.tensor(prompt[:-1]))
+    assert trace.prompt(0)["score_q16"].tolist() == want.tolist()
+
+
 def test_reader_names_what_is_wrong(bundled_trace, tmp_path):
     trace = read_prefill_trace(bundled_trace)
     bad = dict(trace.arrays, token_class=trace["token_class"] + 3)

@@ -74,8 +74,11 @@ def run(dut: Pru, vectors, seed: int, stall: bool) -> tuple[list[int], list[int]
     return routes, ema, cycles[0]
 
 
-@pytest.mark.parametrize("stall,lanes,per_step", [(False, 1, None), (True, 4, 2)])
-def test_pru_matches_golden_on_synthetic_prompts(stall, lanes, per_step):
+@pytest.mark.parametrize("stall,lanes,per_step,pick_register",
+                         [(False, 1, None, 0), (True, 4, 2, 0), (True, 2, None, 2)])
+def test_pru_matches_golden_on_synthetic_prompts(stall, lanes, per_step, pick_register):
+    """pick_register 2: the selector's max tree over 8 experts registered after 2 of 3 levels
+    (as pru_e128's after 3 of 7)."""
     model = _model()
     gen = torch.Generator().manual_seed(5)
     t = 7
@@ -87,6 +90,7 @@ def test_pru_matches_golden_on_synthetic_prompts(stall, lanes, per_step):
     params = pru_params(trace, max_tokens=8, lanes=lanes)
     if per_step is not None:          # chunks of more experts than one EMA step takes
         params = dataclasses.replace(params, experts_per_step=per_step)
+    params = dataclasses.replace(params, pick_register=pick_register)
     for p in range(2):
         vectors = prompt_vectors(trace, p, params)
         routes, ema, cycles = run(Pru(params), vectors, seed=p, stall=stall)
@@ -206,3 +210,14 @@ def test_pru_drives_the_ema_through_a_prompt():
     assert [(int(c.tag), int(c.status)) for c in done] == [(c.tag, int(c.status)) for c in want]
     assert ars == [b for r in results for b in reference.bursts(r)]
     assert expected and lines == expected
+
+
+def test_pick_register_placement_and_range():
+    """The registry registers the max tree past PRU_TREE_LEVELS_PER_CYCLE levels, halfway."""
+    from edgexpert.hw.pru import pick_register_for
+    assert [pick_register_for(n) for n in (2, 16, 32, 64, 128, 1024)] == [0, 0, 2, 3, 3, 5]
+    trace = synthetic_prefill_trace(_model(), SETTINGS, [(torch.tensor([65536]),
+                                                          torch.zeros(1, 2, 8, dtype=torch.long))], {})
+    params = pru_params(trace, 8, 1)
+    with pytest.raises(ValueError, match="pick_register = 3 is out of range: accepted 0..2"):
+        dataclasses.replace(params, pick_register=3)

@@ -9,16 +9,23 @@ shape is bundled). A synthetic prompt's logits do not come from a model (golden'
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from edgexpert.contracts.tools import build_root
 from edgexpert.hw.pru import Pru, PRU_LOGIT_LANES, PRU_MAX_TOKENS
 from edgexpert.sim.runner import SimResult, run_cocotb
 
-__all__ = ["BENCH_MODULE", "BENCH_CASES", "MAX_TOKENS", "LANES", "CI_RUN", "FULL_RUN", "bench_tests", "run_bench",
-           "bundled_prefill_trace", "corner_prefill_trace"]
+__all__ = ["BENCH_MODULE", "CHAIN_MODULE", "CHAIN_EMA", "BENCH_CASES", "MAX_TOKENS", "LANES",
+           "CI_RUN", "FULL_RUN", "bench_tests", "run_bench", "run_chain", "bundled_prefill_trace",
+           "corner_prefill_trace"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.pru.bench"
+CHAIN_MODULE = "edgexpert.cocotb_tests.pru.chain"
+#: the chained bench's EMA: the DCU chain's (the default bus, a smaller buffer and slot table,
+#: quick to build), so a chunk's experts take several steps
+CHAIN_EMA = {"data_width": 256, "addr_width": 32, "outstanding": 16, "buffer_bytes": 65536,
+             "buffer_banks": 4, "slots": 16}
 #: the longest prompt and the logits per beat: the registry's (edgexpert.blocks)
 MAX_TOKENS = PRU_MAX_TOKENS
 LANES = PRU_LOGIT_LANES
@@ -44,8 +51,11 @@ def _config(case: str):
     return load_config(overrides=BENCH_CASES[case]["overrides"])
 
 
-def bundled_prefill_trace(out: Path, prompts: int, progress: bool = False) -> Path:
-    """The golden integer model's prefill trace of the first `prompts` bundled prompts."""
+def bundled_prefill_trace(out: Path, prompts: int, progress: bool = False,
+                          tokens: int | None = None) -> Path:
+    """The golden integer model's prefill trace of the first `prompts` bundled prompts (each cut
+    to a prefill pass of `tokens` tokens if given), scored by the integer encoder: encoder,
+    model and PRU all on the A8W4 path."""
     from edgexpert.contracts.prefill_trace import write_prefill_trace
     from edgexpert.golden.checkpoint import load_checkpoint
     from edgexpert.golden.corpus import load_corpus
@@ -57,8 +67,11 @@ def bundled_prefill_trace(out: Path, prompts: int, progress: bool = False) -> Pa
     ckpt = load_checkpoint()
     encoder, _ = load_encoder(ckpt.model)
     chosen = load_prompts(load_corpus(), ckpt.tokenizer)[:prompts]
-    trace = build_prefill_trace(quantize_model(ckpt.model), encoder, _config("e32").policies,
-                                chosen, {"prompts": f"bundled[:{prompts}]"}, progress)
+    if tokens is not None:      # the prefill pass takes all but the last token
+        chosen = [p[:tokens + 1] for p in chosen]
+    policies = dataclasses.replace(_config("e32").policies, prefill_encoder="int")
+    trace = build_prefill_trace(quantize_model(ckpt.model), encoder, policies, chosen,
+                                {"prompts": f"bundled[:{prompts}]"}, progress)
     return write_prefill_trace(trace, out)
 
 
@@ -120,3 +133,28 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     return run_cocotb(Pru(params), toplevel="pru", test_module=BENCH_MODULE, case=name,
                       params={"traces": traces, "case": case}, simulator=simulator, seed=seed,
                       waves=waves)
+
+
+def run_chain(simulator: str = "verilator", seed: int = 20261129, latency: int = 40) -> SimResult:
+    """The PRU -> EMA chained bench (chain.py): the first bundled prompt's first chunk
+    (`policies.prefill_chunk` tokens) in its first layer, the PRU's registry parameters with
+    n_layers = 1 and its EMA steps sized for CHAIN_EMA; raises SimError on any failure."""
+    from edgexpert.contracts.prefill_trace import read_prefill_trace
+    from edgexpert.cocotb_tests.pru.vectors import pru_params
+    from edgexpert.golden.pru import experts_per_step
+    from edgexpert.hw.pru.chain import PruEma
+
+    chunk = _config("e32").policies.prefill_chunk
+    trace_file = bundled_prefill_trace(build_root() / "bench" / "pru" / f"chain-{chunk}.npz", 1,
+                                       tokens=chunk)
+    trace = read_prefill_trace(trace_file)
+    layout = trace.layout
+    per_step = experts_per_step(layout, CHAIN_EMA["data_width"] // 8, CHAIN_EMA["buffer_bytes"],
+                                CHAIN_EMA["slots"])
+    params = dataclasses.replace(pru_params(trace, MAX_TOKENS, LANES), n_layers=1,
+                                 experts_per_step=per_step)
+    bench = {"trace": str(trace_file), "pru": dataclasses.asdict(params),
+             "layout": dataclasses.asdict(layout), "ema": CHAIN_EMA, "latency": latency}
+    return run_cocotb(PruEma(params, layout, CHAIN_EMA), toplevel="pru_ema",
+                      test_module=CHAIN_MODULE, case="chain", params=bench, simulator=simulator,
+                      seed=seed)

@@ -33,10 +33,11 @@ _report: dict = {}
 
 def quiet_limit(hw) -> int:
     """Cycles without an output beat after which the PRU is taken to hang: a layer's shared-set
-    phase gives no output for up to max_tokens tokens of n_experts / lanes + 2 cycles each, and a
-    token's weights take top_k (WEIGHT_BITS + 1) cycles; random pauses on both sides add a
-    factor of up to 4."""
-    return 4 * (MAX_TOKENS * (hw.beats_per_token + hw.top_k + 2) + hw.top_k * (WEIGHT_BITS + 1))
+    phase gives no output for up to max_tokens tokens of n_experts / lanes + 1 cycles each and
+    up to 2 per pick (the max tree's register), and a token's weights take top_k (WEIGHT_BITS +
+    1) cycles; random pauses on both sides add a factor of up to 4."""
+    return 4 * (MAX_TOKENS * (hw.beats_per_token + 2 * hw.top_k + 2)
+                + hw.top_k * (WEIGHT_BITS + 1))
 
 
 def _record(name: str, **values):

@@ -12,20 +12,22 @@ import numpy as np
 from edgexpert.contracts.prefill_trace import PrefillTrace
 from edgexpert.contracts.pru import LOGIT_BITS, SCORE_BITS
 from edgexpert.golden.pru import experts_per_step, fetch_commands
-from edgexpert.hw.pru import PruParams
+from edgexpert.hw.pru import PruParams, pick_register_for
 
 __all__ = ["PromptVectors", "pru_params", "prompt_vectors"]
 
 
 def pru_params(trace: PrefillTrace, max_tokens: int, lanes: int) -> PruParams:
     """The PRU for a trace's model and settings; its EMA steps sized for the default
-    configuration's EMA (as edgexpert.blocks sizes the registered block)."""
+    configuration's EMA and its selector pipelined as edgexpert.blocks builds the registered
+    block."""
     from edgexpert.contracts.config import load_config
     m, s = trace.model, trace.prefill
     ema = load_config().hardware.ema
     per_step = max(1, experts_per_step(trace.layout, ema.axi_data_width // 8, ema.buffer_bytes,
                                        ema.slots))
-    return PruParams(lanes=lanes, experts_per_step=per_step, n_experts=m.n_experts, top_k=m.top_k, n_layers=m.n_layers,
+    return PruParams(lanes=lanes, experts_per_step=per_step,
+                     pick_register=pick_register_for(m.n_experts), n_experts=m.n_experts, top_k=m.top_k, n_layers=m.n_layers,
                      d_model=m.d_model, expert_ffn=m.expert_ffn, chunk=s["chunk"],
                      max_tokens=max_tokens, tau_major_q16=s["tau_major_q16"],
                      tau_minor_q16=s["tau_minor_q16"], budget_minor=s["budget_minor"],

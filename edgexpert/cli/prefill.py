@@ -149,6 +149,45 @@ def cmd_prefill_ablate(args) -> int:
     return 0
 
 
+def cmd_prefill_encoders(args) -> int:
+    """The configured prefill point with the float encoder and its A8W4 integer twin."""
+    config = load(args)
+    _check_windows(args.windows)
+    import torch
+
+    from ..golden.decode import FloatEngine
+    from ..golden.prefill import load_encoder
+    from ..golden.prefill_calibration import compare_encoders
+    from ..golden.train import token_streams
+    torch.set_num_threads(1)
+    ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
+    encoder, _ = load_encoder(ckpt.model)
+    _, heldout = token_streams(corpus, ckpt.tokenizer)
+    windows = _prompt_windows(heldout, config, args.windows)
+    p = config.policies
+    result = compare_encoders(FloatEngine(ckpt.model), ckpt.model, encoder, windows, p,
+                              config.decode)
+    report = {"windows": len(windows), "split": "heldout", "model_path": "float",
+              "settings": dataclasses.asdict(p), **result}
+
+    def table(path) -> None:
+        print(f"edgexpert prefill encoders: {len(windows)} held-out windows, "
+              f"{result['prompt_tokens']} prefill tokens, float model path, chunk "
+              f"{p.prefill_chunk}; tau {p.prefill_tau_major}/{p.prefill_tau_minor}, "
+              f"k {p.prefill_budget_minor}, n {p.prefill_budget_trivial}")
+        moves = ", ".join(f"{k} {v}" for k, v in result["class_moves"].items()) or "none"
+        print(f"tokens changing class (int vs float encoder): {result['class_changes']} ({moves})")
+        print(f"{'encoder':<8}{'B/token':>9}{'native':>9}{'vs native':>11}{'ppl ratio':>11}")
+        for name, row in result["paths"].items():
+            print(f"{name:<8}{row['prefill_bytes_per_token']:>9}"
+                  f"{row['native_prefill_bytes_per_token']:>9}"
+                  f"{-row['prefill_bytes_reduction']:>+11.1%}{row['ppl_ratio']:>11}")
+        print(f"table: {path}")
+
+    publish(args, report, ("prefill", "encoders.json"), table)
+    return 0
+
+
 def register(sub) -> None:
     # settings may come before the action (`prefill --set K=V ablate`) or after it; both apply
     p = sub.add_parser("prefill", parents=[settings_options(0)],
@@ -174,6 +213,15 @@ def register(sub) -> None:
                         "<= MSE (how the calibration mse maps to the held-out perplexity ratio)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
     q.set_defaults(func=cmd_prefill_ablate)
+    q = prefill.add_parser("encoders", parents=[settings_options(1)],
+                           help="held-out prefill with the float encoder and its A8W4 integer "
+                                "twin: tokens changing class, bytes, perplexity ratio "
+                                "(build/prefill/encoders.json)")
+    q.add_argument("--windows", type=int, default=8, metavar="N",
+                   help="held-out prompt windows (default 8)")
+    checkpoint_option(q)
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.set_defaults(func=cmd_prefill_encoders)
 
     p = sub.add_parser("calibrate", parents=[settings_options()],
                        help="calibrate a policy's settings on training-split text")

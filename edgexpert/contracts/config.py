@@ -217,6 +217,9 @@ class PolicyConfig:
                                    "classes from the encoder's scores, or random with the same "
                                    "class sizes (the ablation)")
     prefill_seed: int = _int(0, 2**31 - 1, 20261129, "seeds the random token classes")
+    prefill_encoder: str = _choice(("float", "int"), "float", "EdgeXpert prefill: the encoder's "
+                                   "arithmetic: float, or the A8W4 integer path the MAC clusters "
+                                   "run (golden/int_encoder.py)")
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ reference golden/pru.py. Small components joined by streams:
 2. `Sequencer` (sequencer.py): holds the prompt's classes and issues, per layer, a shared-set
    job and then a routing job per token;
 3. `Selector` (selector.py): a token's logits into a register file, then one pick per cycle by
-   a max tree (n_experts - 1 comparators, log2(n_experts) deep; no comparator per pair); keeps
-   the shared set S;
+   a max tree (n_experts - 1 comparators, log2(n_experts) deep; no comparator per pair), or one
+   per two cycles with a register inside a deep tree (`pick_register`); keeps the shared set S;
 4. `Renormalizer` (renorm.py): the chosen logits' `softmax_q16` by the exp2 table and a
    restoring divider;
 5. `FetchList` (fetch.py): per chunk, its distinct experts as EMA DESCRIPTOR + MASK words.
@@ -22,7 +22,7 @@ picks in pick order (the last one marked) with class and weight; `o_ema`, per ch
 layer its EMA step, in chunk order.
 """
 
-from .params import PRU_LOGIT_LANES, PRU_MAX_TOKENS, PruParams
+from .params import PRU_LOGIT_LANES, PRU_MAX_TOKENS, PruParams, pick_register_for
 from .top import Pru
 
-__all__ = ["Pru", "PruParams", "PRU_MAX_TOKENS", "PRU_LOGIT_LANES"]
+__all__ = ["Pru", "PruParams", "PRU_MAX_TOKENS", "PRU_LOGIT_LANES", "pick_register_for"]

@@ -10,18 +10,37 @@ from amaranth.lib import data
 from ...contracts.ema import EXPERT_BITS, LAYER_BITS, MASK_BITS
 from ...contracts.pru import LOGIT_BITS, SCORE_BITS, WEIGHT_BITS, TokenClass
 
-__all__ = ["PruParams", "bits_for", "PRU_MAX_TOKENS", "PRU_LOGIT_LANES"]
+__all__ = ["PruParams", "bits_for", "pick_register_for", "PRU_MAX_TOKENS", "PRU_LOGIT_LANES",
+           "PRU_TREE_LEVELS_PER_CYCLE"]
 
 #: the longest prompt: the bundled prefill encoder's window (golden.prefill.EncoderSettings)
 PRU_MAX_TOKENS = 128
 #: router logits per input beat (256 bits): the rate that keeps the PRU ahead of the MAC
 #: clusters on the bundled model's prefill (docs/blocks/pru.md, "Throughput")
 PRU_LOGIT_LANES = 8
+#: the deepest selector max tree that meets the 800 MHz platform clock at 28 nm in one cycle
+#: with margin: 32 experts' 5 levels synthesized at 809 MHz, then at 798 MHz after unrelated
+#: changes (the tree to S the critical path both times), 128 experts' 7 at 634 MHz
+#: (docs/blocks/pru.md, "Synthesis")
+PRU_TREE_LEVELS_PER_CYCLE = 4
 
 
 def bits_for(n: int) -> int:
     """Bits that hold 0..n."""
     return max(1, int(n).bit_length())
+
+
+def tree_depth(n_experts: int) -> int:
+    """Levels of the selector's max tree over n_experts entries: ceil(log2(n_experts))."""
+    return (n_experts - 1).bit_length()
+
+
+def pick_register_for(n_experts: int) -> int:
+    """The selector's `pick_register` for n_experts: none while the tree is at most
+    PRU_TREE_LEVELS_PER_CYCLE deep, else after its first half (floor(depth / 2) levels; the
+    second half also decodes the winner into `taken`)."""
+    depth = tree_depth(n_experts)
+    return 0 if depth <= PRU_TREE_LEVELS_PER_CYCLE else depth // 2
 
 
 @dataclass(frozen=True)
@@ -31,7 +50,9 @@ class PruParams:
     encoder's window); the thresholds are Q.16 (golden.pru.tau_q16) and the budgets count
     experts, top-1 included; `lanes` router logits arrive per beat (it divides n_experts); an
     EMA step names at most `experts_per_step` whole experts (what the EMA's slots and buffer
-    hold: edgexpert.blocks.pru_experts_per_step)."""
+    hold: edgexpert.blocks.pru_experts_per_step); `pick_register` > 0 puts a register after
+    that many levels of the selector's max tree (a pick then takes two cycles; 0: none,
+    `pick_register_for` chooses)."""
     n_experts: int
     top_k: int
     n_layers: int
@@ -45,6 +66,7 @@ class PruParams:
     budget_trivial: int
     lanes: int = 1
     experts_per_step: int = 1
+    pick_register: int = 0
 
     def __post_init__(self):
         for name in ("n_experts", "top_k", "n_layers", "d_model", "expert_ffn", "chunk",
@@ -57,7 +79,8 @@ class PruParams:
                   ("budget_trivial", 1, self.budget_minor), ("chunk", 1, self.max_tokens),
                   ("tau_minor_q16", 0, self.tau_major_q16),
                   ("experts_per_step", 1, self.n_experts),
-                  ("tau_major_q16", self.tau_minor_q16, (1 << 32) - 1)]
+                  ("tau_major_q16", self.tau_minor_q16, (1 << 32) - 1),
+                  ("pick_register", 0, tree_depth(self.n_experts) - 1)]
         for name, lo, hi in ranges:
             value = getattr(self, name)
             if not lo <= value <= hi:

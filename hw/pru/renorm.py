@@ -29,8 +29,9 @@ class Renormalizer(wiring.Component):
     pick, every weight floor((ex 2^16 + floor(S/2)) / S) at once, by top_k restoring dividers
     of two quotient bits per cycle ((WEIGHT_BITS + 1) / 2 cycles); the weights then leave through
     `o_route` in pick order, one per cycle (a register, held until taken). Picks are not taken
-    meanwhile: a token of j picks occupies the stage 2 j + 1 + (WEIGHT_BITS + 1) / 2 cycles
-    (one more for the exponent's pipeline register)."""
+    meanwhile: a token of j picks occupies the stage 2 j + 3 + (WEIGHT_BITS + 1) / 2 cycles
+    (j taking picks, 2 draining the exponent's pipeline, 1 preparing the numerators, then
+    dividing, then j leaving)."""
     def __init__(self, params: PruParams):
         self._p = params
         super().__init__({"i_pick": In(stream.Signature(params.pick_layout)),
@@ -51,15 +52,18 @@ class Renormalizer(wiring.Component):
         cls = Signal(TokenClass, reset_less=True)
         count = Signal(p.pick_bits)         # picks of the token so far
         top = Signal(signed(LOGIT_BITS), reset_less=True)
-        total = Signal(sum_bits)
+        total = Signal(sum_bits, reset_less=True)     # the first pick of a token sets it
 
-        # stage 1 (the pick's cycle): x = z - z_top <= 0; -y = -rshift(x log2(e), 16) >= 0 is
-        # -x log2(e) in Q.16, registered (the 33 x 17-bit product is the stage's long path);
-        # stage 2: ex = EXP2[f] >> n, rounded, into the token's slot and the sum
+        # stage 1 (the pick's cycle): x = z - z_top <= 0, registered; stage 2: -y =
+        # -rshift(x log2(e), 16) >= 0 is -x log2(e) in Q.16, registered (the 33 x 17-bit
+        # product; with the subtraction in front of it, pru_e128's critical path); stage 3:
+        # ex = EXP2[f] >> n, rounded, into the token's slot and the sum
         accepted = Signal(p.pick_bits)      # picks of the token taken into stage 1
-        staged = Signal()
+        differenced, differenced_last = Signal(), Signal()     # stage 2 holds a pick
+        staged = Signal()                                      # stage 3 holds a pick
         staged_last = Signal()
         x = Mux(accepted == 0, 0, i.payload.logit - top)
+        difference = Signal(signed(LOGIT_BITS + 1), reset_less=True)
         neg_y = Signal(LOGIT_BITS + 2, reset_less=True)
         n = neg_y[16:]
         m.d.comb += lookup.addr.eq(neg_y[6:16])
@@ -69,14 +73,19 @@ class Renormalizer(wiring.Component):
 
         # one divider per pick slot, two quotient bits per cycle: numerator >> WEIGHT_BITS < S
         # (the quotient has WEIGHT_BITS bits), so the first cycle loads those high bits and
-        # takes the top quotient bit; (WEIGHT_BITS - 1) / 2 cycles take the rest
+        # takes the top quotient bit; (WEIGHT_BITS - 1) / 2 cycles take the rest. The
+        # numerators are registered a cycle before (Prepare): their adder ahead of two
+        # compare-and-subtract steps was pru_e128's critical path (docs/blocks/pru.md)
         bit = Signal(range(WEIGHT_BITS))    # the next quotient bit (the higher of a pair)
         item = Signal(p.pick_bits)          # the weight leaving
-        remainders = [Signal(sum_bits, name=f"remainder_{j}") for j in range(k)]
-        quotients = [Signal(WEIGHT_BITS, name=f"quotient_{j}") for j in range(k)]
+        # loaded before use (Prepare, the first Divide cycle): no reset
+        numerators = [Signal(EXP_BITS + 16 + 1, name=f"numerator_{j}", reset_less=True)
+                      for j in range(k)]
+        remainders = [Signal(sum_bits, name=f"remainder_{j}", reset_less=True) for j in range(k)]
+        quotients = [Signal(WEIGHT_BITS, name=f"quotient_{j}", reset_less=True) for j in range(k)]
         steps = []
         for j in range(k):
-            numerator = (exps[j] << 16) + (total >> 1)      # ex 2^16 + floor(S/2)
+            numerator = numerators[j]
             first = Cat(numerator[WEIGHT_BITS - 1], numerator >> WEIGHT_BITS)
             first_fits = first >= total
             trial_hi = Cat(numerator.bit_select(bit, 1), remainders[j])
@@ -92,21 +101,28 @@ class Renormalizer(wiring.Component):
             m.d.sync += o.valid.eq(0)
         with m.FSM(name="fsm"):
             with m.State("Take-Picks"):
-                m.d.comb += i.ready.eq(~(staged & staged_last))
-                m.d.sync += staged.eq(0)
+                m.d.comb += i.ready.eq(~(differenced & differenced_last) & ~(staged & staged_last))
+                m.d.sync += [differenced.eq(0), staged.eq(differenced)]
                 with m.If(i.valid & i.ready):
-                    m.d.sync += [neg_y.eq(-((x * LOG2E_Q16 + (1 << 15)) >> 16)),
+                    m.d.sync += [difference.eq(x),
                                  experts[accepted].eq(i.payload.expert), cls.eq(i.payload.cls),
-                                 accepted.eq(accepted + 1), staged.eq(1),
-                                 staged_last.eq(i.payload.last)]
+                                 accepted.eq(accepted + 1), differenced.eq(1),
+                                 differenced_last.eq(i.payload.last)]
                     with m.If(accepted == 0):
                         m.d.sync += top.eq(i.payload.logit)
+                with m.If(differenced):
+                    m.d.sync += [neg_y.eq(-((difference * LOG2E_Q16 + (1 << 15)) >> 16)),
+                                 staged_last.eq(differenced_last)]
                 with m.If(staged):
                     m.d.sync += [exps[count].eq(ex), count.eq(count + 1),
                                  total.eq(Mux(count == 0, ex, total + ex))]
                     with m.If(staged_last):
                         m.d.sync += [bit.eq(WEIGHT_BITS - 1), accepted.eq(0), staged_last.eq(0)]
-                        m.next = "Divide"
+                        m.next = "Prepare"
+            with m.State("Prepare"):
+                # ex 2^16 + floor(S/2)
+                m.d.sync += [numerators[j].eq((exps[j] << 16) + (total >> 1)) for j in range(k)]
+                m.next = "Divide"
             with m.State("Divide"):
                 with m.If(bit == WEIGHT_BITS - 1):
                     for j, (rem, fits, _, _) in enumerate(steps):

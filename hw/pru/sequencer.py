@@ -27,7 +27,9 @@ class Sequencer(wiring.Component):
         m = Module()
         p, o = self._p, self.o_job
         # flip-flops, not a memory: max_tokens x 2 bits is far below any SRAM macro
-        classes = Array(Signal(TokenClass, name=f"class_{t}") for t in range(p.max_tokens))
+        # written by the classifier before the jobs read them: no reset
+        classes = Array(Signal(TokenClass, name=f"class_{t}", reset_less=True)
+                        for t in range(p.max_tokens))
         count = Signal(p.length_bits)       # tokens of the prompt
         token = Signal(p.length_bits)
         in_chunk = Signal(range(p.chunk))   # the token's place in its chunk

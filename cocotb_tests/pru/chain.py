@@ -1,0 +1,124 @@
+"""cocotb bench of the PRU feeding the EMA (`PruEma`) on one chunk of a bundled prompt.
+
+The prompt's first chunk (`policies.prefill_chunk` tokens) of the golden integer model's prefill
+trace, one layer: the PRU's fetch list goes straight into the EMA, which fetches from
+cocotbext-axi's AxiRam (the weight image, a pipelined latency) under the AXI protocol monitor.
+Checked: every `o_route` beat against golden; every EMA completion (tag, slot, OK) and every
+AR (address, beats) in order, and the BYTES and BURSTS counters, against the EMA reference model
+(golden/ema.py) on the steps `golden.pru.fetch_commands` cuts the chunk's experts into; and the
+bytes against what the policy's prefill cost model counts for the chunk (the chunk's distinct
+experts x `WeightLayout.expert_fetch_bytes`). Random pauses on every stream.
+
+This module runs inside the simulator; `edgexpert.cocotb_tests.pru.run_chain` starts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+
+import cocotb
+import torch
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiBus
+
+from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
+from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
+from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
+from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.contracts.ema import (SLOT_BITS, TAG_BITS, Completion, Descriptor, EmaCsr,
+                                     EmaStatus)
+from edgexpert.contracts.prefill_trace import read_prefill_trace
+from edgexpert.contracts.weight_image import memory_image, random_weights
+from edgexpert.contracts.weight_layout import Matrix, WeightLayout
+from edgexpert.golden.ema import EmaReference
+from edgexpert.golden.pru import chunk_fetches
+from edgexpert.hw.pru import PruParams
+from edgexpert.sim.runner import bench_params, write_bench_report
+
+P = bench_params()
+LAYOUT = WeightLayout(**P["layout"])
+BEAT = P["ema"]["data_width"] // 8
+
+
+async def _csr(dut, reg: EmaCsr) -> int:
+    dut.csr__addr.value = reg.value
+    await RisingEdge(dut.clk)
+    await RisingEdge(dut.clk)
+    return dut.csr__data.value.to_unsigned()
+
+
+async def _feed(source: StreamSource, words: list[int]):
+    for word in words:
+        await source.send(word)
+
+
+@cocotb.test()
+async def chained_ema(dut):
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-pru-chained_ema")
+    hw = PruParams(**P["pru"])
+    trace = read_prefill_trace(P["trace"])
+    await start_clock_and_reset(dut)
+    for port in ["csr__addr", "loc_rd__addr", "res_rd__addr"] + \
+            [f"buf_rd__{b}__addr" for b in range(P["ema"]["buffer_banks"])]:
+        getattr(dut, port).value = 0
+    image = memory_image(LAYOUT, random_weights(LAYOUT, seed=cocotb.RANDOM_SEED),
+                         junk_seed=cocotb.RANDOM_SEED + 1)
+    ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
+                        size=2**len(dut.m_axi__araddr), latency=P["latency"], period_ns=10)
+    logging.getLogger("cocotb.pru_ema.m_axi_").setLevel(logging.WARNING)
+    ram.write(LAYOUT.base_address, bytes(image))
+    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=BEAT, max_outstanding=P["ema"]["outstanding"])
+
+    # golden: the chunk's experts (layer 0), in the EMA steps the PRU's fetch list cuts them into
+    experts = torch.from_numpy(trace.prompt(0)["experts"][:, 0]).long()
+    assert len(experts) == hw.chunk, f"the trace's prompt has {len(experts)} tokens, not a chunk"
+    (chosen,) = chunk_fetches(experts, hw.chunk)
+    reference = EmaReference(LAYOUT, BEAT, P["ema"]["buffer_bytes"], P["ema"]["slots"])
+    steps = [[Descriptor(t, 0, e, mtx, range(LAYOUT.in_channels(mtx)), True)
+              for t, (e, mtx) in enumerate((e, mtx) for e in group for mtx in Matrix)]
+             for group in (chosen[i:i + hw.experts_per_step]
+                           for i in range(0, len(chosen), hw.experts_per_step))]
+    results = [reference.step(step) for step in steps]
+    want = [c for r in results for c in r.completions]
+    expected = [b for r in results for b in reference.bursts(r)]
+    beats = sum(n for _, n in expected)
+    policy_bytes = len(chosen) * LAYOUT.expert_fetch_bytes
+    vectors = prompt_vectors(trace, 0, hw)
+    dut._log.info("chained_ema: seed %d, %d tokens, %d experts in %d EMA steps, latency %d, "
+                  "pauses random", cocotb.RANDOM_SEED, vectors.tokens, len(chosen), len(steps),
+                  P["latency"])
+
+    scores = StreamSource(dut, "i_score", Pauses("random", rng), rng)
+    logits = StreamSource(dut, "i_logit", Pauses("random", rng), rng)
+    routes = StreamSink(dut, "o_route", Pauses("random", rng))
+    done = StreamSink(dut, "done", Pauses("random", rng))
+    feeders = [cocotb.start_soon(_feed(scores, vectors.scores)),
+               cocotb.start_soon(_feed(logits, vectors.logits))]
+    limit = 8 * (len(vectors.logits) + len(vectors.routes) + beats) + 5000
+    await done.wait_for(len(want), max_cycles=limit)
+    await routes.wait_for(len(vectors.routes), max_cycles=limit)
+    await ClockCycles(dut.clk, 50)
+    assert all(f.done() for f in feeders), "inputs left unconsumed"
+    routes.stop()
+    done.stop()
+    monitor.stop()
+    monitor.assert_drained()
+    assert list(routes.items) == vectors.routes, "o_route differs from golden"
+    got = [Completion(i & (2**TAG_BITS - 1), (i >> TAG_BITS) & (2**SLOT_BITS - 1),
+                      EmaStatus(i >> (TAG_BITS + SLOT_BITS))) for i in done.items]
+    assert got == want, f"completions {got[:4]}... != golden {want[:4]}..."
+    ars = [(a, n) for a, n, _ in monitor.ars]
+    assert ars == expected, (f"{len(ars)} ARs != golden's {len(expected)} "
+                             f"(first {ars[:3]} vs {expected[:3]})")
+    counters = {reg.name: await _csr(dut, reg) for reg in (EmaCsr.BYTES, EmaCsr.BURSTS)}
+    assert counters["BURSTS"] == len(expected)
+    assert counters["BYTES"] == beats * BEAT
+    # whole experts are whole beats: the EMA moves exactly what the cost model counts
+    assert counters["BYTES"] == policy_bytes, (f"EMA moved {counters['BYTES']} bytes, the prefill "
+                                               f"cost model counts {policy_bytes}")
+    write_bench_report({"seed": int(os.environ["COCOTB_RANDOM_SEED"]), "tests": {"chained_ema": {
+        "tokens": vectors.tokens, "experts": len(chosen), "steps": len(steps),
+        "bursts": len(expected), "bytes": counters["BYTES"], "policy_bytes": policy_bytes,
+        "route_beats": len(vectors.routes)}}})

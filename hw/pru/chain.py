@@ -1,0 +1,45 @@
+"""The PRU feeding the EMA: what the chained bench simulates (cocotb_tests/pru/chain.py)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+
+from ...contracts.weight_layout import WeightLayout
+from ..ema import EmaSystem
+from .params import PruParams
+from .top import Pru
+
+__all__ = ["PruEma"]
+
+
+class PruEma(wiring.Component):
+    """`Pru` with its `o_ema` stream into an `EmaSystem`'s `cmd`: scores and logits in on
+    `i_score` and `i_logit`, routes out on `o_route`, and the EMA system's other ports (`done`,
+    `m_axi`, `csr`, `buf_rd`, `loc_rd`, `res_rd`) as they are. `ema`: the EMA system's keyword
+    arguments."""
+
+    def __init__(self, params: PruParams, layout: WeightLayout, ema: dict):
+        self._pru = Pru(params)
+        self._ema = EmaSystem(layout, **ema)
+        members = {name: member for name, member in self._pru.signature.members.items()
+                   if name != "o_ema"}
+        members.update({name: member for name, member in self._ema.signature.members.items()
+                        if name != "cmd"})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.pru = pru = self._pru
+        m.submodules.ema = ema = self._ema
+        wiring.connect(m, pru.o_ema, ema.cmd)
+        for part, skip in ((pru, "o_ema"), (ema, "cmd")):
+            for name in part.signature.members:
+                if name == skip:
+                    continue
+                outer, inner = getattr(self, name), getattr(part, name)
+                # buf_rd is an array of ports, one per bank
+                pairs = zip(outer, inner) if isinstance(outer, list) else [(outer, inner)]
+                for a, b in pairs:
+                    wiring.connect(m, wiring.flipped(a), b)
+        return m
