@@ -22,13 +22,14 @@ importance_layout = data.ArrayLayout(IMPORTANCE_BITS, LANES)
 
 class Accumulator(wiring.Component):
     """Channel-parallel, candidate-serial: 32 multipliers (|q| 8 bits x W 16 bits) and 32
-    adders. A beat is taken every cycle of a job (`data.ready` is high while the job lasts);
-    the cycle it is taken, the candidate's weight and the word's partial sums are read; on the
-    next, the sums plus the products are written back (the first candidate writes its products
+    adders, a register between them. A beat is taken every cycle of a job (`data.ready` is high
+    while the job lasts); the cycle it is taken, the candidate's weight is read; on the next,
+    the products are computed into the register and the word's partial sums read; on the next,
+    the sums plus the products are written back (the first candidate writes its products
     alone). The importance memory's read port must be transparent to its write port, so a
     matrix of one word can take a beat every cycle. Each job takes n * ceil(C / 32) cycles
-    plus two: the job goes on once its last write has landed and the OR of the final sums is in
-    a register."""
+    plus three: the job goes on once its last write has landed and the OR of the final sums is
+    in a register. The sums go to the job's bank of the importance memory."""
 
     def __init__(self, geometry: DcuGeometry):
         self._g = geometry
@@ -37,8 +38,8 @@ class Accumulator(wiring.Component):
             "job_out": Out(stream.Signature(job_layout)),
             "data": In(stream.Signature(dcu_data_layout)),
             "weight_rd": Out(ReadSignature(geometry.cand_bits, WEIGHT_BITS)),
-            "sums_rd": Out(ReadSignature(geometry.word_bits, importance_layout.size)),
-            "sums_wr": In(WritePort.Signature(addr_width=geometry.word_bits,
+            "sums_rd": Out(ReadSignature(geometry.bank_addr_bits, importance_layout.size)),
+            "sums_wr": In(WritePort.Signature(addr_width=geometry.bank_addr_bits,
                                               shape=importance_layout)),
         })
 
@@ -52,24 +53,31 @@ class Accumulator(wiring.Component):
                         g.words(Matrix.GATE_UP) - 1)
         taken = self.data.valid & self.data.ready
 
-        # the beat taken on the previous cycle, waiting for its weight and partial sums
-        pending = Signal()
+        # stage 1, the cycle after a beat is taken: its magnitudes and its candidate's weight
+        # (read on the cycle it was taken) are multiplied into a register; stage 2, the cycle
+        # after: the products plus the word's partial sums (read in stage 1) are written back.
+        # The register splits the multiply-add, 10.9 ns at 180 nm in one cycle (docs/blocks/dcu.md)
+        pending = Signal()      # stage 1 holds a beat
+        adding = Signal()       # stage 2 holds a beat
         magnitudes = [Signal(8, name=f"magnitude{i}") for i in range(LANES)]
-        at = Signal(g.word_bits)
-        first = Signal()
-        final = Signal()        # the job's last candidate: its sums are the importance
-        m.d.sync += pending.eq(taken)
+        products = [Signal(8 + WEIGHT_BITS, name=f"product{i}") for i in range(LANES)]
+        at, at_add = Signal(g.word_bits), Signal(g.word_bits)
+        first, first_add = Signal(), Signal()
+        final, final_add = Signal(), Signal()   # the job's last candidate: sums are the importance
+        m.d.sync += [pending.eq(taken), adding.eq(pending)]
         with m.If(taken):
             m.d.sync += [at.eq(word), first.eq(cand == 0), final.eq(cand == job.header.count - 1)]
             for i in range(LANES):
                 lane = self.data.payload.lanes[i]
                 m.d.sync += magnitudes[i].eq(Mux(lane < 0, -lane, lane))
+        m.d.sync += [at_add.eq(at), first_add.eq(first), final_add.eq(final)]
+        m.d.sync += [p.eq(mag * self.weight_rd.data) for p, mag in zip(products, magnitudes)]
         old = data.View(importance_layout, self.sums_rd.data)
         # one signal per lane (not one 928-bit signal written in slices): event-driven simulators
         # wake every reader of a wide signal whenever any slice of it changes
         lanes = [Signal(IMPORTANCE_BITS, name=f"sum{i}") for i in range(LANES)]
         for i, lane in enumerate(lanes):
-            m.d.comb += lane.eq(Mux(first, 0, old[i]) + magnitudes[i] * self.weight_rd.data)
+            m.d.comb += lane.eq(Mux(first_add, 0, old[i]) + products[i])
         sums = Cat(*lanes)
 
         # the OR of the final sums: the selector skips the key bits no channel has
@@ -78,11 +86,13 @@ class Accumulator(wiring.Component):
         level = lanes
         while len(level) > 1:
             level = [level[i] | level[i + 1] for i in range(0, len(level), 2)]
-        m.d.comb += top_now.eq(Mux(pending & final, top | level[0], top))
+        m.d.comb += top_now.eq(Mux(adding & final_add, top | level[0], top))
         m.d.sync += top.eq(top_now)
-        m.d.comb += [self.sums_wr.addr.eq(at), self.sums_wr.data.eq(sums),
-                     self.sums_wr.en.eq(pending),
-                     self.weight_rd.addr.eq(cand), self.sums_rd.addr.eq(word)]
+        # a beat's partial sums are read in stage 1, so a one-word matrix's next beat reads the
+        # word as the previous one writes it: the read port is transparent to the write port
+        m.d.comb += [self.sums_wr.addr.eq(Cat(at_add, job.bank)), self.sums_wr.data.eq(sums),
+                     self.sums_wr.en.eq(adding),
+                     self.weight_rd.addr.eq(cand), self.sums_rd.addr.eq(Cat(at, job.bank))]
 
         with m.FSM():
             with m.State("Idle"):
@@ -99,6 +109,9 @@ class Accumulator(wiring.Component):
                         with m.If(cand == job.header.count - 1):
                             m.next = "Drain"
             with m.State("Drain"):
+                # the last beat is in stage 1
+                m.next = "Write"
+            with m.State("Write"):
                 # the last beat's sums are written now; `top` holds their OR on the next cycle
                 # (offering top_now instead would put the adders and the selector's priority
                 # encoder on one path: 12.9 ns at 180 nm)

@@ -58,10 +58,11 @@ class Dcu(wiring.Component):
         m.submodules.weigher = weigher = Weigher(g)
         m.submodules.accumulator = accumulator = Accumulator(g)
         m.submodules.selector = selector = Selector(g)
-        m.submodules.prune = prune = Memory(shape=LANES, depth=g.max_words, init=[])
+        # two banks: the selector reads one job's while the next job's are written
+        m.submodules.prune = prune = Memory(shape=LANES, depth=2 * g.max_words, init=[])
         m.submodules.entries = entries = Memory(shape=dcu_entry_layout, depth=g.max_group, init=[])
         m.submodules.weights = weights = Memory(shape=WEIGHT_BITS, depth=g.max_group, init=[])
-        m.submodules.sums = sums = Memory(shape=importance_layout, depth=g.max_words, init=[])
+        m.submodules.sums = sums = Memory(shape=importance_layout, depth=2 * g.max_words, init=[])
 
         wiring.connect(m, wiring.flipped(self.route), collector.route)
         wiring.connect(m, wiring.flipped(self.data), accumulator.data)
@@ -69,7 +70,8 @@ class Dcu(wiring.Component):
         wiring.connect(m, collector.job, weigher.job_in)
         wiring.connect(m, weigher.job_out, accumulator.job_in)
         wiring.connect(m, accumulator.job_out, selector.job)
-        m.d.comb += collector.release.eq(selector.release)
+        # the front takes the next job once this one has moved on to the selector
+        m.d.comb += collector.passed.eq(accumulator.job_out.valid & accumulator.job_out.ready)
 
         def write(port, source):
             m.d.comb += [port.addr.eq(source.addr), port.data.eq(source.data),
