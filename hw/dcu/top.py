@@ -31,11 +31,14 @@ class Dcu(wiring.Component):
     Parameters: `gate_up_channels` and `down_channels` (the matrices' input channels: d_model
     and the expert's hidden width) and `max_group` (candidates per depth group, 1..64).
 
-    One job at a time: route beats are taken one per cycle until the job is in, then its n
-    candidates' weights are computed (n + 1 cycles), its data beats taken one per cycle (n
-    words, plus one), the threshold searched (30 words + 1), and its commands offered (2 + words
-    cycles at full speed). `route` is not taken while a job is being selected; `data` only
-    while the job's data is due. Both inputs may pause at any time; `cmd` holds until taken.
+    Two jobs at a time: while the selector searches one job's threshold (ceil(B / 2) passes
+    over its words, B the largest key's bit length) and offers its commands (2 + words cycles
+    at full speed), the next job's route beats are taken one per cycle, its n candidates'
+    weights computed (n + 2 cycles) and its data beats taken one per cycle (n x words, plus
+    three), into the other bank of the prune and importance memories. `route` takes no
+    header from the time a job leaves the collector until it reaches the selector; `data` is
+    taken only while the job's data is due. Both inputs may pause at any time; `cmd` holds
+    until taken.
     """
 
     def __init__(self, gate_up_channels: int = 192, down_channels: int = 64, max_group: int = 64):
