@@ -90,11 +90,18 @@ class Selector(wiring.Component):
                      equal.eq(Cat(key == threshold for key in keys))]
         mask = Signal(LANES)
         taken_equal = Signal(range(LANES + 1))
-        # seen[i]: equal keys below lane i (a chain of small adders: one per lane)
-        seen = [Signal(range(LANES + 1), name=f"seen{i}") for i in range(LANES + 1)]
+        # seen[i]: equal keys below lane i, as a parallel prefix sum (log2(32) = 5 levels of
+        # adders; a chain of 32 adders was the critical path, 11.0 ns at 180 nm)
+        upto = [equal[i] for i in range(LANES)]     # becomes: equal keys at lanes <= i
+        step = 1
+        while step < LANES:
+            level = [Signal(range(LANES + 1), name=f"upto{step}_{i}") for i in range(LANES)]
+            m.d.comb += [level[i].eq(upto[i] + upto[i - step] if i >= step else upto[i])
+                         for i in range(LANES)]
+            upto, step = level, 2 * step
+        seen = [Const(0, 1)] + upto[:-1]
         for i in range(LANES):
-            m.d.comb += [mask[i].eq(greater[i] | (equal[i] & (seen[i] < ties))),
-                         seen[i + 1].eq(seen[i] + equal[i])]
+            m.d.comb += mask[i].eq(greater[i] | (equal[i] & (seen[i] < ties)))
         # the word takes its first `ties` equal keys, or all of them: the count needs no chain
         m.d.comb += taken_equal.eq(popcount(equal))
         handshake = self.cmd.valid & self.cmd.ready
