@@ -45,6 +45,8 @@ class Selector(wiring.Component):
             "cmd": Out(stream.Signature(ema_command_layout)),
             "sums_rd": Out(ReadSignature(geometry.bank_addr_bits, importance_layout.size)),
             "prune_rd": Out(ReadSignature(geometry.bank_addr_bits, LANES)),
+            # both memories are read only while searching and emitting (their read energy)
+            "rd_en": Out(1),
         })
 
     def elaborate(self, platform):
@@ -127,7 +129,7 @@ class Selector(wiring.Component):
                     m.next = "Search"
             with m.State("Search"):
                 m.d.comb += [self.sums_rd.addr.eq(Cat(word, job.bank)),
-                             self.prune_rd.addr.eq(Cat(word, job.bank))]
+                             self.prune_rd.addr.eq(Cat(word, job.bank)), self.rd_en.eq(1)]
                 m.d.sync += [word.eq(Mux(word == last_word, 0, word + 1)), arrived.eq(word),
                              pending.eq(1)]
                 with m.If(pending):
@@ -162,7 +164,8 @@ class Selector(wiring.Component):
                              d.expert.eq(job.header.expert), d.matrix.eq(job.header.matrix),
                              d.scales.eq(job.header.scales),
                              self.sums_rd.addr.eq(Cat(Const(0, g.word_bits), job.bank)),
-                             self.prune_rd.addr.eq(Cat(Const(0, g.word_bits), job.bank))]
+                             self.prune_rd.addr.eq(Cat(Const(0, g.word_bits), job.bank)),
+                             self.rd_en.eq(1)]
                 with m.If(handshake):
                     m.d.sync += word.eq(0)
                     m.next = "Mask"
@@ -172,7 +175,7 @@ class Selector(wiring.Component):
                 m.d.comb += [self.cmd.valid.eq(1), self.cmd.payload.op.eq(EmaOp.MASK),
                              self.cmd.payload.arg.mask.eq(mask),
                              self.sums_rd.addr.eq(Cat(nxt, job.bank)),
-                             self.prune_rd.addr.eq(Cat(nxt, job.bank))]
+                             self.prune_rd.addr.eq(Cat(nxt, job.bank)), self.rd_en.eq(1)]
                 with m.If(handshake):
                     m.d.sync += [word.eq(word + 1),
                                  ties.eq(Mux(taken_equal >= ties, 0, ties - taken_equal))]

@@ -80,8 +80,10 @@ class Dcu(wiring.Component):
             m.d.comb += [port.addr.eq(source.addr), port.data.eq(source.data),
                          port.en.eq(source.en)]
 
-        def read(port, reader):
+        def read(port, reader, en=None):
             m.d.comb += [port.addr.eq(reader.addr), reader.data.eq(port.data)]
+            if en is not None:
+                m.d.comb += port.en.eq(en)
 
         write(prune.write_port(), collector.prune_wr)
         write(entries.write_port(), collector.entry_wr)
@@ -91,7 +93,8 @@ class Dcu(wiring.Component):
         read(entries.read_port(), weigher.entry_rd)
         read(weights.read_port(), accumulator.weight_rd)
         # a beat may add to the word written on the same cycle (a matrix of one word)
-        read(sums.read_port(transparent_for=(sums_wr,)), accumulator.sums_rd)
-        read(sums.read_port(), selector.sums_rd)
-        read(prune.read_port(), selector.prune_rd)
+        read(sums.read_port(transparent_for=(sums_wr,)), accumulator.sums_rd,
+             accumulator.sums_rd_en)
+        read(sums.read_port(), selector.sums_rd, selector.rd_en)
+        read(prune.read_port(), selector.prune_rd, selector.rd_en)
         return m
