@@ -6,7 +6,7 @@ the 8 bundled prompts, 4 new tokens, verification passes: 7,612 groups, mean n 3
 for n = 1..8 below, larger groups folded into 8), int8 inputs Gaussian with sigma 127/4 (the
 largest code near 4 sigma, as `GAUSSIAN_SIGMA`), scales and routing weights in their contract
 ranges, a quarter of the channels pruned, 75% of the channels requested (the default
-coalescing ratio). The first job is a one-candidate DOWN group, the shortest (about 65 cycles at
+coalescing ratio). The first job is a one-candidate DOWN group, the shortest (about 35 cycles at
 the bundled model's channels), so that even a short run (the tests' 100 cycles) completes a
 decision. Both inputs are always offered and every command taken at once, so the DCU
 runs at its own speed. One operation is one coalescing decision: one job's DESCRIPTOR and mask

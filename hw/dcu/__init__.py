@@ -1,7 +1,8 @@
 """DCU (depth coalescing unit): per depth group of the draft tree and per expert, the input
 channels worth fetching, as EMA commands (docs/blocks/dcu.md).
 
-A pipeline of small components joined by streams, one job (group, expert, matrix) at a time:
+A pipeline of small components joined by streams; a job is one (group, expert, matrix), and the
+selector works on one while the first three stages take the next:
 
 1. `Collector` (collector.py) takes the route port: the job's header, its pruning words (prune
    memory) and its candidates' scales and routing weights (entry memory), and finds the
@@ -10,8 +11,9 @@ A pipeline of small components joined by streams, one job (group, expert, matrix
    (weight memory);
 3. `Accumulator` (accumulator.py) adds |q| * W_c for 32 channels per cycle into the importance
    memory;
-4. `Selector` (selector.py) finds the k-th largest key bit by bit with a popcount per word,
-   then emits NEW_STEP (when asked), the DESCRIPTOR and the MASK words for the EMA.
+4. `Selector` (selector.py) finds the k-th largest key two bits at a time with three
+   popcounts per word, then emits NEW_STEP (when asked), the DESCRIPTOR and the MASK words
+   for the EMA.
 
 The arithmetic is docs/contracts.md's "Depth coalescing" (reference: golden/dcu.py).
 """

@@ -3,7 +3,7 @@ routing weights in; the prune and entry memories written; the job out once all a
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
@@ -16,11 +16,13 @@ from .geometry import IMPORTANCE_BITS, DcuGeometry
 
 __all__ = ["job_layout", "Collector"]
 
-#: a job between the stages: its header, the group's smallest live exponent E, the number of
-#: channels it selects, keep = max(1, min(k, unpruned channels)), and (from the accumulator) the
-#: OR of every channel's importance, whose top bit is where the threshold search starts
+#: a job between the stages: its header, the bank of the prune and importance memories it uses,
+#: the group's smallest live exponent E, the number of channels it selects,
+#: keep = max(1, min(k, unpruned channels)), and (from the accumulator) the OR of every channel's
+#: importance, whose top bit is where the threshold search starts
 job_layout = data.StructLayout({
     "header": dcu_header_layout,
+    "bank": 1,
     "e_min": signed(E_BITS),
     "keep": unsigned(KEEP_BITS),
     "top": unsigned(IMPORTANCE_BITS),
@@ -31,18 +33,21 @@ class Collector(wiring.Component):
     """Takes one route beat per cycle: the header, then ceil(C / 32) prune words (written to
     the prune memory, lanes past the last channel cleared, kept channels counted), then n
     entries (written to the entry memory; E = the smallest exponent of an entry with m > 0 and
-    g > 0). Then offers the job; after it is taken, no new header is accepted until `release`
-    (the selector is done with the prune memory)."""
+    g > 0). Then offers the job; after it is taken, no new header is accepted until `passed`
+    (the accumulator handed it to the selector: the weigher and the accumulator are done with
+    the entry and weight memories). Jobs alternate between the two banks of the prune memory:
+    the selector takes a job only once it is done with the previous one, so when a job is
+    passed on, the bank the next one writes is free."""
 
     def __init__(self, geometry: DcuGeometry):
         self._g = geometry
         super().__init__({
             "route": In(stream.Signature(dcu_route_layout)),
             "job": Out(stream.Signature(job_layout)),
-            "prune_wr": In(WritePort.Signature(addr_width=geometry.word_bits, shape=LANES)),
+            "prune_wr": In(WritePort.Signature(addr_width=geometry.bank_addr_bits, shape=LANES)),
             "entry_wr": In(WritePort.Signature(addr_width=geometry.cand_bits,
                                                shape=dcu_entry_layout)),
-            "release": In(1),
+            "passed": In(1),
         })
 
     def elaborate(self, platform):
@@ -53,7 +58,8 @@ class Collector(wiring.Component):
         cand = Signal(g.cand_bits)
         kept = Signal(KEEP_BITS)
         e_min = Signal(signed(E_BITS), init=2**(E_BITS - 1) - 1)
-        held = Signal()          # a job is out: its prune words are in use
+        held = Signal()          # a job is out: its entries and weights are in use
+        bank = Signal()
         beat = self.route.payload
         taken = self.route.valid & self.route.ready
         last_word = Mux(header.matrix == Matrix.DOWN, g.words(Matrix.DOWN) - 1,
@@ -65,7 +71,7 @@ class Collector(wiring.Component):
         m.d.comb += prune.eq(beat.prune & lanes)
         entry = beat.entry
 
-        with m.If(self.release):
+        with m.If(self.passed):
             m.d.sync += held.eq(0)
         with m.FSM():
             with m.State("Header"):
@@ -76,7 +82,7 @@ class Collector(wiring.Component):
                     m.next = "Prune"
             with m.State("Prune"):
                 m.d.comb += [self.route.ready.eq(1),
-                             self.prune_wr.addr.eq(word), self.prune_wr.data.eq(prune),
+                             self.prune_wr.addr.eq(Cat(word, bank)), self.prune_wr.data.eq(prune),
                              self.prune_wr.en.eq(taken)]
                 with m.If(taken):
                     m.d.sync += [kept.eq(kept + popcount(prune)), word.eq(word + 1)]
@@ -95,9 +101,10 @@ class Collector(wiring.Component):
             with m.State("Offer"):
                 keep = Mux(header.keep < kept, header.keep, kept)
                 m.d.comb += [self.job.valid.eq(1), self.job.payload.header.eq(header),
+                             self.job.payload.bank.eq(bank),
                              self.job.payload.e_min.eq(e_min),
                              self.job.payload.keep.eq(Mux(keep == 0, 1, keep))]
                 with m.If(self.job.ready):
-                    m.d.sync += held.eq(1)
+                    m.d.sync += [held.eq(1), bank.eq(~bank)]
                     m.next = "Header"
         return m

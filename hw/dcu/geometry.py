@@ -53,5 +53,11 @@ class DcuGeometry:
         return max(1, (self.max_words - 1).bit_length())
 
     @property
+    def bank_addr_bits(self) -> int:
+        """Address bits of the prune and importance memories: two banks of max_words words (one
+        job is selected from one bank while the next is collected and accumulated in the other)."""
+        return self.word_bits + 1
+
+    @property
     def cand_bits(self) -> int:
         return max(1, (self.max_group - 1).bit_length())

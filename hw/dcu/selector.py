@@ -1,6 +1,6 @@
-"""Stage 4: the selection. A bit-serial search for the k-th largest key (one pass over the
-importance words per key bit, a popcount per word), then the mask words, ties to the lower
-channel, out as EMA commands."""
+"""Stage 4: the selection. A radix-4 search for the k-th largest key (one pass over the
+importance words per two key bits, three popcounts per word), then the mask words, ties to the
+lower channel, out as EMA commands."""
 
 from __future__ import annotations
 
@@ -23,26 +23,30 @@ __all__ = ["Selector"]
 class Selector(wiring.Component):
     """The key of channel j is 2 I_j + 1 when it is kept, 0 when pruned (docs/contracts.md).
 
-    Search: the threshold T (the keep-th largest key) is built from its top bit down. For bit b
-    every word is read once and the channels whose key agrees with T above b and has bit b set
-    are counted (a 32-bit popcount per word); if the channels already known to be above T plus
-    these reach `keep`, T's bit b is 1, else they are above T. One word per cycle, the next bit's
-    pass starting as the last word's count arrives: B * words + 1 cycles per job, B the bit length
-    of the largest key (the accumulator's OR of the sums; at most 30), with no comparator between
-    two channels.
+    Search: the threshold T (the keep-th largest key) is built from its top down, two bits (a
+    digit 0..3) per pass. For the pair (b + 1, b) every word is read once and the channels whose
+    key agrees with T above the pair are counted three times: those whose digit is at least 3, 2
+    and 1 (three 32-bit popcounts per word). T's digit is the largest d for which the channels
+    already known to be above T plus those at least d reach `keep`; the channels at least d + 1
+    join the ones above T. One word per cycle, the next pass starting as the last word's counts
+    arrive: ceil(B / 2) * words + 1 cycles per job, B the bit length of the largest key (the
+    accumulator's OR of the sums; at most 30), with no comparator between two channels.
 
     Emit: NEW_STEP if the header asks, the DESCRIPTOR, then per word the mask: keys above T, and
     keys equal to T while fewer than keep - above of them are taken, in channel order. `cmd` holds
-    its payload until `ready`; `release` pulses with the last mask word."""
+    its payload until `ready`. The job's words are in its bank of the prune and importance
+    memories; the next job is taken only after the last mask word, so the front may fill the
+    other bank meanwhile."""
 
     def __init__(self, geometry: DcuGeometry):
         self._g = geometry
         super().__init__({
             "job": In(stream.Signature(job_layout)),
             "cmd": Out(stream.Signature(ema_command_layout)),
-            "sums_rd": Out(ReadSignature(geometry.word_bits, importance_layout.size)),
-            "prune_rd": Out(ReadSignature(geometry.word_bits, LANES)),
-            "release": Out(1),
+            "sums_rd": Out(ReadSignature(geometry.bank_addr_bits, importance_layout.size)),
+            "prune_rd": Out(ReadSignature(geometry.bank_addr_bits, LANES)),
+            # both memories are read only while searching and emitting (their read energy)
+            "rd_en": Out(1),
         })
 
     def elaborate(self, platform):
@@ -58,18 +62,28 @@ class Selector(wiring.Component):
             m.d.comb += key.eq(Mux(kept, Cat(Const(1, 1), sums[i]), 0))
 
         threshold = Signal(KEY_BITS)
-        bit = Signal(KEY_BITS)          # one-hot: the bit being decided
-        above_bit = Signal(KEY_BITS)    # ones above it
+        high = Signal(KEY_BITS)         # one-hot: the higher of the two bits being decided
+        low = high >> 1                 # the lower (high is always an odd bit: never bit 0)
+        above_bits = Signal(KEY_BITS)   # ones above them
         above = Signal(KEEP_BITS + 1)   # channels known to be above T
-        count = Signal(KEEP_BITS + 1)   # this pass's matches so far
         word = Signal(g.word_bits)      # the word being read
         arrived = Signal(g.word_bits)   # the word whose data is on the read port
         pending = Signal()
-        matches = Signal(LANES)
-        m.d.comb += matches.eq(Cat(((key ^ threshold) & above_bit == 0) & (key & bit).any()
-                                   for key in keys))
-        total = Signal(KEEP_BITS + 1)
-        m.d.comb += total.eq(count + popcount(matches))
+        # per pass, the channels that agree with T above the pair and whose pair of bits (their
+        # digit) is at least 3, 2 and 1: three popcounts of the same word
+        digit_hi = [Signal(name=f"digit_hi{i}") for i in range(LANES)]
+        digit_lo = [Signal(name=f"digit_lo{i}") for i in range(LANES)]
+        agree = [Signal(name=f"agree{i}") for i in range(LANES)]
+        for i, key in enumerate(keys):
+            m.d.comb += [agree[i].eq((key ^ threshold) & above_bits == 0),
+                         digit_hi[i].eq((key & high).any()), digit_lo[i].eq((key & low).any())]
+        at_least = {3: Cat(a & h & l for a, h, l in zip(agree, digit_hi, digit_lo)),
+                    2: Cat(a & h for a, h in zip(agree, digit_hi)),
+                    1: Cat(a & (h | l) for a, h, l in zip(agree, digit_hi, digit_lo))}
+        count = {d: Signal(KEEP_BITS + 1, name=f"count{d}") for d in at_least}   # so far
+        total = {d: Signal(KEEP_BITS + 1, name=f"total{d}") for d in at_least}
+        for d, bits in at_least.items():
+            m.d.comb += total[d].eq(count[d] + popcount(bits))
 
         # emit: equal keys are taken in channel order until `ties` of them are
         ties = Signal(KEEP_BITS + 1)
@@ -78,44 +92,62 @@ class Selector(wiring.Component):
                      equal.eq(Cat(key == threshold for key in keys))]
         mask = Signal(LANES)
         taken_equal = Signal(range(LANES + 1))
-        # seen[i]: equal keys below lane i (a chain of small adders: one per lane)
-        seen = [Signal(range(LANES + 1), name=f"seen{i}") for i in range(LANES + 1)]
+        # seen[i]: equal keys below lane i, as a parallel prefix sum (log2(32) = 5 levels of
+        # adders; a chain of 32 adders was the critical path, 11.0 ns at 180 nm)
+        upto = [equal[i] for i in range(LANES)]     # becomes: equal keys at lanes <= i
+        step = 1
+        while step < LANES:
+            level = [Signal(range(LANES + 1), name=f"upto{step}_{i}") for i in range(LANES)]
+            m.d.comb += [level[i].eq(upto[i] + upto[i - step] if i >= step else upto[i])
+                         for i in range(LANES)]
+            upto, step = level, 2 * step
+        seen = [Const(0, 1)] + upto[:-1]
         for i in range(LANES):
-            m.d.comb += [mask[i].eq(greater[i] | (equal[i] & (seen[i] < ties))),
-                         seen[i + 1].eq(seen[i] + equal[i])]
+            m.d.comb += mask[i].eq(greater[i] | (equal[i] & (seen[i] < ties)))
         # the word takes its first `ties` equal keys, or all of them: the count needs no chain
         m.d.comb += taken_equal.eq(popcount(equal))
         handshake = self.cmd.valid & self.cmd.ready
 
-        # the search starts at the top bit any key can have (keys are 2 I + 1 or 0): the bits
-        # above are 0 in every key and in T, so skipping them changes nothing
+        # the search starts at the top bit any key can have (keys are 2 I + 1 or 0), rounded
+        # up to an odd bit so the pairs end with bits 1 and 0: the bits above are 0 in every key
+        # and in T, so skipping them changes nothing (KEY_BITS is even: bit i | 1 exists)
+        assert KEY_BITS % 2 == 0
         start = Signal(KEY_BITS)
         top_key = Cat(Const(1, 1), self.job.payload.top)
         for i in range(KEY_BITS):
             with m.If(top_key[i]):
-                m.d.comb += start.eq(1 << i)
+                m.d.comb += start.eq(1 << (i | 1))
 
         with m.FSM():
             with m.State("Idle"):
                 m.d.comb += self.job.ready.eq(1)
                 with m.If(self.job.valid):
                     m.d.sync += [job.eq(self.job.payload), threshold.eq(0),
-                                 bit.eq(start), above_bit.eq(0), above.eq(0),
-                                 count.eq(0), word.eq(0), pending.eq(0)]
+                                 high.eq(start), above_bits.eq(0), above.eq(0),
+                                 word.eq(0), pending.eq(0)]
+                    m.d.sync += [c.eq(0) for c in count.values()]
                     m.next = "Search"
             with m.State("Search"):
-                m.d.comb += [self.sums_rd.addr.eq(word), self.prune_rd.addr.eq(word)]
+                m.d.comb += [self.sums_rd.addr.eq(Cat(word, job.bank)),
+                             self.prune_rd.addr.eq(Cat(word, job.bank)), self.rd_en.eq(1)]
                 m.d.sync += [word.eq(Mux(word == last_word, 0, word + 1)), arrived.eq(word),
                              pending.eq(1)]
                 with m.If(pending):
-                    m.d.sync += count.eq(total)
+                    m.d.sync += [count[d].eq(total[d]) for d in count]
                     with m.If(arrived == last_word):
-                        m.d.sync += [count.eq(0), bit.eq(bit >> 1), above_bit.eq(above_bit | bit)]
-                        with m.If(above + total >= job.keep):
-                            m.d.sync += threshold.eq(threshold | bit)
+                        # T's digit: the largest d with at least `keep` channels above T or
+                        # agreeing with it and at least d; the channels at least d + 1 are above
+                        m.d.sync += [c.eq(0) for c in count.values()]
+                        m.d.sync += [high.eq(high >> 2), above_bits.eq(above_bits | high | low)]
+                        with m.If(above + total[3] >= job.keep):
+                            m.d.sync += threshold.eq(threshold | high | low)
+                        with m.Elif(above + total[2] >= job.keep):
+                            m.d.sync += [threshold.eq(threshold | high), above.eq(above + total[3])]
+                        with m.Elif(above + total[1] >= job.keep):
+                            m.d.sync += [threshold.eq(threshold | low), above.eq(above + total[2])]
                         with m.Else():
-                            m.d.sync += above.eq(above + total)
-                        with m.If(bit[0]):
+                            m.d.sync += above.eq(above + total[1])
+                        with m.If(low[0]):
                             m.next = "Ties"
             with m.State("Ties"):
                 m.d.sync += ties.eq(job.keep - above)
@@ -131,20 +163,22 @@ class Selector(wiring.Component):
                              d.tag.eq(job.header.tag), d.layer.eq(job.header.layer),
                              d.expert.eq(job.header.expert), d.matrix.eq(job.header.matrix),
                              d.scales.eq(job.header.scales),
-                             self.sums_rd.addr.eq(0), self.prune_rd.addr.eq(0)]
+                             self.sums_rd.addr.eq(Cat(Const(0, g.word_bits), job.bank)),
+                             self.prune_rd.addr.eq(Cat(Const(0, g.word_bits), job.bank)),
+                             self.rd_en.eq(1)]
                 with m.If(handshake):
                     m.d.sync += word.eq(0)
                     m.next = "Mask"
             with m.State("Mask"):
                 # the word's data is on the read ports; the next word is read as this one leaves
-                nxt = Mux(handshake, word + 1, word)
+                nxt = Mux(handshake, word + 1, word)[:g.word_bits]
                 m.d.comb += [self.cmd.valid.eq(1), self.cmd.payload.op.eq(EmaOp.MASK),
                              self.cmd.payload.arg.mask.eq(mask),
-                             self.sums_rd.addr.eq(nxt), self.prune_rd.addr.eq(nxt)]
+                             self.sums_rd.addr.eq(Cat(nxt, job.bank)),
+                             self.prune_rd.addr.eq(Cat(nxt, job.bank)), self.rd_en.eq(1)]
                 with m.If(handshake):
                     m.d.sync += [word.eq(word + 1),
                                  ties.eq(Mux(taken_equal >= ties, 0, ties - taken_equal))]
                     with m.If(word == last_word):
-                        m.d.comb += self.release.eq(1)
                         m.next = "Idle"
         return m

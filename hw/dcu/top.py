@@ -31,11 +31,14 @@ class Dcu(wiring.Component):
     Parameters: `gate_up_channels` and `down_channels` (the matrices' input channels: d_model
     and the expert's hidden width) and `max_group` (candidates per depth group, 1..64).
 
-    One job at a time: route beats are taken one per cycle until the job is in, then its n
-    candidates' weights are computed (n + 1 cycles), its data beats taken one per cycle (n
-    words, plus one), the threshold searched (30 words + 1), and its commands offered (2 + words
-    cycles at full speed). `route` is not taken while a job is being selected; `data` only
-    while the job's data is due. Both inputs may pause at any time; `cmd` holds until taken.
+    Two jobs at a time: while the selector searches one job's threshold (ceil(B / 2) passes
+    over its words, B the largest key's bit length) and offers its commands (2 + words cycles
+    at full speed), the next job's route beats are taken one per cycle, its n candidates'
+    weights computed (n + 2 cycles) and its data beats taken one per cycle (n x words, plus
+    three), into the other bank of the prune and importance memories. `route` takes no
+    header from the time a job leaves the collector until it reaches the selector; `data` is
+    taken only while the job's data is due. Both inputs may pause at any time; `cmd` holds
+    until taken.
     """
 
     def __init__(self, gate_up_channels: int = 192, down_channels: int = 64, max_group: int = 64):
@@ -58,10 +61,11 @@ class Dcu(wiring.Component):
         m.submodules.weigher = weigher = Weigher(g)
         m.submodules.accumulator = accumulator = Accumulator(g)
         m.submodules.selector = selector = Selector(g)
-        m.submodules.prune = prune = Memory(shape=LANES, depth=g.max_words, init=[])
+        # two banks: the selector reads one job's while the next job's are written
+        m.submodules.prune = prune = Memory(shape=LANES, depth=2 * g.max_words, init=[])
         m.submodules.entries = entries = Memory(shape=dcu_entry_layout, depth=g.max_group, init=[])
         m.submodules.weights = weights = Memory(shape=WEIGHT_BITS, depth=g.max_group, init=[])
-        m.submodules.sums = sums = Memory(shape=importance_layout, depth=g.max_words, init=[])
+        m.submodules.sums = sums = Memory(shape=importance_layout, depth=2 * g.max_words, init=[])
 
         wiring.connect(m, wiring.flipped(self.route), collector.route)
         wiring.connect(m, wiring.flipped(self.data), accumulator.data)
@@ -69,14 +73,17 @@ class Dcu(wiring.Component):
         wiring.connect(m, collector.job, weigher.job_in)
         wiring.connect(m, weigher.job_out, accumulator.job_in)
         wiring.connect(m, accumulator.job_out, selector.job)
-        m.d.comb += collector.release.eq(selector.release)
+        # the front takes the next job once this one has moved on to the selector
+        m.d.comb += collector.passed.eq(accumulator.job_out.valid & accumulator.job_out.ready)
 
         def write(port, source):
             m.d.comb += [port.addr.eq(source.addr), port.data.eq(source.data),
                          port.en.eq(source.en)]
 
-        def read(port, reader):
+        def read(port, reader, en=None):
             m.d.comb += [port.addr.eq(reader.addr), reader.data.eq(port.data)]
+            if en is not None:
+                m.d.comb += port.en.eq(en)
 
         write(prune.write_port(), collector.prune_wr)
         write(entries.write_port(), collector.entry_wr)
@@ -86,7 +93,8 @@ class Dcu(wiring.Component):
         read(entries.read_port(), weigher.entry_rd)
         read(weights.read_port(), accumulator.weight_rd)
         # a beat may add to the word written on the same cycle (a matrix of one word)
-        read(sums.read_port(transparent_for=(sums_wr,)), accumulator.sums_rd)
-        read(sums.read_port(), selector.sums_rd)
-        read(prune.read_port(), selector.prune_rd)
+        read(sums.read_port(transparent_for=(sums_wr,)), accumulator.sums_rd,
+             accumulator.sums_rd_en)
+        read(sums.read_port(), selector.sums_rd, selector.rd_en)
+        read(prune.read_port(), selector.prune_rd, selector.rd_en)
         return m
