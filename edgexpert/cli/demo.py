@@ -1,18 +1,92 @@
-"""`demo`: the main job, the mac lane through every flow, the golden model it serves, what its
-decoding costs per token on EdgeXpert's hardware point, and the report."""
+"""`demo`: the main job. One real decode step's MoE layers through the accelerator top on
+Verilator, bit-exact against the golden model, with its cycles; first the mac lane through every
+flow, after it the golden model decoding the bundled prompts, what that decoding costs per token
+on EdgeXpert's hardware point, and the report."""
 
 from __future__ import annotations
+
+import sys
+import time
 
 from .common import DEMO_SEED, golden_inputs, load, publish, settings_options
 from .hw import synth_block
 
-__all__ = ["register"]
+__all__ = ["register", "top_summary"]
+
+#: the demo's parts, for the progress lines on stderr
+PARTS = ("the mac lane", "the accelerator top", "the golden model", "traffic, estimate, report")
+
+
+def top_summary(test: dict, hardware: dict, latency: int) -> dict:
+    """The demo's `top` entry from the top bench's report of one run (`trace_step/...` of
+    build/sim/accelerator_top/*/report.json): what was checked, the mismatches, the cycles with
+    their memory-wait / compute split, per pass kind, and MACs per cycle against the peak (one
+    array's lanes: the engine's two MAC arrays never run at once, docs/blocks/engine.md)."""
+    from ..cocotb_tests.top import by_kind
+    mismatches = sum(test["mismatches"].values())
+    peak = hardware["lanes"]
+    return {
+        "simulator": "verilator", "masks": "naive_sd", "hardware": hardware,
+        "latency_cycles": latency, "rows_checked": test["rows"],
+        "items_checked": test["items_checked"], "mismatches": mismatches,
+        "bit_exact": mismatches == 0 and all(n > 0 for n in test["items_checked"].values()),
+        "passes": len(test["passes"]), "layers": max(p["layers"] for p in test["passes"]),
+        "groups": test["groups"], "candidates": test["candidates"], "ema_steps": test["steps"],
+        "cycles": test["cycles"], "memory_wait": test["memory_wait"], "compute": test["compute"],
+        "macs": test["macs"], "macs_per_cycle": test["macs_per_cycle"],
+        "peak_macs_per_cycle": peak, "peak_share": round(test["macs_per_cycle"] / peak, 4),
+        "by_kind": by_kind(test["passes"]), "simulation_s": test["wall_s"]}
+
+
+def _top_step(log) -> dict:
+    """The first decoding step of the engine bench's trace (the bundled checkpoint's integer
+    path on one prompt: its draft passes and its verification pass, every layer) through the
+    top on Verilator at the bundled hardware, whole experts; fails on any mismatch."""
+    from ..cocotb_tests.engine import TRACE_PROMPT
+    from ..cocotb_tests.top import LATENCY, hardware, run_bench
+
+    hw = hardware("bundled")
+    start = time.time()
+    result = run_bench("bundled", "verilator", seed=DEMO_SEED, selection="first_step",
+                       test_filter="masks=naive_sd/mode=none", progress_total=1)
+    top = top_summary(result.report["tests"]["trace_step/naive_sd/none"], hw, LATENCY)
+    top["prompt"] = TRACE_PROMPT
+    top["wall_s"] = round(time.time() - start, 1)
+    ema = hw["ema"]
+    log(f"  top        one decode step of {TRACE_PROMPT!r} (the bundled checkpoint's integer "
+        f"path: {top['passes']} passes, {top['layers']} layers) through the accelerator top on "
+        f"Verilator: {hw['candidates']} candidates x {hw['lanes']} lanes, {ema['data_width']}-bit"
+        f" EMA, {ema['buffer_bytes'] >> 10} KiB buffer, memory latency {LATENCY} cycles, whole "
+        "experts")
+    items = top["items_checked"]
+    log(f"             bit-exact: {top['rows_checked']} rows, {items['hidden']:,} hidden, "
+        f"{items['expert_out']:,} expert_out, {items['moe_out']:,} moe_out values equal to the "
+        f"golden trace; mismatches {top['mismatches']}")
+    log(f"             {'kind':<8}{'passes':>7}{'cycles/pass':>13}{'mem wait':>10}{'compute':>10}"
+        f"{'MACs/cycle':>12}")
+    for kind, row in top["by_kind"].items():
+        log(f"             {kind:<8}{row['passes']:>7}{row['busy_per_pass']:>13,.0f}"
+            f"{row['memory_wait_per_pass']:>10,.0f}{row['compute_per_pass']:>10,.0f}"
+            f"{row['macs_per_cycle']:>12.1f}")
+    log(f"             the step: {top['cycles']:,} cycles, memory wait {top['memory_wait']:,} "
+        f"({top['memory_wait'] / top['cycles']:.1%}), compute {top['compute']:,} "
+        f"({top['compute'] / top['cycles']:.1%}); {top['macs']:,} MACs, "
+        f"{top['macs_per_cycle']:.1f} per cycle = {top['peak_share']:.0%} of the array's peak "
+        f"{top['peak_macs_per_cycle']}; {top['simulation_s']:.0f} s of simulation")
+    return top
 
 
 def cmd_demo(args) -> int:
-    """The vertical path for the lane (RTL -> cocotb on both simulators -> synthesis and power),
-    then the golden model it serves decoding the bundled prompts."""
+    """The lane (RTL -> cocotb on both simulators -> synthesis and power), then one real decode
+    step through the accelerator top, then the golden model decoding the bundled prompts."""
     config = load(args)
+    start = time.time()
+
+    def progress(part: int) -> None:
+        print(f"edgexpert demo: [{part + 1}/{len(PARTS)}] {PARTS[part]} "
+              f"({time.time() - start:.0f} s)", file=sys.stderr, flush=True)
+
+    progress(0)
     from ..blocks import get_block
     from ..cocotb_tests.mac_lane import run_bench
     from ..contracts.tools import build_root
@@ -59,7 +133,11 @@ def cmd_demo(args) -> int:
         f"scaled to 28 nm: {format_si(costs['scaled_28nm']['energy_per_op_j'], 'J')} per MAC, "
         f"{costs['scaled_28nm']['area_mm2']:.4f} mm2")
 
-    # the golden model whose integer path the lane computes: plain vs speculative decoding
+    progress(1)
+    summary["top"] = _top_step(log)
+
+    # the golden model whose integer path the lane and the top compute: plain vs speculative
+    progress(2)
     from ..golden.decode import compare_modes
     from ..golden.int_model import quantize_model
     ckpt, _, prompts, eot = golden_inputs()
@@ -72,6 +150,7 @@ def cmd_demo(args) -> int:
         f"{decoded['lossless']}; expert EMA bytes/token {ar['ema_bytes_per_token']} plain, "
         f"{sd['ema_bytes_per_token']} speculative")
 
+    progress(3)
     # what those decoding runs cost per token on EdgeXpert's hardware point, next to a
     # full-size model's estimate, and the report that gathers every measured result
     from ..sim.estimate import estimate
@@ -95,6 +174,7 @@ def cmd_demo(args) -> int:
             f"{r['latency_s_per_token'] * 1e3:9.3f} ms/token {r['energy_j_per_token'] * 1e3:9.3f} "
             f"mJ/token")
     summary["report"] = str(write_report(config))
+    summary["wall_s"] = round(time.time() - start, 1)
     log(f"  report     {summary['report']}")
     publish(args, summary, ("demo", "summary.json"), lambda path: print(f"  summary    {path}"))
     return 0
@@ -102,7 +182,9 @@ def cmd_demo(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("demo", parents=[settings_options()],
-                       help="the lane through every flow (RTL, cocotb on Icarus and Verilator, "
-                            "synthesis, power), then the golden model decoding the bundled prompts")
+                       help="one real decode step's MoE layers through the accelerator top on "
+                            "Verilator (bit-exactness, cycles), after the lane through every flow; "
+                            "then the golden model decoding the bundled prompts, its estimate and "
+                            "the report (about 3 minutes)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_demo)
