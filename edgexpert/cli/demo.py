@@ -157,7 +157,7 @@ def cmd_demo(args) -> int:
     """The lane (RTL -> cocotb on both simulators -> synthesis and power), one real decode step
     through the accelerator top, the golden model decoding the bundled prompts. The top's step
     (Verilator, single-threaded) runs in a second process while the lane's flows and the golden
-    decoding run in this one: the two cores both work, and the demo stays within 2-3 minutes."""
+    decoding run in this one, so both cores work."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -219,6 +219,6 @@ def register(sub) -> None:
                        help="one real decode step's MoE layers through the accelerator top on "
                             "Verilator (bit-exactness, cycles), after the lane through every flow; "
                             "then the golden model decoding the bundled prompts, its estimate and "
-                            "the report (about 3 minutes)")
+                            "the report (minutes)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_demo)
