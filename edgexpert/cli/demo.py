@@ -69,9 +69,10 @@ def _report_top(run: dict, log) -> dict:
         f" EMA, {ema['buffer_bytes'] >> 10} KiB buffer, memory latency {LATENCY} cycles, whole "
         "experts")
     items = top["items_checked"]
-    log(f"             bit-exact: {top['rows_checked']} rows, {items['hidden']:,} hidden, "
-        f"{items['expert_out']:,} expert_out, {items['moe_out']:,} moe_out values equal to the "
-        f"golden trace; mismatches {top['mismatches']}")
+    log(f"             {'bit-exact' if top['bit_exact'] else 'NOT bit-exact'}: "
+        f"{top['rows_checked']} rows, {items['hidden']:,} hidden, {items['expert_out']:,} "
+        f"expert_out, {items['moe_out']:,} moe_out values compared with the golden trace; "
+        f"mismatches {top['mismatches']}")
     log(f"             {'kind':<8}{'passes':>7}{'cycles/pass':>13}{'mem wait':>10}{'compute':>10}"
         f"{'MACs/cycle':>12}")
     for kind, row in top["by_kind"].items():
