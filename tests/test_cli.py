@@ -459,7 +459,7 @@ def test_the_demo_runs_a_whole_decode_step_through_the_top_bit_exact():
     stderr, the top's step bit-exact with both pass kinds."""
     proc = run("demo", "--json")
     summary = json.loads(proc.stdout)
-    assert "[2/4] the accelerator top" in proc.stderr
+    assert "[3/4] the accelerator top's step" in proc.stderr
     top = summary["top"]
     assert DEMO_TOP_KEYS <= set(top)
     assert top["bit_exact"] and top["mismatches"] == 0 and top["simulator"] == "verilator"
