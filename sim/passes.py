@@ -16,7 +16,8 @@ Costing (`PassCoster`):
   for the same reason; at EdgeXpert's point its bus (25.6 GB/s) is above the DRAM's peak
   (16 GB/s), and on the golden masks it keeps the DRAM at its own efficiency
   (docs/performance-model.md, "The golden masks on DRAM").
-- compute time: MACs / (macs x clock x `COMPUTE_UTILIZATION`).
+- compute time: MACs / (macs x clock x `COMPUTE_UTILIZATION`) (`compute_cycles`;
+  `calibrate_compute` checks it against the accelerator top's measured cycles).
 - overlap (the EMA's double buffering): the weight buffer's two halves let tile i + 1 stream in
   while tile i is computed, so a pass takes max(fetch, compute) plus the part that cannot
   overlap, one tile's worth of the shorter: min(fetch, compute) / tiles, tiles = fetched bytes /
@@ -42,7 +43,8 @@ from ..contracts.weight_layout import Matrix, WeightLayout, channel_runs
 from .dram import DramModel
 
 __all__ = ["MAC_KINDS", "Pass", "StepPlan", "PassCoster", "PassCost", "load_cost_table",
-           "COMPUTE_UTILIZATION", "CONTROL_POWER_W", "DEFAULT_COSTS"]
+           "COMPUTE_UTILIZATION", "CONTROL_POWER_W", "DEFAULT_COSTS", "compute_cycles",
+           "calibrate_compute"]
 
 #: what MACs are counted by: routed and shared experts, attention and router projections and
 #: dense FFNs, attention scores and values, the output head, the draft head
@@ -51,6 +53,9 @@ MAC_KINDS = ("expert", "projection", "attention", "head", "draft_head")
 #: share of the MAC array's peak a pass keeps busy (open: EdgeXpert gives only its peak,
 #: 13.1 TOPS; our choice. Decoding is bandwidth-bound at EdgeXpert's point, so it matters for
 #: prefill only; the roofline ratio in the output shows which side a pass is on)
+#: The accelerator top measures 0.49 on its one 64-lane array (`edgexpert estimate
+#: --calibrate`, docs/performance-model.md "Compute utilization"): a property of that engine's
+#: serial per-group phases, not of an 8K-MAC array, so it stays our choice here.
 COMPUTE_UTILIZATION = 0.8
 #: the controllers' (top, PRU, DCU, EMA) and clock tree's power while a pass runs (open: 5 % of
 #: EdgeXpert's 1.52 W without DRAM, MICRO 2026; our choice, no synthesized control block yet)
@@ -190,6 +195,63 @@ def load_cost_table() -> dict:
     return {**json.loads(path.read_text()), "origin": str(path)}
 
 
+def compute_cycles(macs: float, array_macs: int, utilization: float = COMPUTE_UTILIZATION
+                   ) -> float:
+    """The compute model: cycles to run `macs` on an array of `array_macs` MAC units that keeps
+    `utilization` of its peak busy (the pass's compute time is this over the clock)."""
+    return macs / (array_macs * utilization)
+
+
+def calibrate_compute(cycle_file: dict, utilization: float = COMPUTE_UTILIZATION) -> dict:
+    """The compute model against the accelerator top's measured cycles (a cycle file of
+    `edgexpert bench top`, docs/blocks/top.md "Cycle file"), pass by pass: the model's compute
+    cycles for the pass's MACs on the bench's array (its `peak_macs_per_cycle` lanes; the clock
+    is the same on both sides, so it cancels) at `utilization`, against the measured busy cycles,
+    memory wait and compute; the measured utilization (MACs / (busy cycles x peak)) per run and
+    pass kind, and the model's cycles and error with it. Errors are model / measured - 1.
+    Raises ValueError on a run or pass without busy cycles."""
+    runs = {}
+    for name, run in sorted(cycle_file["runs"].items()):
+        peak, busy = run["peak_macs_per_cycle"], run["cycles"]
+        if busy <= 0 or not run["passes"]:
+            raise ValueError(f"run {name}: no busy cycles or no passes to calibrate on")
+        measured_u = run["macs"] / (busy * peak)
+        passes = []
+        for p in run["passes"]:
+            if p["busy"] <= 0:
+                raise ValueError(f"run {name}, pass {p['pass']}: no busy cycles")
+            model = compute_cycles(p["macs"], peak, utilization)
+            fitted = compute_cycles(p["macs"], peak, measured_u)
+            passes.append({
+                **{k: p[k] for k in ("prompt", "pass", "kind", "tokens", "macs", "busy",
+                                     "memory_wait", "compute")},
+                "macs_per_cycle": round(p["macs"] / p["busy"], 3),
+                "utilization": round(p["macs"] / (p["busy"] * peak), 4),
+                "model_cycles": round(model), "model_error": round(model / p["busy"] - 1, 4),
+                "measured_u_cycles": round(fitted),
+                "measured_u_error": round(fitted / p["busy"] - 1, 4)})
+        kinds = {}
+        for kind in sorted({p["kind"] for p in passes}):
+            ps = [p for p in passes if p["kind"] == kind]
+            kind_busy = sum(p["busy"] for p in ps)
+            kinds[kind] = {"passes": len(ps),
+                           "utilization": round(sum(p["macs"] for p in ps)
+                                                / (kind_busy * peak), 4),
+                           "memory_wait_share": round(sum(p["memory_wait"] for p in ps)
+                                                      / kind_busy, 4)}
+        model = compute_cycles(run["macs"], peak, utilization)
+        runs[name] = {
+            "peak_macs_per_cycle": peak, "cycles": busy, "macs": run["macs"],
+            "memory_wait": run["memory_wait"], "compute": run["compute"],
+            "memory_wait_share": round(run["memory_wait"] / busy, 4),
+            "macs_per_cycle": round(run["macs"] / busy, 3),
+            "utilization": round(measured_u, 4),
+            "model_cycles": round(model), "model_error": round(model / busy - 1, 4),
+            "measured_u_max_abs_error": max(abs(p["measured_u_error"]) for p in passes),
+            "by_kind": kinds, "passes": passes}
+    return {"model_utilization": utilization, "runs": runs}
+
+
 class PassCoster:
     """Time and energy of passes on a platform (`config.platform`), for one model's layout."""
 
@@ -231,8 +293,8 @@ class PassCoster:
         dram_s = (p.expert_bytes / (self.peak_bytes_per_s * expert[0])
                   + other / (self.peak_bytes_per_s * self.seq[0]))
         fetch_s = max(dram_s, p.fetch_bytes / self.bus_bytes_per_s)
-        compute_s = p.total_macs / (self.platform.macs * self.platform.clock_hz
-                                    * COMPUTE_UTILIZATION)
+        compute_s = (compute_cycles(p.total_macs, self.platform.macs, COMPUTE_UTILIZATION)
+                     / self.platform.clock_hz)
         # the resident share takes its SRAM from the double buffer's two halves
         half = (self.platform.sram_bytes - p.resident_bytes - p.held_bytes) / 2
         tiles = max(1, math.ceil(p.fetch_bytes / half))

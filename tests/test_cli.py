@@ -331,7 +331,8 @@ def test_estimate_refuses_unknown_names_and_a_missing_benchmark(tmp_path):
     proc = run("estimate", "--model", "gpt-5", env=env, check=False)
     assert proc.returncode == 2 and "accepted bundled, olmoe-1b-7b" in proc.stderr
     proc = run("estimate", "--calibrate", env=env, check=False)
-    assert proc.returncode == 2 and "run `edgexpert bench ema` first" in proc.stderr
+    assert proc.returncode == 2 and "run `edgexpert bench ema` (and `edgexpert bench top`) first" \
+        in proc.stderr
 
 
 def test_compare_table_prints_the_change_as_a_signed_percentage_and_both_greedy_names(capsys):
@@ -417,3 +418,58 @@ def test_progress_bars_go_to_stderr_only_and_quiet_stops_them(monkeypatch, tmp_p
         assert sys.stderr.getvalue() == ""
     finally:
         set_quiet(False)
+
+
+def _top_report(mismatches: int) -> dict:
+    """A top bench report of one run, by hand: a draft pass of 1,000 cycles and a verification
+    pass of 3,000, 12,800 MACs in all (3.2 per cycle of the 64 lanes' peak: 5 %)."""
+    passes = [{"prompt": 0, "pass": 0, "kind": "draft", "layers": 4, "tokens": 1, "groups": 4,
+               "macs": 3200, "busy": 1000, "memory_wait": 100, "compute": 850, "beats": 10},
+              {"prompt": 0, "pass": 1, "kind": "verify", "layers": 4, "tokens": 5, "groups": 8,
+               "macs": 9600, "busy": 3000, "memory_wait": 50, "compute": 2900, "beats": 30}]
+    return {"rows": 24, "batches": 8, "groups": 12, "candidates": 30, "steps": 8, "macs": 12800,
+            "cycles": 4000, "memory_wait": 150, "compute": 3750, "macs_per_cycle": 3.2,
+            "wall_s": 1.0, "passes": passes,
+            "items_checked": {"hidden": 10, "hidden_scale": 2, "expert_out": 30, "moe_out": 20},
+            "mismatches": {"hidden": 0, "hidden_scale": 0, "expert_out": mismatches,
+                           "moe_out": 0}}
+
+
+def test_the_demo_summarizes_the_top_step_by_pass_kind():
+    from edgexpert.cli.demo import top_summary
+    hw = {"lanes": 64, "candidates": 4, "tokens": 8, "ema": {}}
+    top = top_summary(_top_report(0), hw, 100)
+    assert top["bit_exact"] and top["mismatches"] == 0 and top["rows_checked"] == 24
+    assert top["peak_macs_per_cycle"] == 64 and top["peak_share"] == 0.05
+    assert top["by_kind"]["draft"]["busy_per_pass"] == 1000
+    assert top["by_kind"]["verify"]["macs_per_cycle"] == 3.2
+    bad = top_summary(_top_report(3), hw, 100)
+    assert not bad["bit_exact"] and bad["mismatches"] == 3
+
+
+#: what the demo's summary holds about the top's decode step
+DEMO_TOP_KEYS = {"rows_checked", "items_checked", "mismatches", "bit_exact", "passes", "layers",
+                 "cycles", "memory_wait", "compute", "macs", "macs_per_cycle",
+                 "peak_macs_per_cycle", "by_kind", "hardware", "simulator", "masks"}
+
+
+@pytest.mark.benchmark
+def test_the_demo_runs_a_whole_decode_step_through_the_top_bit_exact():
+    """The main job as scripts/demo.sh runs it (minutes): its JSON alone on stdout, progress on
+    stderr, the top's step bit-exact with both pass kinds."""
+    proc = run("demo", "--json")
+    summary = json.loads(proc.stdout)
+    assert "[3/4] the accelerator top's step" in proc.stderr
+    top = summary["top"]
+    assert DEMO_TOP_KEYS <= set(top)
+    assert top["bit_exact"] and top["mismatches"] == 0 and top["simulator"] == "verilator"
+    # every layer of the first step: three draft passes and the verification pass
+    assert top["layers"] == 4 and top["passes"] == 4
+    assert set(top["by_kind"]) == {"draft", "verify"} and top["by_kind"]["draft"]["passes"] == 3
+    from edgexpert.contracts.config import load_config
+    from edgexpert.contracts.tools import build_root
+    assert top["items_checked"]["moe_out"] == top["rows_checked"] * load_config().model.d_model
+    assert top["memory_wait"] + top["compute"] <= top["cycles"]
+    assert 0 < top["macs_per_cycle"] <= top["peak_macs_per_cycle"]
+    assert summary["golden"]["lossless"]
+    assert json.loads((build_root() / "demo" / "summary.json").read_text())["top"] == top

@@ -71,7 +71,8 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
               waves: bool | None = None, selection: str = "ci",
               test_filter: str | None = None, progress_total: int = 0) -> SimResult:
     """Run the top bench for one hardware set on the trace rows of `selection` ("ci": a draft
-    pass and a verification token of layer 0; "step": every row of the decode step)."""
+    pass and a verification token of layer 0; "step": every row of the trace; "first_step": the
+    first prompt's first decoding step, its draft and verification passes, all layers)."""
     hw = hardware(case)
     vectors = prepare_vectors()
     vectors["masked"] = prepare_masked(Path(vectors["trace"]))

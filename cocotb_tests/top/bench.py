@@ -59,10 +59,16 @@ _report: dict = {}
 
 def rows(selection: str) -> list[int]:
     """"ci": layer 0 of the second draft pass (several tokens, top-1, shared experts) and the
-    first token of the first verification pass (top-k); "step": every row."""
+    first token of the first verification pass (top-k); "step": every row; "first_step": the
+    rows of the first prompt's first decoding step (its draft passes and its verification pass,
+    all layers: what `edgexpert demo` runs)."""
     t = TRACE
     if selection == "step":
         return list(range(len(t["row_pass"])))
+    if selection == "first_step":
+        prompt = int(t["row_prompt"].min())
+        step = int(t["row_step"][t["row_prompt"] == prompt].min())
+        return np.flatnonzero((t["row_prompt"] == prompt) & (t["row_step"] == step)).tolist()
     draft = np.flatnonzero(t["row_kind"] == PassKind.DRAFT)
     verify = np.flatnonzero(t["row_kind"] == PassKind.VERIFY)
     draft_pass = sorted(set(t["row_pass"][draft].tolist()))[1]
@@ -156,12 +162,21 @@ async def trace_step(dut, masks: str, mode: str):
         await sinks[p].wait_for(len(want[p]), max_cycles=1000)
     await ClockCycles(dut.clk, 50)
     wall = time.time() - wall
+    # every item compared; the mismatches are counted (the report says how many) before the
+    # test fails on the first one
+    mismatches, first = {}, None
     for p in OUTPUTS:
         sinks[p].stop()
         got = [unpack(LAYOUTS[p], v) for v in sinks[p].items]
         assert len(got) == len(want[p]), f"{p}: {len(got)} items for {len(want[p])}"
-        for i, (g, w) in enumerate(zip(got, want[p])):
-            assert g == w, f"{p} item {i}: RTL {g} != {masks} reference {w}"
+        wrong = [i for i, (g, w) in enumerate(zip(got, want[p])) if g != w]
+        mismatches[p] = len(wrong)
+        if wrong and first is None:
+            first = f"{p} item {wrong[0]}: RTL {got[wrong[0]]} != {masks} reference " \
+                    f"{want[p][wrong[0]]}"
+    if first is not None:
+        dut._log.error("%s: mismatches %s", name, mismatches)
+    assert first is None, first
     status = await read_csr(dut, int(TopCsr.STATUS))
     assert status == 0, f"STATUS {status:#x}: busy (bit 0) or a completion not OK (bit 1)"
     assert await read_csr(dut, int(EmaCsr.STATUS)) & 2 == 0, "the EMA latched an error"
@@ -176,7 +191,7 @@ async def trace_step(dut, masks: str, mode: str):
         "memory_wait": sum(e["memory_wait"] for e in passes.values()),
         "compute": sum(e["compute"] for e in passes.values()),
         "macs_per_cycle": round(macs / cycles, 3), "wall_s": round(wall, 2),
-        "items_checked": {p: len(want[p]) for p in OUTPUTS},
+        "items_checked": {p: len(want[p]) for p in OUTPUTS}, "mismatches": mismatches,
         "passes": sorted(passes.values(), key=lambda e: (e["prompt"], e["pass"]))}
     write_bench_report({"case": {k: PARAMS[k] for k in ("ema", "candidates", "lanes", "tokens")},
                         "latency": PARAMS["latency"], "selection": selection,

@@ -1,6 +1,7 @@
 """`estimate`: latency and energy per token of decoding policies on full-size MoE models at the
 configured platform (sim/estimate.py, docs/performance-model.md); `--calibrate` compares the EMA
-cycle model with the RTL's cycles from the last `edgexpert bench ema`. `sweep`: the estimate
+cycle model with the RTL's cycles from the last `edgexpert bench ema`, and the compute model with
+the accelerator top's cycles from the last `edgexpert bench top`. `sweep`: the estimate
 over a grid of settings on Dask (sim/sweep.py)."""
 
 from __future__ import annotations
@@ -15,26 +16,87 @@ __all__ = ["register"]
 
 
 def _calibrate(args) -> int:
+    """The EMA cycle model against the last `bench ema`, and the compute model against the last
+    `bench top`'s cycle file, each when its file exists (the absent one is named)."""
     from ..contracts.tools import build_root
-    from ..sim.ema_model import calibrate
 
     load(args)
-    summary_path = build_root() / "bench" / "ema" / "summary.json"
-    if not summary_path.is_file():
-        raise InputError(f"no EMA benchmark at {summary_path}: run `edgexpert bench ema` first")
-    result = calibrate(json.loads(summary_path.read_text()))
-    ok = result["max_abs_error"] <= result["tolerance"]
-    if args.json:
-        print_json(result)
+    ema_path = build_root() / "bench" / "ema" / "summary.json"
+    top_path = build_root() / "bench" / "top" / "cycles.json"
+    if not ema_path.is_file() and not top_path.is_file():
+        raise InputError(f"no EMA benchmark at {ema_path} and no top cycle file at {top_path}: "
+                         "run `edgexpert bench ema` (and `edgexpert bench top`) first")
+    ok, out, notes = True, {}, []
+    if ema_path.is_file():
+        ok, out["ema"] = _calibrate_ema(ema_path, args.json)
     else:
-        print(f"EMA cycle model vs RTL ({summary_path}); tolerance {result['tolerance']:.0%}")
+        notes.append(f"no EMA benchmark at {ema_path} (run `edgexpert bench ema`): the EMA "
+                     "cycle model is not checked")
+    if top_path.is_file():
+        out["top"] = _calibrate_top(top_path, args.json)
+    else:
+        notes.append(f"no top cycle file at {top_path} (run `edgexpert bench top`): the compute "
+                     "model is not checked")
+    if args.json:
+        print_json({**out, "notes": notes})
+    else:
+        for note in notes:
+            print(note)
+    return 0 if ok else 1
+
+
+def _calibrate_ema(path: Path, quiet: bool) -> tuple[bool, dict]:
+    from ..sim.ema_model import calibrate
+    result = calibrate(json.loads(path.read_text()))
+    ok = result["max_abs_error"] <= result["tolerance"]
+    if not quiet:
+        print(f"EMA cycle model vs RTL ({path}); tolerance {result['tolerance']:.0%}")
         print(f"{'run':<16} {'RTL cycles':>11} {'model':>11} {'error':>9}")
         for name, run in sorted(result["runs"].items()):
             print(f"{name:<16} {run['rtl_cycles']:>11,} {run['model_cycles']:>11,} "
                   f"{run['error']:>+9.3%}")
         print(f"max |error| {result['max_abs_error']:.3%}: {'within' if ok else 'OUTSIDE'} "
               "the tolerance")
-    return 0 if ok else 1
+    return ok, result
+
+
+def _calibrate_top(path: Path, quiet: bool) -> dict:
+    """The compute model (sim.passes.compute_cycles at COMPUTE_UTILIZATION) against the top's
+    measured cycles, pass by pass (a report: no tolerance, docs/performance-model.md)."""
+    from ..cocotb_tests.top import CYCLES_FORMAT, CYCLES_VERSION
+    from ..sim.passes import calibrate_compute
+    try:
+        cycles = json.loads(path.read_text())
+        if (cycles.get("format"), cycles.get("version")) != (CYCLES_FORMAT, CYCLES_VERSION):
+            raise ValueError(f"format {cycles.get('format')!r} version {cycles.get('version')!r}")
+        result = calibrate_compute(cycles)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path} is not a top cycle file ({exc}): accepted {CYCLES_FORMAT} "
+                         f"version {CYCLES_VERSION}; rerun `edgexpert bench top`") from None
+    result["cycle_file"] = str(path)
+    if quiet:
+        return result
+    u = result["model_utilization"]
+    print(f"\ncompute model vs the accelerator top ({path}): the model's compute cycles "
+          f"(MACs / (lanes x {u})) against the measured busy cycles, pass by pass")
+    print(f"{'run':<16}{'pass':>5} {'kind':<7}{'tokens':>7}{'MACs':>12}{'busy':>10}"
+          f"{'mem wait':>9}{'compute':>9}{'MACs/cyc':>9}{f'model@{u}':>11}{'error':>8}"
+          f"{'model@meas':>11}{'error':>8}")
+    for name, run in result["runs"].items():
+        for p in run["passes"]:
+            print(f"{name:<16}{p['pass']:>5} {p['kind']:<7}{p['tokens']:>7}{p['macs']:>12,}"
+                  f"{p['busy']:>10,}{p['memory_wait']:>9,}{p['compute']:>9,}"
+                  f"{p['macs_per_cycle']:>9.1f}{p['model_cycles']:>11,}{p['model_error']:>+8.1%}"
+                  f"{p['measured_u_cycles']:>11,}{p['measured_u_error']:>+8.1%}")
+    for name, run in result["runs"].items():
+        kinds = ", ".join(f"{k} {v['utilization']:.3f}" for k, v in run["by_kind"].items())
+        print(f"{name}: {run['macs_per_cycle']:.1f} MACs per cycle of {run['peak_macs_per_cycle']}"
+              f" = utilization {run['utilization']:.3f} ({kinds}) against COMPUTE_UTILIZATION "
+              f"{u}: the model's {run['model_cycles']:,} cycles are {run['model_error']:+.1%} "
+              f"of the measured {run['cycles']:,}; with the measured utilization every pass is "
+              f"within {run['measured_u_max_abs_error']:.1%}; memory wait "
+              f"{run['memory_wait_share']:.1%} of the cycles")
+    return result
 
 
 def _measured_runs(args) -> tuple[dict, list, list[str]]:
@@ -205,10 +267,12 @@ def register(sub) -> None:
     p = sub.add_parser("estimate", parents=[settings_options()],
                        help="latency and energy per token of each policy on each model at "
                             "`platform` (synthetic routing is labelled); --calibrate checks the "
-                            "EMA model against the RTL bench")
+                            "EMA and compute models against the RTL benches")
     _plan_options(p, "every one, see docs/performance-model.md")
     p.add_argument("--calibrate", action="store_true",
-                   help="EMA cycle model vs the RTL's cycles of the last `edgexpert bench ema`")
+                   help="the EMA cycle model vs the RTL's cycles of the last `edgexpert bench "
+                        "ema`, and the compute model vs the top's cycle file of the last "
+                        "`edgexpert bench top`, each when present")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_estimate)
 

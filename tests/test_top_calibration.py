@@ -1,0 +1,82 @@
+"""The compute model against the accelerator top's cycle file (sim.passes.calibrate_compute and
+`edgexpert estimate --calibrate`), on a small hand-written cycle file."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgexpert.sim.passes import COMPUTE_UTILIZATION, calibrate_compute, compute_cycles
+
+EDGEXPERT = Path(sys.executable).parent / "edgexpert"
+
+
+def _pass(index, kind, tokens, macs, busy, wait, compute):
+    return {"prompt": 0, "pass": index, "kind": kind, "layers": 2, "tokens": tokens,
+            "groups": 3, "macs": macs, "busy": busy, "memory_wait": wait, "compute": compute,
+            "beats": 100, "words": 90, "ema_busy": busy // 2}
+
+
+def cycle_file() -> dict:
+    """Two passes on an 8-lane array: a draft of 1,600 MACs in 1,000 cycles (0.2 of the peak)
+    and a verification of 12,000 MACs in 3,000 cycles (0.5): 13,600 MACs in 4,000 cycles."""
+    passes = [_pass(0, "draft", 1, 1600, 1000, 200, 700),
+              _pass(1, "verify", 5, 12000, 3000, 100, 2800)]
+    run = {"masks": "naive_sd", "pauses": "none", "cycles": 4000, "memory_wait": 300,
+           "compute": 3500, "macs": 13600, "macs_per_cycle": 3.4, "peak_macs_per_cycle": 8,
+           "groups": 6, "candidates": 10, "steps": 2, "by_kind": {}, "passes": passes}
+    return {"format": "edgexpert-top-cycles", "version": 1, "hardware": {"lanes": 8},
+            "latency_cycles": 100, "seed": 1, "runs": {"naive_sd/none": run}}
+
+
+def test_the_compute_model_against_hand_computed_cycles():
+    assert compute_cycles(1600, 8, 0.5) == 400
+    result = calibrate_compute(cycle_file())
+    assert result["model_utilization"] == COMPUTE_UTILIZATION == 0.8
+    run = result["runs"]["naive_sd/none"]
+    # 13,600 MACs / (4,000 cycles x 8 lanes) = 0.425 of the peak
+    assert run["utilization"] == 0.425 and run["macs_per_cycle"] == 3.4
+    assert run["by_kind"]["draft"]["utilization"] == 0.2
+    assert run["by_kind"]["verify"]["utilization"] == 0.5
+    assert run["memory_wait_share"] == 0.075
+    # at 0.8 the model wants 13,600 / 6.4 = 2,125 cycles: 46.9 % fewer than measured
+    assert run["model_cycles"] == 2125 and run["model_error"] == pytest.approx(-0.4688, abs=1e-4)
+    draft, verify = run["passes"]
+    assert draft["model_cycles"] == 250 and draft["model_error"] == -0.75
+    # with the run's measured 0.425: 1,600 / 3.4 = 471 cycles for the draft (-52.9 %) and
+    # 12,000 / 3.4 = 3,529 for the verification (+17.6 %)
+    assert draft["measured_u_cycles"] == 471 and verify["measured_u_cycles"] == 3529
+    assert run["measured_u_max_abs_error"] == pytest.approx(0.5294, abs=1e-4)
+
+
+def test_a_pass_without_cycles_is_refused():
+    bad = cycle_file()
+    bad["runs"]["naive_sd/none"]["passes"][1]["busy"] = 0
+    with pytest.raises(ValueError, match="pass 1: no busy cycles"):
+        calibrate_compute(bad)
+
+
+def _estimate(build: Path, *args):
+    return subprocess.run([str(EDGEXPERT), "estimate", "--calibrate", *args],
+                          capture_output=True, text=True,
+                          env={**os.environ, "EDGEXPERT_BUILD_DIR": str(build)})
+
+
+def test_estimate_calibrate_reads_the_cycle_file_and_names_the_missing_ema_bench(tmp_path):
+    path = tmp_path / "bench" / "top" / "cycles.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(cycle_file()))
+    proc = _estimate(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no EMA benchmark at" in proc.stdout
+    assert "3.4 MACs per cycle of 8 = utilization 0.425" in proc.stdout
+    data = json.loads(_estimate(tmp_path, "--json").stdout)
+    assert "ema" not in data and data["top"]["runs"]["naive_sd/none"]["model_cycles"] == 2125
+    assert any("no EMA benchmark" in note for note in data["notes"])
+    path.write_text(json.dumps({**cycle_file(), "format": "something-else"}))
+    proc = _estimate(tmp_path)
+    assert proc.returncode == 2
+    assert "is not a top cycle file" in proc.stderr and "accepted edgexpert-top-cycles" in proc.stderr
