@@ -13,22 +13,18 @@ This module runs inside the simulator; `edgexpert.cocotb_tests.dcu.run_chain` st
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import random
 
 import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiBus
 
-from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
-from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
+from edgexpert.cocotb_tests.ema.harness import attach_ema_memory
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
 from edgexpert.contracts.dcu import DcuJob, encode_job
 from edgexpert.contracts.ema import (SLOT_BITS, TAG_BITS, Completion, Descriptor, EmaCsr,
                                      EmaStatus)
-from edgexpert.contracts.weight_image import memory_image, random_weights
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.golden import dcu as golden
 from edgexpert.golden.ema import EmaReference
@@ -85,16 +81,7 @@ async def _csr(dut, reg: EmaCsr) -> int:
 async def chained_ema(dut):
     rng = random.Random(f"{cocotb.RANDOM_SEED}-chained_ema")
     await start_clock_and_reset(dut)
-    for port in ["csr__addr", "loc_rd__addr", "res_rd__addr"] + \
-            [f"buf_rd__{b}__addr" for b in range(P["ema"]["buffer_banks"])]:
-        getattr(dut, port).value = 0
-    image = memory_image(LAYOUT, random_weights(LAYOUT, seed=cocotb.RANDOM_SEED),
-                         junk_seed=cocotb.RANDOM_SEED + 1)
-    ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
-                        size=2**len(dut.m_axi__araddr), latency=P["latency"], period_ns=10)
-    logging.getLogger("cocotb.dcu_ema.m_axi_").setLevel(logging.WARNING)
-    ram.write(LAYOUT.base_address, bytes(image))
-    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=BEAT, max_outstanding=P["ema"]["outstanding"])
+    _, monitor = attach_ema_memory(dut, LAYOUT, P["ema"], P["latency"], "dcu_ema")
 
     steps = _steps()
     reference = EmaReference(LAYOUT, BEAT, P["ema"]["buffer_bytes"], P["ema"]["slots"])

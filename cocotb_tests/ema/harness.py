@@ -31,6 +31,27 @@ __all__ = ["PERIOD_NS", "EmaTB", "WriteRecorder", "decode_status", "pause_genera
 PERIOD_NS = 10
 
 
+def attach_ema_memory(dut, layout: WeightLayout, ema: dict, latency: int,
+                      name: str) -> tuple[LatencyAxiRam, AxiReadMonitor]:
+    """For a bench of a unit chained to `EmaSystem` (its ports at the top level, `ema` its
+    parameters): the memories' read ports idle at address 0, and on `m_axi_` cocotbext-axi's
+    memory with a pipelined `latency` holding random weights in `layout`'s image (cocotb's
+    seed; junk between the blocks) under the AXI read protocol monitor."""
+    for port in ["csr__addr", "loc_rd__addr", "res_rd__addr"] + \
+            [f"buf_rd__{b}__addr" for b in range(ema["buffer_banks"])]:
+        getattr(dut, port).value = 0
+    image = memory_image(layout, random_weights(layout, seed=cocotb.RANDOM_SEED),
+                         junk_seed=cocotb.RANDOM_SEED + 1)
+    ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
+                        size=2**len(dut.m_axi__araddr), latency=latency, period_ns=PERIOD_NS)
+    # cocotbext-axi logs every reset of every channel at INFO
+    logging.getLogger(f"cocotb.{name}.m_axi_").setLevel(logging.WARNING)
+    ram.write(layout.base_address, bytes(image))
+    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=ema["data_width"] // 8,
+                             max_outstanding=ema["outstanding"])
+    return ram, monitor
+
+
 def pause_generator(rng: random.Random, probability: float):
     """True (pause) on each cycle with `probability`, seeded."""
     while True:

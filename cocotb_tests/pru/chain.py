@@ -14,23 +14,19 @@ This module runs inside the simulator; `edgexpert.cocotb_tests.pru.run_chain` st
 
 from __future__ import annotations
 
-import logging
 import os
 import random
 
 import cocotb
 import torch
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiBus
 
-from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
-from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
+from edgexpert.cocotb_tests.ema.harness import attach_ema_memory
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
 from edgexpert.contracts.ema import (SLOT_BITS, TAG_BITS, Completion, Descriptor, EmaCsr,
                                      EmaStatus)
 from edgexpert.contracts.prefill_trace import read_prefill_trace
-from edgexpert.contracts.weight_image import memory_image, random_weights
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.golden.ema import EmaReference
 from edgexpert.golden.pru import chunk_fetches
@@ -60,16 +56,7 @@ async def chained_ema(dut):
     hw = PruParams(**P["pru"])
     trace = read_prefill_trace(P["trace"])
     await start_clock_and_reset(dut)
-    for port in ["csr__addr", "loc_rd__addr", "res_rd__addr"] + \
-            [f"buf_rd__{b}__addr" for b in range(P["ema"]["buffer_banks"])]:
-        getattr(dut, port).value = 0
-    image = memory_image(LAYOUT, random_weights(LAYOUT, seed=cocotb.RANDOM_SEED),
-                         junk_seed=cocotb.RANDOM_SEED + 1)
-    ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
-                        size=2**len(dut.m_axi__araddr), latency=P["latency"], period_ns=10)
-    logging.getLogger("cocotb.pru_ema.m_axi_").setLevel(logging.WARNING)
-    ram.write(LAYOUT.base_address, bytes(image))
-    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=BEAT, max_outstanding=P["ema"]["outstanding"])
+    _, monitor = attach_ema_memory(dut, LAYOUT, P["ema"], P["latency"], "pru_ema")
 
     # golden: the chunk's experts (layer 0), in the EMA steps the PRU's fetch list cuts them into
     experts = torch.from_numpy(trace.prompt(0)["experts"][:, 0]).long()
