@@ -34,11 +34,13 @@ class ExpertEngine(wiring.Component):
     requantization with `down_scales` -> `expert_out` -> the weighted sum in the token's slot.
     `flush` reads a token's MoE output out on `moe_out` and clears the slot.
 
-    Groups run one at a time: `cand` and `flush` are taken only when no group is in flight, and
-    `x` only for the group in flight, so every per-group register (scales, token slots,
-    weights) holds until the group's last output is combined. Column and scale streams may run
-    ahead: each part takes them when it reaches that phase. `hidden` and `expert_out` are
-    copies of what the DOWN MAC and the combine consume (both must be taken).
+    Two groups are in flight at once: `cand` is taken once the group before has finished its
+    GATE_UP requantization and handed its token slots and weights to the back stage (which the
+    group before it must have left by being combined), so a group's inputs and GATE_UP MAC run
+    while the previous group's DOWN MAC and drain do. `x` is taken only for the newest group, and
+    `flush` only when no group is in flight. Column and scale streams may run ahead: each part
+    takes them when it reaches that phase. `hidden` and `expert_out` are copies of what the DOWN
+    MAC and the combine consume (both must be taken).
     """
 
     def __init__(self, d_model: int, expert_ffn: int, candidates: int, lanes: int,
@@ -96,34 +98,61 @@ class ExpertEngine(wiring.Component):
         connect(m, wiring.flipped(self.down_scales), dn_rq.scales)
         connect(m, dn_mac.sums, dn_rq.sums)
         connect(m, dn_rq.out, out_copy.i)
-        connect(m, out_copy.a, comb.y)
         connect(m, out_copy.b, wiring.flipped(self.expert_out))
         connect(m, comb.moe_out, wiring.flipped(self.moe_out))
 
+        # Two groups in flight: the front one (candidates, inputs, GATE_UP MAC and its
+        # requantization) and the back one (from the hand-over to its last combined output), so
+        # the next group's GATE_UP runs while this one's DOWN does. Each stage holds its own copy
+        # of what it reads: the front the x scales (GATE_UP requantization), the back the token
+        # slots and weights (the combine) and the hidden scales (DOWN requantization; the
+        # quantizer's own copy changes as soon as it starts the next group).
         x_scale = Signal(data.ArrayLayout(dyadic_layout, c))
         token = Signal(data.ArrayLayout(index_bits(self._t), c))
         weight = Signal(data.ArrayLayout(WEIGHT_BITS, c))
-        m.d.comb += [gu_rq.act_scale.eq(x_scale), dn_rq.act_scale.eq(quant.scales),
-                     comb.token.eq(token), comb.weight.eq(weight)]
+        back_token = Signal.like(token)
+        back_weight = Signal.like(weight)
+        hidden_scale = Signal(data.ArrayLayout(dyadic_layout, c))
+        m.d.comb += [gu_rq.act_scale.eq(x_scale), dn_rq.act_scale.eq(hidden_scale),
+                     comb.token.eq(back_token), comb.weight.eq(back_weight)]
+
+        def last_of(port):
+            return port.valid & port.ready & port.payload.last
+
+        # the DOWN MAC's last input: the quantizer has emitted every scale of the group, and the
+        # DOWN requantization of the group before it has taken its last sum (the MAC array
+        # drains one group before it loads the next)
+        with m.If(last_of(dn_mac.act)):
+            m.d.sync += hidden_scale.eq(quant.scales)
 
         count = Signal(index_bits(c))
         x_open = Signal()
-        with m.FSM(name="group"):
-            with m.State("Idle"):
-                item = self.cand.payload
-                m.d.comb += [self.cand.ready.eq(1),
-                             comb.flush.valid.eq(self.flush.valid),
-                             comb.flush.payload.eq(self.flush.payload),
-                             self.flush.ready.eq(comb.flush.ready)]
-                with m.If(self.cand.valid):
-                    m.d.sync += [x_scale[count].eq(item.x), token[count].eq(item.token),
-                                 weight[count].eq(item.weight), count.eq(count + 1)]
-                    with m.If(item.last | (count == c - 1)):
-                        m.d.sync += [count.eq(0), x_open.eq(1)]
-                        m.next = "Busy"
-            with m.State("Busy"):
-                with m.If(comb.group_done):
-                    m.next = "Idle"
+        front = Signal()         # a group's candidates are in; it holds x_scale, token, weight
+        front_summed = Signal()  # ... and its GATE_UP requantization took its last sum
+        back = Signal()          # a group holds back_token and back_weight until it is combined
+        m.d.comb += self.cand.ready.eq(~front)
+        with m.If(self.cand.valid & self.cand.ready):
+            item = self.cand.payload
+            m.d.sync += [x_scale[count].eq(item.x), token[count].eq(item.token),
+                         weight[count].eq(item.weight), count.eq(count + 1)]
+            with m.If(item.last | (count == c - 1)):
+                m.d.sync += [count.eq(0), x_open.eq(1), front.eq(1)]
+        with m.If(last_of(gu_mac.sums)):
+            m.d.sync += front_summed.eq(1)
+        with m.If(comb.group_done):
+            m.d.sync += back.eq(0)
+        with m.If(front & front_summed & (~back | comb.group_done)):
+            m.d.sync += [back_token.eq(token), back_weight.eq(weight), back.eq(1),
+                         front.eq(0), front_summed.eq(0)]
+        # the combine takes a group's outputs only once that group holds the back registers
+        m.d.comb += [comb.y.valid.eq(out_copy.a.valid & back),
+                     comb.y.payload.eq(out_copy.a.payload),
+                     out_copy.a.ready.eq(comb.y.ready & back)]
+        # a flush only between groups: no group's sums may still be coming
+        idle = ~front & ~back
+        m.d.comb += [comb.flush.valid.eq(self.flush.valid & idle),
+                     comb.flush.payload.eq(self.flush.payload),
+                     self.flush.ready.eq(comb.flush.ready & idle)]
         m.d.comb += [gu_mac.act.valid.eq(self.x.valid & x_open),
                      gu_mac.act.payload.eq(self.x.payload),
                      self.x.ready.eq(gu_mac.act.ready & x_open)]
