@@ -124,10 +124,9 @@ class ExpertEngine(wiring.Component):
         connect(m, wiring.flipped(self.down_scales), dn_rq.scales)
         connect(m, dn_mac.sums, dn_rq.sums)
         connect(m, dn_rq.out, out_copy.i)
+        connect(m, out_copy.a, comb.y)
         connect(m, out_copy.b, wiring.flipped(self.expert_out))
         connect(m, comb.moe_out, wiring.flipped(self.moe_out))
-
-        connect(m, out_copy.a, comb.y)
 
         # Groups overlap: while one group's DOWN MAC runs, the next one's inputs load and its
         # GATE_UP MAC runs, and the one after it may load while that GATE_UP drains. Each stage

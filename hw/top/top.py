@@ -137,13 +137,13 @@ class AcceleratorTop(wiring.Component):
         m.d.comb += disp.step_clear.eq(pending == 0)
 
         # a group is in the engine from its last candidate to its last expert output; the
-        # engine takes the next group's candidates once this one's GATE_UP is requantized, and
-        # `expert_out` may wait for the host, so up to three groups are counted in flight. The
+        # engine holds up to three groups (hw/engine/engine.py, GROUP_QUEUE) and one more may
+        # be combined with its last expert output still waiting for the host: up to four. The
         # newest group's inputs are loaded from its last X on; each group's two matrices end
         # (their last words taken) while it is in the engine, because the MAC arrays take
         # columns only for a group they hold: `owed` counts the matrices of started groups
         # that have not ended yet
-        in_flight = Signal(2)
+        in_flight = Signal(3)
         loaded = Signal()
         owed = Signal(3)
         group_start = engine.cand.valid & engine.cand.ready & engine.cand.payload.last
