@@ -25,15 +25,18 @@ from edgexpert.hw.engine import ExpertEngine
 
 
 def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pressure: float,
-               max_cycles: int = 200_000) -> tuple[dict[str, list[int]], int]:
+               max_cycles: int = 200_000) -> tuple[dict[str, list[int]], int, dict[str, list[int]]]:
     """Drive every input queue and drain every output, each stream paused with probability
     `pressure` per cycle; the flushes go only after every expert output arrived (a group must
-    be combined before its token is read). Returns the outputs and the cycles taken."""
+    be combined before its token is read). Returns the outputs, the cycles taken and, per
+    group, the cycle its last candidate was taken (`start`) and its last expert output left
+    (`end`)."""
     rng = random.Random(seed)
     queues = {name: deque(inputs.get(name, [])) for name in INPUTS}
     expected_out = len(inputs["_expert_out_count"])
     got = {name: [] for name in OUTPUTS}
     cycles = []
+    marks = {"start": [], "end": []}
 
     async def tb(ctx):
         offered = {name: False for name in INPUTS}
@@ -52,12 +55,16 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
             for name in INPUTS:
                 port = getattr(engine, name)
                 if offered[name] and ctx.get(port.ready):
+                    if name == "cand" and ctx.get(port.payload.last):
+                        marks["start"].append(cycle)
                     queues[name].popleft()
                     offered[name] = False
             for name in OUTPUTS:
                 port = getattr(engine, name)
                 if ctx.get(port.valid) and ctx.get(port.ready):
                     got[name].append(ctx.get(port.payload.as_value()))
+                    if name == "expert_out" and ctx.get(port.payload.last):
+                        marks["end"].append(cycle)
             await ctx.tick()
             if not any(queues.values()) and len(got["moe_out"]) == inputs["_moe_count"]:
                 cycles.append(cycle + 1)
@@ -73,7 +80,7 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
     sim.run()
     assert cycles, f"hang: queues {[(k, len(q)) for k, q in queues.items()]}, outputs " \
                    f"{[(k, len(v)) for k, v in got.items()]}"
-    return got, cycles[0]
+    return got, cycles[0], marks
 
 
 def scale_words(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -166,12 +173,16 @@ def test_engine_matches_golden(d_model, ffn, cands, lanes, word_bits, pressure):
     inputs["_expert_out_count"] = want["expert_out"]
     inputs["_moe_count"] = len(want["moe_out"])
 
-    got, cycles = run_engine(engine, inputs, seed, pressure)
+    got, cycles, marks = run_engine(engine, inputs, seed, pressure)
     for name in OUTPUTS:
         items = [unpack(lay[name], v) for v in got[name]]
         assert len(items) == len(want[name]), f"{name}: {len(items)} items for {len(want[name])}"
         for i, (g_, w_) in enumerate(zip(items, want[name])):
             assert g_ == w_, f"{name} item {i}: RTL {g_} != golden {w_}"
+    # groups overlap: each group after the first starts before the one before it has left
+    assert len(marks["start"]) == len(marks["end"]) == 6
+    overlapped = [nxt < end for nxt, end in zip(marks["start"][1:], marks["end"])]
+    assert all(overlapped) if pressure == 0 else any(overlapped), (marks, overlapped)
 
 
 @pytest.mark.parametrize("kwargs, message", [

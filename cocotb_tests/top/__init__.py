@@ -113,8 +113,9 @@ def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
             "masks": masks, "pauses": mode, "cycles": test["cycles"],
             "memory_wait": test["memory_wait"], "compute": test["compute"],
             "macs": test["macs"], "macs_per_cycle": test["macs_per_cycle"],
-            # the two MAC arrays never run at once: one array's lanes is the peak
-            "peak_macs_per_cycle": lanes, "groups": test["groups"],
+            # the GATE_UP and DOWN arrays run at once (groups overlap, docs/blocks/engine.md):
+            # both arrays' lanes are the peak
+            "peak_macs_per_cycle": 2 * lanes, "groups": test["groups"],
             "candidates": test["candidates"], "steps": test["steps"],
             "by_kind": by_kind(test["passes"]), "passes": test["passes"]}
     return {"format": CYCLES_FORMAT, "version": CYCLES_VERSION, "hardware": hw,

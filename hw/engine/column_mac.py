@@ -3,7 +3,7 @@ delivers, into int32 accumulators."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -31,7 +31,9 @@ class ColumnMac(wiring.Component):
        registers do). One chunk x candidate per cycle: a word takes n * ceil(chunk count) cycles
        while the column stream is valid; `columns.ready` rises on its last cycle.
     3. Drain: every (candidate, output) accumulator, candidate-major, one per cycle on `sums`;
-       each accumulator word is cleared as its last lane leaves.
+       each accumulator word is cleared as its last lane leaves. The next group's Load runs
+       during the Drain (the activation memory is not read then), so its Mac starts as soon as
+       the Drain ends.
 
     The activation memory (depth `channels`, one int8 per candidate) and the accumulator memory
     (depth n_chunks x candidates, `lanes` int32) have asynchronous read ports: the products of a
@@ -74,7 +76,10 @@ class ColumnMac(wiring.Component):
             shape=data.ArrayLayout(signed(ACC_WIDTH), lanes), depth=n_chunks * cands, init=[])
         act_wr = act_mem.write_port(granularity=1)
         act_rd = act_mem.read_port(domain="comb")
-        acc_wr = acc_mem.write_port()
+        # a write enable per lane (its 32 bits), not one for the whole 2,048-bit word: the drain
+        # enables one lane at a time, so no single net drives every bit's enable (the engine's
+        # critical path at 28 nm was that fan-out, docs/blocks/engine.md, synthesis)
+        acc_wr = acc_mem.write_port(granularity=1)
         acc_rd = acc_mem.read_port(domain="comb")
 
         last_cand = Signal(index_bits(cands))
@@ -82,22 +87,32 @@ class ColumnMac(wiring.Component):
         chunk = Signal(index_bits(cpw))
         word = Signal(index_bits(wpc))
         out = Signal(index_bits(outs))
+        # the drain's lane as a one-hot register (lane = out % lanes): each bit selects and clears
+        # its lane's 32 bits, where a binary lane number would drive all 2,048 of them
+        lane_hot = Signal(lanes, init=1)
         col = self.columns.payload
         # chunk g of the column holds outputs g*lanes .. g*lanes + lanes - 1
         g = Signal(index_bits(wpc * cpw))
         m.d.comb += g.eq(word * cpw + chunk)
 
+        # the Load of the next group may overlap the Drain: `loaded` holds its end until the
+        # Mac phase starts, `next_last` its last candidate (`last_cand` is the draining group's)
+        loaded = Signal()
+        next_last = Signal(index_bits(cands))
+        item = self.act.payload
+        m.d.comb += [act_wr.addr.eq(item.channel),
+                     act_wr.data.eq(item.value.replicate(cands)),
+                     act_wr.en.eq((self.act.valid & self.act.ready) << item.candidate)]
+        act_last = self.act.valid & self.act.ready & item.last
+        with m.If(act_last):
+            m.d.sync += [loaded.eq(1), next_last.eq(item.candidate)]
+
         with m.FSM(name="phase"):
             with m.State("Load"):
-                item = self.act.payload
-                m.d.comb += [
-                    self.act.ready.eq(1),
-                    act_wr.addr.eq(item.channel),
-                    act_wr.data.eq(item.value.replicate(cands)),
-                    act_wr.en.eq(self.act.valid << item.candidate),
-                ]
-                with m.If(self.act.valid & item.last):
-                    m.d.sync += [last_cand.eq(item.candidate), cand.eq(0), chunk.eq(0), word.eq(0)]
+                m.d.comb += self.act.ready.eq(~loaded)
+                with m.If(loaded):
+                    m.d.sync += [loaded.eq(0), last_cand.eq(next_last), cand.eq(0),
+                                 chunk.eq(0), word.eq(0)]
                     m.next = "Mac"
             with m.State("Mac"):
                 # the chunk's weights are selected first, so one set of `lanes` multipliers
@@ -108,7 +123,7 @@ class ColumnMac(wiring.Component):
                 m.d.comb += [act_rd.addr.eq(col.channel),
                              acc_rd.addr.eq(cand * n_chunks + g),
                              acc_wr.addr.eq(cand * n_chunks + g),
-                             acc_wr.en.eq(self.columns.valid & (g < n_chunks))]
+                             acc_wr.en.eq((self.columns.valid & (g < n_chunks)).replicate(lanes))]
                 m.d.comb += [acc_wr.data[i].eq(acc_rd.data[i] + x * w[i]) for i in range(lanes)]
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
                 with m.If(self.columns.valid):
@@ -119,28 +134,37 @@ class ColumnMac(wiring.Component):
                             m.d.sync += [chunk.eq(0),
                                          word.eq(Mux(word == wpc - 1, 0, word + 1))]
                             with m.If(col.last):
-                                m.d.sync += out.eq(0)
+                                m.d.sync += [out.eq(0), lane_hot.eq(1)]
                                 m.next = "Drain"
                         with m.Else():
                             m.d.sync += chunk.eq(chunk + 1)
                     with m.Else():
                         m.d.sync += cand.eq(cand + 1)
             with m.State("Drain"):
+                m.d.comb += self.act.ready.eq(~loaded)
                 shift = lanes.bit_length() - 1   # lanes divides a power of two: one itself
-                lane = out[:shift] if shift else Const(0)
                 addr = cand * n_chunks + (out >> shift)
+                # AND-OR selection as a balanced tree (log2(lanes) levels of OR)
+                terms = [Mux(lane_hot[i], acc_rd.data[i], 0) for i in range(lanes)]
+                while len(terms) > 1:
+                    terms = [a | b for a, b in zip(terms[::2], terms[1::2])] + terms[len(terms) & ~1:]
+                value = terms[0]
+                last_out = out == outs - 1
                 m.d.comb += [
                     acc_rd.addr.eq(addr),
                     self.sums.valid.eq(1),
                     self.sums.payload.candidate.eq(cand),
                     self.sums.payload.index.eq(out),
-                    self.sums.payload.value.eq(acc_rd.data.as_value().word_select(lane, ACC_WIDTH)),
-                    self.sums.payload.last.eq((cand == last_cand) & (out == outs - 1)),
+                    self.sums.payload.value.eq(value),
+                    self.sums.payload.last.eq((cand == last_cand) & last_out),
                     acc_wr.addr.eq(addr),
                     acc_wr.data.eq(0),
                 ]
                 with m.If(self.sums.ready):
-                    m.d.comb += acc_wr.en.eq((lane == lanes - 1) | (out == outs - 1))
+                    # each lane is cleared as it leaves; the candidate's last output also clears
+                    # the lanes of its last word beyond the outputs (padding products)
+                    m.d.comb += acc_wr.en.eq(lane_hot | last_out.replicate(lanes))
+                    m.d.sync += lane_hot.eq(Mux(last_out, 1, lane_hot.rotate_left(1)))
                     m.d.sync += out.eq(out + 1)
                     with m.If(out == outs - 1):
                         m.d.sync += [out.eq(0), cand.eq(cand + 1)]

@@ -18,6 +18,32 @@ from .swiglu import SwiGlu
 
 __all__ = ["ExpertEngine"]
 
+#: groups whose x scales are held: the one whose GATE_UP drains and the one loading meanwhile
+X_QUEUE = 2
+#: groups whose token slots and weights are held, candidates to combine: the one combining (DOWN
+#: MAC and drain), the one draining its GATE_UP into the quantizer and the one loading
+GROUP_QUEUE = 3
+#: groups whose hidden scales are held: the one in the DOWN drain and the one loading meanwhile
+H_QUEUE = 2
+
+
+def _queue(m: Module, name: str, shape, depth: int, push, value, pop):
+    """A first-in first-out queue of `depth` registers: `value` enters when `push`, the head
+    leaves when `pop` (the caller never pushes a full queue nor pops an empty one). Returns the
+    head, full, and not empty."""
+    slots = [Signal(shape, name=f"{name}_{i}") for i in range(depth)]
+    used = Signal(range(depth + 1), name=f"{name}_used")
+    m.d.sync += used.eq(used + push - pop)
+    for i, slot in enumerate(slots):
+        behind = slots[i + 1] if i + 1 < depth else slot
+        with m.If(pop):
+            m.d.sync += slot.eq(behind)
+            with m.If(push & (used == i + 1)):
+                m.d.sync += slot.eq(value)
+        with m.Elif(push & (used == i)):
+            m.d.sync += slot.eq(value)
+    return slots[0], used == depth, used != 0
+
 
 class ExpertEngine(wiring.Component):
     """SwiGLU experts on int8 candidates, bit-exact to docs/contracts.md (mixture of experts).
@@ -34,11 +60,13 @@ class ExpertEngine(wiring.Component):
     requantization with `down_scales` -> `expert_out` -> the weighted sum in the token's slot.
     `flush` reads a token's MoE output out on `moe_out` and clears the slot.
 
-    Groups run one at a time: `cand` and `flush` are taken only when no group is in flight, and
-    `x` only for the group in flight, so every per-group register (scales, token slots,
-    weights) holds until the group's last output is combined. Column and scale streams may run
-    ahead: each part takes them when it reaches that phase. `hidden` and `expert_out` are
-    copies of what the DOWN MAC and the combine consume (both must be taken).
+    Groups overlap (up to three in flight): `cand` is taken once the previous group's inputs
+    are all in and the group two before has finished its GATE_UP requantization, so a group's
+    inputs load while the previous group's GATE_UP drains, and its GATE_UP MAC runs while the
+    previous group's DOWN MAC and drain do. `x` is taken only for the newest group, and `flush`
+    only when no group is in flight. Column and scale streams may run ahead: each part takes
+    them when it reaches that phase. `hidden` and `expert_out` are copies of what the DOWN MAC
+    and the combine consume (both must be taken).
     """
 
     def __init__(self, d_model: int, expert_ffn: int, candidates: int, lanes: int,
@@ -100,33 +128,56 @@ class ExpertEngine(wiring.Component):
         connect(m, out_copy.b, wiring.flipped(self.expert_out))
         connect(m, comb.moe_out, wiring.flipped(self.moe_out))
 
+        # Groups overlap: while one group's DOWN MAC runs, the next one's inputs load and its
+        # GATE_UP MAC runs, and the one after it may load while that GATE_UP drains. Each stage
+        # reads its group's record from the head of its own queue, filled in group order and
+        # emptied as the stage's last item of the group passes: the x scales (GATE_UP
+        # requantization: the group loading and the one draining), the token slots and weights
+        # (the combine: every group from its candidates to its last combined output) and the
+        # hidden scales (DOWN requantization; the quantizer's copy changes as soon as it starts
+        # the next group)
+        def last_of(port):
+            return port.valid & port.ready & port.payload.last
+
         x_scale = Signal(data.ArrayLayout(dyadic_layout, c))
         token = Signal(data.ArrayLayout(index_bits(self._t), c))
         weight = Signal(data.ArrayLayout(WEIGHT_BITS, c))
-        m.d.comb += [gu_rq.act_scale.eq(x_scale), dn_rq.act_scale.eq(quant.scales),
-                     comb.token.eq(token), comb.weight.eq(weight)]
-
         count = Signal(index_bits(c))
         x_open = Signal()
-        with m.FSM(name="group"):
-            with m.State("Idle"):
-                item = self.cand.payload
-                m.d.comb += [self.cand.ready.eq(1),
-                             comb.flush.valid.eq(self.flush.valid),
-                             comb.flush.payload.eq(self.flush.payload),
-                             self.flush.ready.eq(comb.flush.ready)]
-                with m.If(self.cand.valid):
-                    m.d.sync += [x_scale[count].eq(item.x), token[count].eq(item.token),
-                                 weight[count].eq(item.weight), count.eq(count + 1)]
-                    with m.If(item.last | (count == c - 1)):
-                        m.d.sync += [count.eq(0), x_open.eq(1)]
-                        m.next = "Busy"
-            with m.State("Busy"):
-                with m.If(comb.group_done):
-                    m.next = "Idle"
+        # this cycle's candidate written over the group's registers: the record pushed with the
+        # group's last candidate includes it
+        item = self.cand.payload
+        x_now, token_now, weight_now = Signal.like(x_scale), Signal.like(token), Signal.like(weight)
+        m.d.comb += [x_now.eq(x_scale), token_now.eq(token), weight_now.eq(weight)]
+        take = self.cand.valid & self.cand.ready
+        with m.If(take):
+            m.d.comb += [x_now[count].eq(item.x), token_now[count].eq(item.token),
+                         weight_now[count].eq(item.weight)]
+            m.d.sync += [x_scale.eq(x_now), token.eq(token_now), weight.eq(weight_now),
+                         count.eq(count + 1)]
+        pushed = take & (item.last | (count == c - 1))
+        with m.If(pushed):
+            m.d.sync += [count.eq(0), x_open.eq(1)]
+        with m.If(last_of(self.x)):
+            m.d.sync += x_open.eq(0)
+
+        x_head, x_full, _ = _queue(m, "x_scales", x_now.shape(), X_QUEUE, pushed, x_now,
+                                   last_of(gu_mac.sums))
+        t_head, t_full, t_any = _queue(m, "slots", token_now.shape(), GROUP_QUEUE, pushed,
+                                       token_now, comb.group_done)
+        w_head, _, _ = _queue(m, "weights", weight_now.shape(), GROUP_QUEUE, pushed, weight_now,
+                              comb.group_done)
+        h_head, _, _ = _queue(m, "hidden_scales", quant.scales.shape(), H_QUEUE,
+                              last_of(dn_mac.act), quant.scales, last_of(dn_mac.sums))
+        m.d.comb += [gu_rq.act_scale.eq(x_head), dn_rq.act_scale.eq(h_head),
+                     comb.token.eq(t_head), comb.weight.eq(w_head)]
+        # a new group once the previous one's inputs are in and both queues have room
+        m.d.comb += self.cand.ready.eq(~x_open & ~x_full & ~t_full)
+        # a flush only between groups: no group's sums may still be coming
+        m.d.comb += [comb.flush.valid.eq(self.flush.valid & ~t_any),
+                     comb.flush.payload.eq(self.flush.payload),
+                     self.flush.ready.eq(comb.flush.ready & ~t_any)]
         m.d.comb += [gu_mac.act.valid.eq(self.x.valid & x_open),
                      gu_mac.act.payload.eq(self.x.payload),
                      self.x.ready.eq(gu_mac.act.ready & x_open)]
-        with m.If(self.x.valid & self.x.ready & self.x.payload.last):
-            m.d.sync += x_open.eq(0)
         return m

@@ -23,8 +23,9 @@ class Dispatcher(wiring.Component):
     - NEW_STEP: to `ema` only, and only while `step_clear` (the feeder has finished every
       descriptor so far): a new step reuses the buffer and the location table from the start,
       so the lines of the last step must have been read;
-    - CAND, X, FLUSH: to the engine's streams (the engine takes a group's candidates and a flush
-      only between groups, its inputs only during the group: the host orders them so).
+    - CAND, X, FLUSH: to the engine's streams (the engine takes a group's candidates once the
+      group before has all its inputs, its inputs only after its candidates, and a flush only
+      when no group is in flight: the host orders them so).
     """
 
     def __init__(self, tokens: int, candidates: int, d_model: int):

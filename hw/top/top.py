@@ -137,27 +137,27 @@ class AcceleratorTop(wiring.Component):
         m.d.comb += disp.step_clear.eq(pending == 0)
 
         # a group is in the engine from its last candidate to its last expert output; the
-        # engine may take the next group's candidates before that output leaves (its combine
-        # finished the group; `expert_out` waits for the host), so groups in flight are counted.
-        # The newest group's inputs are loaded from its last X on; its two matrices end (their
-        # last words taken) while it is in the engine, because the MAC arrays take columns only
-        # for the group in flight
-        in_flight = Signal(2)
+        # engine holds up to three groups (hw/engine/engine.py, GROUP_QUEUE) and one more may
+        # be combined with its last expert output still waiting for the host: up to four. The
+        # newest group's inputs are loaded from its last X on; each group's two matrices end
+        # (their last words taken) while it is in the engine, because the MAC arrays take
+        # columns only for a group they hold: `owed` counts the matrices of started groups
+        # that have not ended yet
+        in_flight = Signal(3)
         loaded = Signal()
-        ended = Signal(2)
+        owed = Signal(3)
         group_start = engine.cand.valid & engine.cand.ready & engine.cand.payload.last
         group_end = self.expert_out.valid & self.expert_out.ready & self.expert_out.payload.last
-        m.d.sync += in_flight.eq(in_flight + group_start - group_end)
+        m.d.sync += [in_flight.eq(in_flight + group_start - group_end),
+                     owed.eq(owed + (group_start << 1) - router.ended)]
         with m.If(group_start):
-            m.d.sync += [loaded.eq(0), ended.eq(0)]
+            m.d.sync += loaded.eq(0)
         with m.If(engine.x.valid & engine.x.ready & engine.x.payload.last):
             m.d.sync += loaded.eq(1)
-        with m.If(router.ended & (ended != 2)):
-            m.d.sync += ended.eq(ended + 1)
         in_group = in_flight != 0
         wait = Signal()
-        # the feeder waits for a completion the group in flight needs: memory, not compute
-        m.d.comb += wait.eq(in_group & loaded & walker.awaiting & (ended != 2))
+        # the feeder waits for a completion a group in flight needs: memory, not compute
+        m.d.comb += wait.eq(in_group & loaded & walker.awaiting & (owed != 0))
         feeding = locator.lines.valid | reader.words.valid | walker.channels.valid
         m.d.comb += [regs.busy.eq((pending != 0) | in_group | feeding),
                      regs.memory_wait.eq(wait), regs.compute.eq(in_group & ~wait),
