@@ -53,7 +53,7 @@ MAC_KINDS = ("expert", "projection", "attention", "head", "draft_head")
 #: share of the MAC array's peak a pass keeps busy (open: EdgeXpert gives only its peak,
 #: 13.1 TOPS; our choice. Decoding is bandwidth-bound at EdgeXpert's point, so it matters for
 #: prefill only; the roofline ratio in the output shows which side a pass is on)
-#: The accelerator top measures 0.49 on its one 64-lane array (`edgexpert estimate
+#: The accelerator top measures 0.33 of its two 64-lane arrays (`edgexpert estimate
 #: --calibrate`, docs/performance-model.md "Compute utilization"): a property of that engine's
 #: serial per-group phases, not of an 8K-MAC array, so it stays our choice here.
 COMPUTE_UTILIZATION = 0.8

@@ -22,11 +22,12 @@ PARTS = ("the mac lane (the accelerator top's step runs meanwhile in a second pr
 def top_summary(test: dict, hardware: dict, latency: int) -> dict:
     """The demo's `top` entry from the top bench's report of one run (`trace_step/...` of
     build/sim/accelerator_top/*/report.json): what was checked, the mismatches, the cycles with
-    their memory-wait / compute split, per pass kind, and MACs per cycle against the peak (one
-    array's lanes: the engine's two MAC arrays never run at once, docs/blocks/engine.md)."""
+    their memory-wait / compute split, per pass kind, and MACs per cycle against the peak (both
+    arrays' lanes: the engine's GATE_UP and DOWN arrays run at once on consecutive groups,
+    docs/blocks/engine.md)."""
     from ..cocotb_tests.top import by_kind
     mismatches = sum(test["mismatches"].values())
-    peak = hardware["lanes"]
+    peak = 2 * hardware["lanes"]
     return {
         "simulator": "verilator", "masks": "naive_sd", "hardware": hardware,
         "latency_cycles": latency, "rows_checked": test["rows"],
