@@ -55,6 +55,21 @@ def _check_windows(count: int) -> None:
         raise InputError(f"--windows {count} is out of range: accepted 1..10000")
 
 
+def _heldout_inputs(args, config):
+    """What the held-out prefill studies measure on: (float engine, checkpoint, the bundled
+    prefill encoder, `args.windows` held-out prompt windows), torch on one thread."""
+    import torch
+
+    from ..golden.decode import FloatEngine
+    from ..golden.prefill import load_encoder
+    from ..golden.train import token_streams
+    torch.set_num_threads(1)
+    ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
+    encoder, _ = load_encoder(ckpt.model)
+    _, heldout = token_streams(corpus, ckpt.tokenizer)
+    return FloatEngine(ckpt.model), ckpt, encoder, _prompt_windows(heldout, config, args.windows)
+
+
 def chosen_settings(point: dict) -> str:
     """A calibration point as --set options, pasteable onto any command line."""
     keys = {"tau_major": "prefill_tau_major", "tau_minor": "prefill_tau_minor",
@@ -125,24 +140,14 @@ def cmd_prefill_ablate(args) -> int:
             raise InputError(f"--front needs {calibration}: run `edgexpert calibrate prefill` first")
         front = [q for q in json.loads(calibration.read_text())["front"]
                  if q["mse"] <= args.front]
-    import torch
-
-    from ..golden.decode import FloatEngine
-    from ..golden.prefill import load_encoder
     from ..golden.prefill_calibration import ablate
-    from ..golden.train import token_streams
-    torch.set_num_threads(1)
-    ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
-    encoder, _ = load_encoder(ckpt.model)
-    _, heldout = token_streams(corpus, ckpt.tokenizer)
-    windows = _prompt_windows(heldout, config, args.windows)
+    engine, ckpt, encoder, windows = _heldout_inputs(args, config)
     p = config.policies
     log = (lambda *a: None) if args.json else print   # --json: stdout holds the JSON alone
     log(f"edgexpert prefill ablate: {len(windows)} held-out windows of {len(windows[0])} tokens, "
         f"float path; tau_major {p.prefill_tau_major}, tau_minor {p.prefill_tau_minor}, "
         f"chunk {p.prefill_chunk}; random classes seed {p.prefill_seed}")
-    result = ablate(FloatEngine(ckpt.model), ckpt.model, encoder, windows, p, config.decode,
-                    front, log=log)
+    result = ablate(engine, ckpt.model, encoder, windows, p, config.decode, front, log=log)
     report = {"windows": len(windows), "split": "heldout", "settings": dataclasses.asdict(p),
               **result}
     publish(args, report, ("prefill", "ablate.json"), lambda path: print(f"table: {path}"))
@@ -153,20 +158,10 @@ def cmd_prefill_encoders(args) -> int:
     """The configured prefill point with the float encoder and its A8W4 integer twin."""
     config = load(args)
     _check_windows(args.windows)
-    import torch
-
-    from ..golden.decode import FloatEngine
-    from ..golden.prefill import load_encoder
     from ..golden.prefill_calibration import compare_encoders
-    from ..golden.train import token_streams
-    torch.set_num_threads(1)
-    ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
-    encoder, _ = load_encoder(ckpt.model)
-    _, heldout = token_streams(corpus, ckpt.tokenizer)
-    windows = _prompt_windows(heldout, config, args.windows)
+    engine, ckpt, encoder, windows = _heldout_inputs(args, config)
     p = config.policies
-    result = compare_encoders(FloatEngine(ckpt.model), ckpt.model, encoder, windows, p,
-                              config.decode)
+    result = compare_encoders(engine, ckpt.model, encoder, windows, p, config.decode)
     report = {"windows": len(windows), "split": "heldout", "model_path": "float",
               "settings": dataclasses.asdict(p), **result}
 
