@@ -21,15 +21,12 @@ and the problem. The golden model builds them (edgexpert.golden.prefill_trace).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .config import ModelConfig
 from .errors import InputError
-from .trace import check_arrays, open_archive, save_archive
-from .weight_layout import WeightLayout
+from .trace import TraceArchive, check_arrays, open_archive, save_archive
 
 __all__ = ["PREFILL_SCHEMA", "PREFILL_VERSION", "TOKEN_ARRAYS", "FETCH_ARRAYS",
            "PrefillTraceError", "PrefillTrace", "write_prefill_trace", "read_prefill_trace"]
@@ -55,25 +52,10 @@ class PrefillTraceError(InputError):
     """A prefill trace is missing an array, or an array has the wrong type, shape or values."""
 
 
-@dataclass
-class PrefillTrace:
-    header: dict
-    arrays: dict[str, np.ndarray]
-
-    @property
-    def model(self) -> ModelConfig:
-        return ModelConfig(**self.header["model"])
-
-    @property
-    def layout(self) -> WeightLayout:
-        return WeightLayout(**self.header["layout"])
-
+class PrefillTrace(TraceArchive):
     @property
     def prefill(self) -> dict:
         return self.header["prefill"]
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.arrays[name]
 
     def prompt(self, p: int) -> dict[str, np.ndarray]:
         """The token arrays of prompt p, in token order."""

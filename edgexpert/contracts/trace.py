@@ -39,7 +39,7 @@ from .config import ModelConfig
 from .errors import InputError
 from .weight_layout import Matrix, WeightLayout
 
-__all__ = ["SCHEMA", "VERSION", "PassKind", "ROW_ARRAYS", "LOAD_ARRAYS", "TraceError", "Trace",
+__all__ = ["SCHEMA", "VERSION", "PassKind", "ROW_ARRAYS", "LOAD_ARRAYS", "TraceError", "TraceArchive", "Trace",
            "write_trace", "read_trace", "fetch_bytes", "save_archive", "open_archive",
            "check_arrays"]
 
@@ -78,7 +78,9 @@ class TraceError(InputError):
 
 
 @dataclass
-class Trace:
+class TraceArchive:
+    """A trace file's header and arrays, with the model and weight layout its header records
+    (the decode trace here and the prefill trace, contracts/prefill_trace.py)."""
     header: dict
     arrays: dict[str, np.ndarray]
 
@@ -92,6 +94,10 @@ class Trace:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.arrays[name]
+
+
+class Trace(TraceArchive):
+    """A decode trace (the module doc says what it holds)."""
 
 
 def fetch_bytes(layout: WeightLayout, gate_up: np.ndarray, down: np.ndarray) -> int:
