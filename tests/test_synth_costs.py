@@ -61,6 +61,10 @@ def test_cost_table_loads_and_the_performance_model_can_use_it(cost_table):
     for name, value, unit, source in CITED_COSTS:
         assert table.cost(name).value == value and table.cost(name).source == source
     assert table.cost("mac_lane.area").unit == "m2"
+    # a cycle's energy over a MAC's is the stimulus's MACs per cycle (what mac_scaling.py fits)
+    per_cycle = table.cost("mac_lane.energy_per_cycle_180nm").value
+    assert per_cycle / table.cost("mac_lane.energy_per_mac_180nm").value == pytest.approx(
+        lane["measured_180nm"]["operations_per_cycle"])
     assert table.cost("mac_lane.fmax").value == pytest.approx(lane["scaled_28nm"]["fmax_hz"])
     # a performance model keeps counts apart from costs: energy = sum(count x cost)
     counts = {"mac_lane.energy_per_mac": 1e6, "dram.energy_per_bit.accelergy_lpddr4": 8e3}

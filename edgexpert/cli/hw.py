@@ -41,6 +41,13 @@ def cmd_synth(args) -> int:
     from ..blocks import BLOCKS
     from ..synth.report import format_si
     config = load(args)
+    if args.scale:
+        if args.all or args.block is not None or args.blocks is not None:
+            raise InputError("synth --scale reads the cost table: accepted alone (with --json, "
+                             "--utilization, --costs)")
+        return _synth_scale(args)
+    if args.utilization is not None or args.costs is not None:
+        raise InputError("--utilization and --costs belong to --scale: accepted with --scale")
     if args.all and args.block is not None:
         raise InputError(f"synth takes a BLOCK or --all, not both (BLOCK {args.block!r})")
     if not args.all and args.block is None:
@@ -90,6 +97,18 @@ def _synth_all(config: Config, as_json: bool, only: str | None) -> int:
     cached = sum(b["cached"] for b in report["blocks"].values())
     print(f"\n{len(report['blocks'])} blocks ({cached} from the cache); report {paths['markdown']}"
           f" and {paths['json'].name}, cost table {paths['costs']}")
+    return 0
+
+
+def _synth_scale(args) -> int:
+    from ..synth.costs import load_cost_table
+    from ..synth.mac_scaling import scale_to_edgexpert, scaling_table
+    result = scale_to_edgexpert(load_cost_table(args.costs),
+                                1.0 if args.utilization is None else args.utilization)
+    if args.json:
+        print_json(result)
+        return 0
+    print(scaling_table(result))
     return 0
 
 
@@ -313,6 +332,14 @@ def register(sub) -> None:
     p.add_argument("--blocks", metavar="A,B,...",
                    help="with --all: the report and cost table over these blocks only (the "
                         "full-size points take minutes each)")
+    p.add_argument("--scale", action="store_true",
+                   help="the engine's two points in the cost table fitted and scaled to "
+                        "EdgeXpert's 8K MACs, against its area and power (after `synth --all "
+                        "--blocks engine,engine_l128`)")
+    p.add_argument("--utilization", type=float, metavar="U",
+                   help="with --scale: share of the MACs busy each cycle, 0 < U <= 1 (default 1)")
+    p.add_argument("--costs", metavar="FILE",
+                   help="with --scale: the cost table (default build/synth/costs.json)")
     p.add_argument("--json", action="store_true",
                    help="print cells, area_um2, critical_path_ns, fmax_hz, power and more as JSON")
     p.set_defaults(func=cmd_synth)
