@@ -3,25 +3,32 @@ area and power (docs/synthesis.md, "Scaling to EdgeXpert's 8K MACs").
 
 Inputs are the cost table's entries of the engine at two synthesized points, `engine` (the
 configured lanes) and `engine_l128` (128 lanes on a 512-bit word, edgexpert/blocks.py), both
-28 nm figures as `edgexpert synth --all` wrote them. A point's size is its peak MACs per cycle:
+28 nm figures as `edgexpert synth --all` wrote them. A point's size N is its peak MACs per cycle:
 two MAC arrays (GATE_UP, DOWN) of `lanes` products each.
 
-What the fit assumes:
+What the fits assume:
 
-- Area is linear in the peak MACs: `A(N) = fixed + per_mac x N`, logic and the engine's own
-  memories (accumulators, activations, scales, ...) fitted apart. Two points fix both exactly;
-  the fixed part is what does not grow with the lanes (requantization, SwiGLU, quantizer,
-  combine, control), once.
-- Energy per clock cycle is linear in the MACs done that cycle: `E = fixed + per_mac x MACs`,
-  logic and SRAM accesses fitted apart, from each point's stimulus (its MACs per cycle is its
-  logic energy per cycle over its logic energy per MAC). A lane that is idle costs nothing
-  beyond the fixed part, and a MAC costs the same whatever the array's width.
+- Logic area is linear in N: `fixed + per_mac x N`; two points fix both. The fixed part is what
+  does not grow with the lanes (requantization, SwiGLU, quantizer, combine, control), counted
+  once at EdgeXpert's size: one expert pipeline feeding all the MACs.
+- Logic energy per clock cycle is linear in N, `fixed + per_mac x N`, at the stimulus's
+  activity: a lane costs the same per cycle busy or idle (clocked registers, broadcast operands).
+  The opposite assumption, an idle lane free (energy linear in the MACs done), gives a negative
+  fixed part on the measured points: the larger array does 25 % more MACs per cycle in its
+  stimulus window for 35 % more energy per cycle.
+- The engine's own memories: one whose CACTI area is the same at both points is fixed; one that
+  grows with the lanes (accumulators, scale blocks) is taken at the smaller point's width,
+  banked: per MAC, its area there over that point's N. CACTI's cost of one wider word is not
+  linear (a 4096-bit accumulator word is 3.9 times the area of a 2048-bit one), and a real
+  array would bank it.
+- SRAM energy is per MAC done, the smaller point's (its accesses, nearly all accumulator reads
+  and writes, go with the MACs), times the MACs busy: EdgeXpert's MAC count times a stated
+  utilization.
 - The logic's 28 nm energy is the 180 nm measurement times the Stillmaker & Baas factor at the
   table's supply (scaling.py); the SRAM's is the rest of the 28 nm energy per MAC (CACTI).
 
-At EdgeXpert's size the fixed parts are counted once (one expert pipeline feeding all the MACs)
-and the shared SRAM is CACTI's 512 KiB (`sram_28nm.*.512KiB`: area and leakage); power is at
-EdgeXpert's clock and a stated utilization (the share of the 8K MACs busy each cycle).
+The shared SRAM is CACTI's 512 KiB (`sram_28nm.*.512KiB`: area and leakage; its accesses are
+not modelled). Power is at EdgeXpert's clock.
 """
 
 from __future__ import annotations
@@ -55,8 +62,9 @@ class EnginePoint:
     macs_per_cycle: float           # what its stimulus did
     logic_area_m2: float
     sram_area_m2: float             # the engine's own memories (CACTI)
+    memory_areas_m2: dict           # each memory's CACTI area, by its name in the table
     logic_energy_per_cycle_j: float
-    sram_energy_per_cycle_j: float
+    sram_energy_per_mac_j: float
     fmax_hz: float
 
 
@@ -104,8 +112,9 @@ def engine_point(table: CostTable, block: str) -> EnginePoint:
         raise CostTableError(f"{block}.area_180nm names no lanes= parameter in its source: "
                              "accepted an engine's synthesis run")
     area = table.cost(f"{block}.area").value
-    sram_area = sum(c.value for name, c in table.costs.items()
-                    if name.startswith(f"{block}.") and name.endswith(".sram_area"))
+    memories = {name[len(block) + 1:-len(".sram_area")]: c.value
+                 for name, c in table.costs.items()
+                 if name.startswith(f"{block}.") and name.endswith(".sram_area")}
     factor = scale_to_28nm(_vdd(table.node)).energy
     per_mac_180 = table.cost(f"{block}.energy_per_mac_180nm").value
     per_cycle_180 = table.cost(f"{block}.energy_per_cycle_180nm").value
@@ -115,8 +124,9 @@ def engine_point(table: CostTable, block: str) -> EnginePoint:
     macs_per_cycle = per_cycle_180 / per_mac_180
     logic_per_mac = per_mac_180 * factor
     sram_per_mac = table.cost(f"{block}.energy_per_mac").value - logic_per_mac
+    sram_area = sum(memories.values())
     return EnginePoint(block, 2 * int(lanes.group(1)), macs_per_cycle, area - sram_area,
-                       sram_area, logic_per_mac * macs_per_cycle, sram_per_mac * macs_per_cycle,
+                       sram_area, memories, logic_per_mac * macs_per_cycle, sram_per_mac,
                        table.cost(f"{block}.fmax").value)
 
 
@@ -126,15 +136,18 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
     if not 0 < utilization <= 1:
         raise CostTableError(f"utilization {utilization!r} is out of range: accepted 0 < u <= 1")
     small, large = engine_point(table, SMALL_POINT), engine_point(table, LARGE_POINT)
+    fixed = {name for name, area in small.memory_areas_m2.items()
+             if large.memory_areas_m2.get(name) == area}
     fits = {
         "logic_area_m2": fit_line(small.peak_macs, small.logic_area_m2,
                                   large.peak_macs, large.logic_area_m2),
-        "engine_sram_area_m2": fit_line(small.peak_macs, small.sram_area_m2,
-                                        large.peak_macs, large.sram_area_m2),
-        "logic_energy_j": fit_line(small.macs_per_cycle, small.logic_energy_per_cycle_j,
-                                   large.macs_per_cycle, large.logic_energy_per_cycle_j),
-        "sram_energy_j": fit_line(small.macs_per_cycle, small.sram_energy_per_cycle_j,
-                                  large.macs_per_cycle, large.sram_energy_per_cycle_j),
+        "engine_sram_area_m2": Line(
+            sum(small.memory_areas_m2[name] for name in fixed),
+            sum(a for name, a in small.memory_areas_m2.items() if name not in fixed)
+            / small.peak_macs),
+        "logic_energy_j": fit_line(small.peak_macs, small.logic_energy_per_cycle_j,
+                                   large.peak_macs, large.logic_energy_per_cycle_j),
+        "sram_energy_j": Line(0.0, small.sram_energy_per_mac_j),
     }
     n, clock = EDGEXPERT["macs"], EDGEXPERT["clock_hz"]
     busy = n * utilization
@@ -142,7 +155,7 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
     shared_leak = table.cost(f"sram_28nm.leakage.{_SRAM_KIND}").value
     logic_area = fits["logic_area_m2"].at(n)
     engine_sram = fits["engine_sram_area_m2"].at(n)
-    logic_w = fits["logic_energy_j"].at(busy) * clock
+    logic_w = fits["logic_energy_j"].at(n) * clock
     sram_w = fits["sram_energy_j"].at(busy) * clock
     ours = {
         "logic_area_m2": logic_area, "engine_sram_area_m2": engine_sram,
@@ -151,41 +164,42 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
         "area_m2": logic_area + engine_sram + shared_area,
         "logic_power_w": logic_w, "sram_power_w": sram_w + shared_leak,
         "power_w": logic_w + sram_w + shared_leak,
-        "logic_energy_per_mac_j": fits["logic_energy_j"].per_mac,
-        "sram_energy_per_mac_j": fits["sram_energy_j"].per_mac,
+        # what EdgeXpert's register accumulators would leave: the logic and the shared SRAM
+        "power_without_engine_sram_w": logic_w + shared_leak,
+        "energy_per_mac_j": (logic_w + sram_w + shared_leak) / (busy * clock),
         "fmax_hz": min(small.fmax_hz, large.fmax_hz),
     }
     theirs = {**{k: EDGEXPERT[k] for k in ("logic_area_m2", "sram_area_m2", "area_m2", "power_w")},
               "energy_per_mac_j": EDGEXPERT["power_w"] / (n * clock)}
     return {"points": {p.block: asdict(p) for p in (small, large)},
             "fits": {name: asdict(line) for name, line in fits.items()},
-            "macs": n, "clock_hz": clock, "utilization": utilization, "node": table.node,
+            "fixed_memories": sorted(fixed), "macs": n, "clock_hz": clock,
+            "utilization": utilization, "node": table.node,
             "shared_sram_kib": EDGEXPERT["sram_kib"], "ours": ours, "edgexpert": theirs,
             "ratio": {k: ours[k] / theirs[k] for k in ("logic_area_m2", "sram_area_m2",
                                                        "area_m2", "power_w")}}
 
 
 def scaling_table(result: dict) -> str:
-    """The scaling's table: each engine point, the fits, ours at EdgeXpert's MACs against it."""
+    """The scaling as markdown tables: each engine point, the fits, ours at EdgeXpert's MACs."""
     lines = ["| point | peak MACs/cycle | MACs/cycle (stimulus) | logic mm2 | engine SRAM mm2 "
-             "| logic energy/cycle | SRAM energy/cycle | fmax 28 nm |",
+             "| logic energy/cycle | SRAM energy/MAC | fmax 28 nm |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for p in result["points"].values():
         lines.append(f"| {p['block']} | {p['peak_macs']} | {p['macs_per_cycle']:.1f} | "
                      f"{p['logic_area_m2'] * 1e6:.4f} | {p['sram_area_m2'] * 1e6:.4f} | "
                      f"{format_si(p['logic_energy_per_cycle_j'], 'J')} | "
-                     f"{format_si(p['sram_energy_per_cycle_j'], 'J')} | "
+                     f"{format_si(p['sram_energy_per_mac_j'], 'J')} | "
                      f"{p['fmax_hz'] / 1e6:.0f} MHz |")
     f = result["fits"]
-    lines += ["", "| fit (28 nm) | fixed | per MAC |", "|---|---:|---:|",
+    lines += ["", "| fit (28 nm) | fixed | per MAC of the array |", "|---|---:|---:|",
               f"| logic area | {f['logic_area_m2']['fixed'] * 1e12:,.0f} um2 | "
               f"{f['logic_area_m2']['per_mac'] * 1e12:.1f} um2 |",
-              f"| engine SRAM area | {f['engine_sram_area_m2']['fixed'] * 1e12:,.0f} um2 | "
+              f"| engine memories' area | {f['engine_sram_area_m2']['fixed'] * 1e12:,.0f} um2 | "
               f"{f['engine_sram_area_m2']['per_mac'] * 1e12:.1f} um2 |",
-              f"| logic energy | {format_si(f['logic_energy_j']['fixed'], 'J')} per cycle | "
+              f"| logic energy per cycle | {format_si(f['logic_energy_j']['fixed'], 'J')} | "
               f"{format_si(f['logic_energy_j']['per_mac'], 'J')} |",
-              f"| SRAM energy | {format_si(f['sram_energy_j']['fixed'], 'J')} per cycle | "
-              f"{format_si(f['sram_energy_j']['per_mac'], 'J')} |"]
+              f"| SRAM energy per MAC done | | {format_si(f['sram_energy_j']['per_mac'], 'J')} |"]
     o, t, r = result["ours"], result["edgexpert"], result["ratio"]
     lines += ["", f"| at {result['macs']:,} MACs, {result['clock_hz'] / 1e6:.0f} MHz, utilization "
               f"{result['utilization']:g} | ours | EdgeXpert | ours / EdgeXpert |",
@@ -200,10 +214,11 @@ def scaling_table(result: dict) -> str:
               f"{r['area_m2']:.2f} |",
               f"| power ({o['logic_power_w']:.3g} W logic + {o['sram_power_w']:.3g} W SRAM) | "
               f"{o['power_w']:.3g} W | {t['power_w']:.2f} W | {r['power_w']:.1f} |",
-              f"| energy per MAC ({format_si(o['logic_energy_per_mac_j'], 'J')} logic + "
-              f"{format_si(o['sram_energy_per_mac_j'], 'J')} SRAM, fixed part aside) | "
-              f"{format_si(o['logic_energy_per_mac_j'] + o['sram_energy_per_mac_j'], 'J')} | "
-              f"{format_si(t['energy_per_mac_j'], 'J')} | |",
+              f"| power without the engine's memories | {o['power_without_engine_sram_w']:.3g} W "
+              f"| {t['power_w']:.2f} W | {o['power_without_engine_sram_w'] / t['power_w']:.2f} |",
+              f"| energy per MAC done | {format_si(o['energy_per_mac_j'], 'J')} | "
+              f"{format_si(t['energy_per_mac_j'], 'J')} | "
+              f"{o['energy_per_mac_j'] / t['energy_per_mac_j']:.1f} |",
               "", f"Our fmax at 28 nm is {o['fmax_hz'] / 1e6:.0f} MHz (the slower point); power is "
               f"at EdgeXpert's {result['clock_hz'] / 1e6:.0f} MHz (docs/synthesis.md, \"Scaling to "
               "EdgeXpert's 8K MACs\")."]

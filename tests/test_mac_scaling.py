@@ -35,13 +35,14 @@ def _engine(block, lanes, logic, srams, per_mac_180, macs_per_cycle, sram_per_ma
 
 def made_up_table(with_large=True) -> dict:
     # logic 0.3 / 0.5 mm2 at 128 / 256 peak MACs: 0.1 mm2 fixed + 1562.5 um2 per MAC;
-    # engine SRAM 0.8 / 1.4 mm2 (0.2 of it the same memory at both): 0.2 mm2 + 4687.5 um2 per MAC;
-    # logic 40 pJ x 32 MACs / 30 pJ x 64 MACs per cycle at 180 nm: 0.64 nJ + 20 pJ per MAC (x F);
-    # SRAM 10 pJ x 32 / 9 pJ x 64 per cycle: 64 pJ + 8 pJ per MAC
+    # memories: `x` the same at both (fixed, 0.2 mm2), `acc` grows (not linearly): 0.6 mm2 over
+    # the smaller point's 128 MACs, 4687.5 um2 per MAC;
+    # logic 40 pJ x 32 MACs / 30 pJ x 64 MACs per cycle at 180 nm: 1.28 / 1.92 nJ per cycle,
+    # 0.64 nJ + 5 pJ per MAC of the array (x F); SRAM 10 pJ per MAC done (the smaller point's)
     costs = _engine("engine", 64, 0.3e-6, {"acc": 0.6e-6, "x": 0.2e-6}, 40e-12, 32, 10e-12, 4.7e8)
     if with_large:
-        costs.update(_engine("engine_l128", 128, 0.5e-6, {"acc": 1.2e-6, "x": 0.2e-6}, 30e-12,
-                             64, 9e-12, 4.5e8))
+        costs.update(_engine("engine_l128", 128, 0.5e-6, {"acc": 1.5e-6, "x": 0.2e-6}, 30e-12,
+                             64, 29e-12, 4.5e8))
     costs["sram_28nm.area.512KiB"] = _cost(0.9e-6, "m2")
     costs["sram_28nm.leakage.512KiB"] = _cost(5e-5, "W")
     return {"schema": SCHEMA, "node": "28 nm, 1.0 V", "costs": costs}
@@ -52,19 +53,22 @@ def test_the_fits_and_the_8k_point_come_out_as_computed_by_hand():
     small = result["points"]["engine"]
     assert small["peak_macs"] == 128 and small["macs_per_cycle"] == pytest.approx(32)
     assert small["logic_area_m2"] == pytest.approx(0.3e-6)
+    assert result["fixed_memories"] == ["x"]
     fits = result["fits"]
     assert fits["logic_area_m2"] == pytest.approx({"fixed": 0.1e-6, "per_mac": 1562.5e-12})
     assert fits["engine_sram_area_m2"] == pytest.approx({"fixed": 0.2e-6, "per_mac": 4687.5e-12})
-    assert fits["logic_energy_j"] == pytest.approx({"fixed": 0.64e-9 * F, "per_mac": 20e-12 * F})
-    assert fits["sram_energy_j"] == pytest.approx({"fixed": 64e-12, "per_mac": 8e-12})
+    assert fits["logic_energy_j"] == pytest.approx({"fixed": 0.64e-9 * F, "per_mac": 5e-12 * F})
+    assert fits["sram_energy_j"] == pytest.approx({"fixed": 0, "per_mac": 10e-12})
     ours = result["ours"]
     # 8192 MACs: 0.1 + 12.8 mm2 logic; 0.2 + 38.4 mm2 engine memories + the 0.9 mm2 shared SRAM
     assert ours["logic_area_m2"] == pytest.approx(12.9e-6)
     assert ours["sram_area_m2"] == pytest.approx(39.5e-6)
     assert ours["area_m2"] == pytest.approx(52.4e-6)
-    # half the MACs busy at 800 MHz: (0.64 nJ + 4096 x 20 pJ) x F, (64 pJ + 4096 x 8 pJ), leakage
-    assert ours["logic_power_w"] == pytest.approx(82.56e-9 * F * 800e6)
-    assert ours["sram_power_w"] == pytest.approx(32.832e-9 * 800e6 + 5e-5)
+    # at 800 MHz: logic (0.64 nJ + 8192 x 5 pJ) x F per cycle; SRAM 10 pJ x 4096 MACs busy, leakage
+    assert ours["logic_power_w"] == pytest.approx(41.6e-9 * F * 800e6)
+    assert ours["sram_power_w"] == pytest.approx(40.96e-9 * 800e6 + 5e-5)
+    assert ours["power_without_engine_sram_w"] == pytest.approx(41.6e-9 * F * 800e6 + 5e-5)
+    assert ours["energy_per_mac_j"] == pytest.approx(ours["power_w"] / (4096 * 800e6))
     assert ours["fmax_hz"] == 4.5e8
     assert result["ratio"]["area_m2"] == pytest.approx(52.4 / 9.3)
     assert result["edgexpert"]["energy_per_mac_j"] == pytest.approx(1.52 / (8192 * 800e6))
