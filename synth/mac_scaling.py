@@ -21,11 +21,13 @@ What the fits assume:
   banked: per MAC, its area there over that point's N. CACTI's cost of one wider word is not
   linear (a 4096-bit accumulator word is 3.9 times the area of a 2048-bit one), and a real
   array would bank it.
-- SRAM energy is per MAC done, the smaller point's (its accesses, nearly all accumulator reads
-  and writes, go with the MACs), times the MACs busy: EdgeXpert's MAC count times a stated
-  utilization.
+- SRAM energy, at the smaller point's widths (banked, as for the area): reads per MAC of the
+  array per cycle (the accumulator memories, nearly all of the reads, read a whole word every
+  cycle, busy or not), writes per MAC done (each MAC writes its 32-bit sum), times the MACs busy:
+  EdgeXpert's MAC count times a stated utilization.
 - The logic's 28 nm energy is the 180 nm measurement times the Stillmaker & Baas factor at the
-  table's supply (scaling.py); the SRAM's is the rest of the 28 nm energy per MAC (CACTI).
+  table's supply (scaling.py); the SRAM's is CACTI's energy per bit times the bits the stimulus
+  read and wrote.
 
 The shared SRAM is CACTI's 512 KiB (`sram_28nm.*.512KiB`: area and leakage; its accesses are
 not modelled). Power is at EdgeXpert's clock.
@@ -64,7 +66,8 @@ class EnginePoint:
     sram_area_m2: float             # the engine's own memories (CACTI)
     memory_areas_m2: dict           # each memory's CACTI area, by its name in the table
     logic_energy_per_cycle_j: float
-    sram_energy_per_mac_j: float
+    sram_read_energy_per_cycle_j: float
+    sram_write_energy_per_mac_j: float
     fmax_hz: float
 
 
@@ -100,8 +103,9 @@ def engine_point(table: CostTable, block: str) -> EnginePoint:
     if f"{block}.area" not in table.costs:
         raise CostTableError(f"the cost table has no {block!r}: run `edgexpert synth --all "
                              f"--blocks {SMALL_POINT},{LARGE_POINT}` first")
-    need = [f"{block}.{k}" for k in ("area_180nm", "fmax", "energy_per_mac",
-                                     "energy_per_mac_180nm", "energy_per_cycle_180nm")]
+    need = [f"{block}.{k}" for k in ("area_180nm", "fmax", "energy_per_mac_180nm",
+                                     "energy_per_cycle_180nm", "sram_read_energy_per_mac",
+                                     "sram_write_energy_per_mac")]
     missing = [k for k in need if k not in table.costs]
     if missing:
         raise CostTableError(f"the cost table lacks {', '.join(missing)} (power not measured, or "
@@ -122,12 +126,13 @@ def engine_point(table: CostTable, block: str) -> EnginePoint:
         raise CostTableError(f"{block}.energy_per_mac_180nm is 0: accepted a stimulus that does "
                              "MACs")
     macs_per_cycle = per_cycle_180 / per_mac_180
-    logic_per_mac = per_mac_180 * factor
-    sram_per_mac = table.cost(f"{block}.energy_per_mac").value - logic_per_mac
     sram_area = sum(memories.values())
-    return EnginePoint(block, 2 * int(lanes.group(1)), macs_per_cycle, area - sram_area,
-                       sram_area, memories, logic_per_mac * macs_per_cycle, sram_per_mac,
-                       table.cost(f"{block}.fmax").value)
+    return EnginePoint(
+        block, 2 * int(lanes.group(1)), macs_per_cycle, area - sram_area, sram_area, memories,
+        per_cycle_180 * factor,
+        table.cost(f"{block}.sram_read_energy_per_mac").value * macs_per_cycle,
+        table.cost(f"{block}.sram_write_energy_per_mac").value,
+        table.cost(f"{block}.fmax").value)
 
 
 def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
@@ -147,7 +152,8 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
             / small.peak_macs),
         "logic_energy_j": fit_line(small.peak_macs, small.logic_energy_per_cycle_j,
                                    large.peak_macs, large.logic_energy_per_cycle_j),
-        "sram_energy_j": Line(0.0, small.sram_energy_per_mac_j),
+        "sram_read_energy_j": Line(0.0, small.sram_read_energy_per_cycle_j / small.peak_macs),
+        "sram_write_energy_j": Line(0.0, small.sram_write_energy_per_mac_j),
     }
     n, clock = EDGEXPERT["macs"], EDGEXPERT["clock_hz"]
     busy = n * utilization
@@ -156,7 +162,7 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
     logic_area = fits["logic_area_m2"].at(n)
     engine_sram = fits["engine_sram_area_m2"].at(n)
     logic_w = fits["logic_energy_j"].at(n) * clock
-    sram_w = fits["sram_energy_j"].at(busy) * clock
+    sram_w = (fits["sram_read_energy_j"].at(n) + fits["sram_write_energy_j"].at(busy)) * clock
     ours = {
         "logic_area_m2": logic_area, "engine_sram_area_m2": engine_sram,
         "shared_sram_area_m2": shared_area,
@@ -183,13 +189,14 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
 def scaling_table(result: dict) -> str:
     """The scaling as markdown tables: each engine point, the fits, ours at EdgeXpert's MACs."""
     lines = ["| point | peak MACs/cycle | MACs/cycle (stimulus) | logic mm2 | engine SRAM mm2 "
-             "| logic energy/cycle | SRAM energy/MAC | fmax 28 nm |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| logic energy/cycle | SRAM reads/cycle | SRAM writes/MAC | fmax 28 nm |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in result["points"].values():
         lines.append(f"| {p['block']} | {p['peak_macs']} | {p['macs_per_cycle']:.1f} | "
                      f"{p['logic_area_m2'] * 1e6:.4f} | {p['sram_area_m2'] * 1e6:.4f} | "
                      f"{format_si(p['logic_energy_per_cycle_j'], 'J')} | "
-                     f"{format_si(p['sram_energy_per_mac_j'], 'J')} | "
+                     f"{format_si(p['sram_read_energy_per_cycle_j'], 'J')} | "
+                     f"{format_si(p['sram_write_energy_per_mac_j'], 'J')} | "
                      f"{p['fmax_hz'] / 1e6:.0f} MHz |")
     f = result["fits"]
     lines += ["", "| fit (28 nm) | fixed | per MAC of the array |", "|---|---:|---:|",
@@ -199,7 +206,9 @@ def scaling_table(result: dict) -> str:
               f"{f['engine_sram_area_m2']['per_mac'] * 1e12:.1f} um2 |",
               f"| logic energy per cycle | {format_si(f['logic_energy_j']['fixed'], 'J')} | "
               f"{format_si(f['logic_energy_j']['per_mac'], 'J')} |",
-              f"| SRAM energy per MAC done | | {format_si(f['sram_energy_j']['per_mac'], 'J')} |"]
+              f"| SRAM reads per cycle | | {format_si(f['sram_read_energy_j']['per_mac'], 'J')} |",
+              f"| SRAM writes per MAC done | | "
+              f"{format_si(f['sram_write_energy_j']['per_mac'], 'J')} |"]
     o, t, r = result["ours"], result["edgexpert"], result["ratio"]
     lines += ["", f"| at {result['macs']:,} MACs, {result['clock_hz'] / 1e6:.0f} MHz, utilization "
               f"{result['utilization']:g} | ours | EdgeXpert | ours / EdgeXpert |",

@@ -20,15 +20,16 @@ def _cost(value, unit="J", source="made up"):
     return {"value": value, "unit": unit, "source": source}
 
 
-def _engine(block, lanes, logic, srams, per_mac_180, macs_per_cycle, sram_per_mac, fmax):
+def _engine(block, lanes, logic, srams, per_mac_180, macs_per_cycle, reads, writes, fmax):
     """A made-up engine point: logic area and per-memory SRAM areas (m2), logic energy per MAC
-    at 180 nm, its stimulus's MACs per cycle, SRAM energy per MAC at 28 nm."""
+    at 180 nm, its stimulus's MACs per cycle, SRAM read and write energy per MAC at 28 nm."""
     costs = {f"{block}.area": _cost(logic + sum(srams.values()), "m2"),
              f"{block}.area_180nm": _cost(logic / 0.02, "m2", f"synth {block} (lanes={lanes})"),
              f"{block}.fmax": _cost(fmax, "Hz"),
              f"{block}.energy_per_mac_180nm": _cost(per_mac_180),
              f"{block}.energy_per_cycle_180nm": _cost(per_mac_180 * macs_per_cycle),
-             f"{block}.energy_per_mac": _cost(per_mac_180 * F + sram_per_mac)}
+             f"{block}.sram_read_energy_per_mac": _cost(reads),
+             f"{block}.sram_write_energy_per_mac": _cost(writes)}
     costs.update({f"{block}.{name}.sram_area": _cost(area, "m2") for name, area in srams.items()})
     return costs
 
@@ -38,11 +39,13 @@ def made_up_table(with_large=True) -> dict:
     # memories: `x` the same at both (fixed, 0.2 mm2), `acc` grows (not linearly): 0.6 mm2 over
     # the smaller point's 128 MACs, 4687.5 um2 per MAC;
     # logic 40 pJ x 32 MACs / 30 pJ x 64 MACs per cycle at 180 nm: 1.28 / 1.92 nJ per cycle,
-    # 0.64 nJ + 5 pJ per MAC of the array (x F); SRAM 10 pJ per MAC done (the smaller point's)
-    costs = _engine("engine", 64, 0.3e-6, {"acc": 0.6e-6, "x": 0.2e-6}, 40e-12, 32, 10e-12, 4.7e8)
+    # 0.64 nJ + 5 pJ per MAC of the array (x F); SRAM at the smaller point: reads 6 pJ x 32 MACs
+    # per cycle over 128 MACs of the array, 1.5 pJ each per cycle; writes 4 pJ per MAC done
+    costs = _engine("engine", 64, 0.3e-6, {"acc": 0.6e-6, "x": 0.2e-6}, 40e-12, 32, 6e-12, 4e-12,
+                    4.7e8)
     if with_large:
         costs.update(_engine("engine_l128", 128, 0.5e-6, {"acc": 1.5e-6, "x": 0.2e-6}, 30e-12,
-                             64, 29e-12, 4.5e8))
+                             64, 20e-12, 9e-12, 4.5e8))
     costs["sram_28nm.area.512KiB"] = _cost(0.9e-6, "m2")
     costs["sram_28nm.leakage.512KiB"] = _cost(5e-5, "W")
     return {"schema": SCHEMA, "node": "28 nm, 1.0 V", "costs": costs}
@@ -58,15 +61,17 @@ def test_the_fits_and_the_8k_point_come_out_as_computed_by_hand():
     assert fits["logic_area_m2"] == pytest.approx({"fixed": 0.1e-6, "per_mac": 1562.5e-12})
     assert fits["engine_sram_area_m2"] == pytest.approx({"fixed": 0.2e-6, "per_mac": 4687.5e-12})
     assert fits["logic_energy_j"] == pytest.approx({"fixed": 0.64e-9 * F, "per_mac": 5e-12 * F})
-    assert fits["sram_energy_j"] == pytest.approx({"fixed": 0, "per_mac": 10e-12})
+    assert fits["sram_read_energy_j"] == pytest.approx({"fixed": 0, "per_mac": 1.5e-12})
+    assert fits["sram_write_energy_j"] == pytest.approx({"fixed": 0, "per_mac": 4e-12})
     ours = result["ours"]
     # 8192 MACs: 0.1 + 12.8 mm2 logic; 0.2 + 38.4 mm2 engine memories + the 0.9 mm2 shared SRAM
     assert ours["logic_area_m2"] == pytest.approx(12.9e-6)
     assert ours["sram_area_m2"] == pytest.approx(39.5e-6)
     assert ours["area_m2"] == pytest.approx(52.4e-6)
-    # at 800 MHz: logic (0.64 nJ + 8192 x 5 pJ) x F per cycle; SRAM 10 pJ x 4096 MACs busy, leakage
+    # at 800 MHz: logic (0.64 nJ + 8192 x 5 pJ) x F per cycle; SRAM reads 8192 x 1.5 pJ, writes
+    # 4096 MACs busy x 4 pJ, the shared SRAM's leakage
     assert ours["logic_power_w"] == pytest.approx(41.6e-9 * F * 800e6)
-    assert ours["sram_power_w"] == pytest.approx(40.96e-9 * 800e6 + 5e-5)
+    assert ours["sram_power_w"] == pytest.approx((12.288e-9 + 16.384e-9) * 800e6 + 5e-5)
     assert ours["power_without_engine_sram_w"] == pytest.approx(41.6e-9 * F * 800e6 + 5e-5)
     assert ours["energy_per_mac_j"] == pytest.approx(ours["power_w"] / (4096 * 800e6))
     assert ours["fmax_hz"] == 4.5e8
@@ -79,8 +84,8 @@ def test_the_fits_and_the_8k_point_come_out_as_computed_by_hand():
 
 
 def test_missing_point_or_bad_utilization_is_one_clear_line():
-    with pytest.raises(CostTableError, match=r"^the cost table has no 'engine_l128': run "
-                                             r"`edgexpert synth --all --blocks engine,engine_l128`"):
+    missing = r"^the cost table has no 'engine_l128': run `edgexpert synth --all --blocks engine,"
+    with pytest.raises(CostTableError, match=missing + "engine_l128`"):
         scale_to_edgexpert(load_table_data(made_up_table(with_large=False), "t"))
     with pytest.raises(CostTableError, match=r"utilization 0 is out of range: accepted 0 < u <= 1"):
         scale_to_edgexpert(load_table_data(made_up_table(), "t"), utilization=0)
