@@ -104,3 +104,14 @@ def test_the_command_prints_the_table_and_names_what_to_run(tmp_path):
                           capture_output=True, text=True, env=dict(os.environ))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "run `edgexpert synth --all --blocks engine,engine_l128` first" in proc.stderr
+
+
+def test_the_report_page_gets_the_scaling_or_says_what_to_run(tmp_path):
+    from edgexpert.cli.report import _scaling
+    (tmp_path / "synth").mkdir()
+    (tmp_path / "synth" / "costs.json").write_text(json.dumps(made_up_table(with_large=False)))
+    lines = _scaling(tmp_path)
+    assert lines[0] == "## Against EdgeXpert at 8K MACs (`edgexpert synth --scale`)"
+    assert lines[2].startswith("Not measured yet: the cost table has no 'engine_l128': run ")
+    (tmp_path / "synth" / "costs.json").write_text(json.dumps(made_up_table()))
+    assert "| total area | 52.40 mm2 | 9.3 mm2 | 5.63 |" in "\n".join(_scaling(tmp_path))
