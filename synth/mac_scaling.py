@@ -101,16 +101,15 @@ def _vdd(node: str) -> float:
 def engine_point(table: CostTable, block: str) -> EnginePoint:
     """The 28 nm figures of engine `block` from `table`; one clear line if it is not there."""
     if f"{block}.area" not in table.costs:
-        raise CostTableError(f"the cost table has no {block!r}: run `edgexpert synth --all "
-                             f"--blocks {SMALL_POINT},{LARGE_POINT}` first")
+        raise CostTableError(f"the cost table has no {block!r}: run `edgexpert synth --all` (or "
+                             f"`--all --blocks {SMALL_POINT},{LARGE_POINT}`, these two only) first")
     need = [f"{block}.{k}" for k in ("area_180nm", "fmax", "energy_per_mac_180nm",
                                      "energy_per_cycle_180nm", "sram_read_energy_per_mac",
                                      "sram_write_energy_per_mac")]
     missing = [k for k in need if k not in table.costs]
     if missing:
         raise CostTableError(f"the cost table lacks {', '.join(missing)} (power not measured, or "
-                             f"an older table): run `edgexpert synth --all --blocks "
-                             f"{SMALL_POINT},{LARGE_POINT}`")
+                             f"an older table): run `edgexpert synth --all`")
     lanes = re.search(r"\blanes=(\d+)", table.cost(f"{block}.area_180nm").source)
     if lanes is None:
         raise CostTableError(f"{block}.area_180nm names no lanes= parameter in its source: "
