@@ -107,7 +107,8 @@ def by_kind(passes: list[dict]) -> dict:
         busy = sum(p["busy"] for p in ps)
         out[kind] = {"passes": len(ps),
                      **{f"{k}_per_pass": round(sum(p[k] for p in ps) / len(ps), 1)
-                        for k in ("busy", "memory_wait", "compute", "macs", "groups", "beats")},
+                        for k in ("busy", "memory_wait", "compute", "descriptor_wait",
+                                  "feedback_wait", "macs", "groups", "beats")},
                      "macs_per_cycle": round(sum(p["macs"] for p in ps) / busy, 3)}
     return out
 
@@ -121,6 +122,8 @@ def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
         runs[f"{masks}/{mode}"] = {
             "masks": masks, "pauses": mode, "cycles": test["cycles"],
             "memory_wait": test["memory_wait"], "compute": test["compute"],
+            "descriptor_wait": test["descriptor_wait"], "feedback_wait": test["feedback_wait"],
+            "dcu_jobs": test["dcu_jobs"], "beats": test["beats"],
             "macs": test["macs"], "macs_per_cycle": test["macs_per_cycle"],
             # the GATE_UP and DOWN arrays run at once (groups overlap, docs/blocks/engine.md):
             # both arrays' lanes are the peak
