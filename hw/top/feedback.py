@@ -19,7 +19,7 @@ the data (the hidden values, 32 per beat per candidate):
 
 Every part is a fork or a join of streams with one item per cycle and no state but a counter or
 a beat register; a DOWN job waits only for its own group's outputs, which need nothing the host
-sends after that group's CAND and X beats (docs/blocks/top.md, "Order").
+sends after that group's CAND and X beats (docs/blocks/top.md, "The DCU path").
 """
 
 from __future__ import annotations

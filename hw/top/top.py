@@ -60,19 +60,23 @@ class AcceleratorTop(wiring.Component):
     """The accelerator's top (docs/blocks/top.md): a host command stream in, the EMA's AXI4
     master out, the engine's outputs out.
 
-    Parts: `Dispatcher` (command beats to the EMA, the feeder's job queue and the engine),
-    `EmaSystem` (controller, weight buffer, location table, residency), the feeder (`MaskWalker`,
-    `Locator`, `LineReader`, `Router`: each fetched matrix's scale block and selected columns
-    from the buffer into the engine, tagged with their channels), `ExpertEngine`, and
+    Parts: `Dispatcher` (command beats to their consumers), `CommandMerge` (the host's EMA words
+    and the DCU's commands, a whole command at a time) and `CommandFork` (to the EMA and the
+    feeder's job queue, NEW_STEP held until the feeder has finished the step before), `Dcu`
+    with the DOWN-job feedback (feedback.py: the engine's hidden scales and values with the
+    candidates' routing weights made into the DOWN jobs' entries and data), `EmaSystem`, the
+    feeder (`MaskWalker`, `Locator`, `LineReader`, `Router`), `ExpertEngine`, and
     `TopRegisters` (status, counters, and the EMA's registers through the same port).
 
-    The host's contract, per group (one expert for 1..candidates candidates): a GATE_UP and then
-    a DOWN descriptor of the expert, each with its scale block and its mask words (the channels
-    the group computes on, at least one each), then the group's CAND beats (`last` on the last)
-    and its X beats; a group's descriptors may be sent before the previous group's CAND and X
-    (the EMA then fetches while the engine computes), but NEW_STEP only after the CAND and X of
-    every group of the step before it (NEW_STEP waits for the feeder to finish that step's
-    descriptors); FLUSH of a token after every group that adds to it.
+    The host's contract, per group (one expert for 1..candidates candidates), with its own
+    masks: a GATE_UP and then a DOWN descriptor of the expert, each with its scale block and its
+    mask words (at least one channel each), then the group's CAND beats (`last` on the last)
+    and its X beats; a group's descriptors may be sent before the previous group's CAND and X,
+    but NEW_STEP only after the CAND and X of every group of the step before it; FLUSH of a
+    token after every group that adds to it. With the DCU's masks: a GATE_UP job (ROUTE and
+    DATA beats) and a DOWN job's header and prune words (ROUTE) instead of the descriptors, the
+    step's first job asking for the NEW_STEP, DCU_CAND instead of CAND, each DOWN job after its
+    group's GATE_UP job and before that group's CAND and X (docs/blocks/top.md, "The DCU path").
     """
 
     def __init__(self, layout: WeightLayout, *, ema: dict, candidates: int, lanes: int,
