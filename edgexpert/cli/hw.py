@@ -248,8 +248,9 @@ def cmd_bench_dcu(args) -> int:
 
 def cmd_bench_top(args) -> int:
     """The accelerator top on Verilator over the whole decode step of the engine bench's trace
-    (all layers, draft and verification passes), naive and EdgeXpert masks: cycles per pass by
-    kind with the memory-wait / compute split, MACs per cycle, and the cycle file; then the
+    (all layers, draft and verification passes), whole experts and EdgeXpert's masks from the
+    host and from the DCU in the top (both job orders): cycles per pass by kind with the
+    memory-wait / descriptor-wait / compute split, MACs per cycle, and the cycle file; then the
     same short step on Icarus and Verilator for their wall times."""
     import sys
     import time
@@ -286,14 +287,15 @@ def cmd_bench_top(args) -> int:
 
     def table(summary_path: Path) -> None:
         print(f"{'masks/pauses':<22}{'kind':<8}{'passes':>7}{'cycles/pass':>13}{'mem wait':>10}"
-              f"{'compute':>9}{'MACs/cycle':>12}")
+              f"{'desc wait':>10}{'compute':>9}{'MACs/cycle':>12}")
         for name, run in summary["runs"].items():
             for kind, row in run["by_kind"].items():
                 print(f"{name:<22}{kind:<8}{row['passes']:>7}{row['busy_per_pass']:>13.0f}"
-                      f"{row['memory_wait_per_pass']:>10.0f}{row['compute_per_pass']:>9.0f}"
+                      f"{row['memory_wait_per_pass']:>10.0f}"
+                      f"{row['descriptor_wait_per_pass']:>10.0f}{row['compute_per_pass']:>9.0f}"
                       f"{row['macs_per_cycle']:>12.2f}")
             print(f"{name:<22}{'all':<8}{'':>7}{run['cycles']:>13}{run['memory_wait']:>10}"
-                  f"{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
+                  f"{run['descriptor_wait']:>10}{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
         print(f"short step wall: icarus {walls['icarus']['simulation_s']} s, verilator "
               f"{walls['verilator']['simulation_s']} s ({ratio}x)\ncycle file {path}\n"
               f"summary {summary_path}")

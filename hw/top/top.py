@@ -1,4 +1,5 @@
-"""`AcceleratorTop`: the EMA system, the feeder and the expert engine behind one command stream."""
+"""`AcceleratorTop`: the EMA system, the DCU, the feeder and the expert engine behind one command
+stream."""
 
 from __future__ import annotations
 
@@ -6,21 +7,26 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
+from ...contracts.dcu import LANES, dcu_entry_layout
 from ...contracts.ema import CSR_DATA_BITS, EmaOp
 from ...contracts.top import TOP_CSR_ADDR_BITS
 from ...contracts.weight_layout import WeightLayout
 from ..axi import Axi4Signature, forward
+from ..dcu import Dcu
 from ..ema import EmaSystem
 from ..ema.geometry import AXI_ID_WIDTH
 from ..ema.ports import ReadSignature, StreamFIFO
 from ..engine import ExpertEngine
 from ..engine.layouts import act_layout, hidden_scale_layout, moe_layout, sum_layout
-from .command import Dispatcher
+from .command import CommandFork, CommandMerge, Dispatcher
+from .feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap, mark_layout,
+                       order_layout, weight_record_layout)
 from .feeder import LineReader, Locator, MaskWalker, Router
-from .layouts import command_layout
+from .layouts import command_layout, data_item_layout, route_item_layout
 from .registers import TopRegisters
 
-__all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "DONE_QUEUE_DEPTH"]
+__all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "DONE_QUEUE_DEPTH",
+           "GROUPS_HELD", "ORDER_QUEUE_DEPTH"]
 
 #: the feeder's copy of descriptors and mask words: a group's two descriptors with their mask
 #: words are 2 + ceil(D/32) + ceil(F/32) beats (10 at the bundled model), so 32 let the host
@@ -29,6 +35,13 @@ JOB_QUEUE_DEPTH = 32
 #: completions waiting for the feeder: the EMA holds its R channel while a completion is
 #: refused, so the queue keeps it fetching ahead
 DONE_QUEUE_DEPTH = 8
+#: groups between the host's CAND beats and the engine's hidden outputs: the engine holds up to
+#: three (hw/engine/engine.py, GROUP_QUEUE) and one more may wait to be combined (below); the
+#: feedback queues (routing weights, flags, DCU entries) hold this many groups' candidates
+GROUPS_HELD = 4
+#: jobs between the DCU's route and data ports: the DCU's collector takes the next header once
+#: the job before has reached the selector (docs/blocks/dcu.md), so two at most; four of slack
+ORDER_QUEUE_DEPTH = 4
 
 
 def top_parameters(config) -> dict:
@@ -47,24 +60,29 @@ class AcceleratorTop(wiring.Component):
     """The accelerator's top (docs/blocks/top.md): a host command stream in, the EMA's AXI4
     master out, the engine's outputs out.
 
-    Parts: `Dispatcher` (command beats to the EMA, the feeder's job queue and the engine),
-    `EmaSystem` (controller, weight buffer, location table, residency), the feeder (`MaskWalker`,
-    `Locator`, `LineReader`, `Router`: each fetched matrix's scale block and selected columns
-    from the buffer into the engine, tagged with their channels), `ExpertEngine`, and
+    Parts: `Dispatcher` (command beats to their consumers), `CommandMerge` (the host's EMA words
+    and the DCU's commands, a whole command at a time) and `CommandFork` (to the EMA and the
+    feeder's job queue, NEW_STEP held until the feeder has finished the step before), `Dcu`
+    with the DOWN-job feedback (feedback.py: the engine's hidden scales and values with the
+    candidates' routing weights made into the DOWN jobs' entries and data), `EmaSystem`, the
+    feeder (`MaskWalker`, `Locator`, `LineReader`, `Router`), `ExpertEngine`, and
     `TopRegisters` (status, counters, and the EMA's registers through the same port).
 
-    The host's contract, per group (one expert for 1..candidates candidates): a GATE_UP and then
-    a DOWN descriptor of the expert, each with its scale block and its mask words (the channels
-    the group computes on, at least one each), then the group's CAND beats (`last` on the last)
-    and its X beats; a group's descriptors may be sent before the previous group's CAND and X
-    (the EMA then fetches while the engine computes), but NEW_STEP only after the CAND and X of
-    every group of the step before it (NEW_STEP waits for the feeder to finish that step's
-    descriptors); FLUSH of a token after every group that adds to it.
+    The host's contract, per group (one expert for 1..candidates candidates), with its own
+    masks: a GATE_UP and then a DOWN descriptor of the expert, each with its scale block and its
+    mask words (at least one channel each), then the group's CAND beats (`last` on the last)
+    and its X beats; a group's descriptors may be sent before the previous group's CAND and X,
+    but NEW_STEP only after the CAND and X of every group of the step before it; FLUSH of a
+    token after every group that adds to it. With the DCU's masks: a GATE_UP job (ROUTE and
+    DATA beats) and a DOWN job's header and prune words (ROUTE) instead of the descriptors, the
+    step's first job asking for the NEW_STEP, DCU_CAND instead of CAND, each DOWN job after its
+    group's GATE_UP job and before that group's CAND and X (docs/blocks/top.md, "The DCU path").
     """
 
     def __init__(self, layout: WeightLayout, *, ema: dict, candidates: int, lanes: int,
                  tokens: int):
         self._ema = EmaSystem(layout, **ema)
+        self._dcu = Dcu(layout.d_model, layout.expert_ffn, candidates)
         self._engine = ExpertEngine(layout.d_model, layout.expert_ffn, candidates, lanes,
                                     self._ema.geometry.data_width, tokens)
         self._layout = layout
@@ -90,6 +108,10 @@ class AcceleratorTop(wiring.Component):
     def engine(self) -> ExpertEngine:
         return self._engine
 
+    @property
+    def dcu(self) -> Dcu:
+        return self._dcu
+
     def elaborate(self, platform):
         m = Module()
         tokens, candidates = self._sizes
@@ -98,17 +120,25 @@ class AcceleratorTop(wiring.Component):
         engine = m.submodules.engine = self._engine
         g = ema.geometry
         disp = m.submodules.dispatcher = Dispatcher(tokens, candidates, lay.d_model)
-        jobs = m.submodules.jobs = StreamFIFO(disp.jobs.payload.shape(), JOB_QUEUE_DEPTH)
+        # the EMA's commands: the host's EMA words (source 0) and the DCU's (source 1), a whole
+        # command at a time, then to the EMA and the feeder's job queue
+        merge = m.submodules.merge = CommandMerge(g, sources=2)
+        fork = m.submodules.fork = CommandFork()
+        jobs = m.submodules.jobs = StreamFIFO(fork.jobs.payload.shape(), JOB_QUEUE_DEPTH)
         done = m.submodules.done = StreamFIFO(ema.done.payload.shape(), DONE_QUEUE_DEPTH)
         walker = m.submodules.walker = MaskWalker(g)
         locator = m.submodules.locator = Locator(g)
         reader = m.submodules.reader = LineReader(g, ema.buffer_banks)
         router = m.submodules.router = Router(g, lay.d_model, lay.expert_ffn)
         regs = m.submodules.registers = TopRegisters()
+        dcu = m.submodules.dcu = self._dcu
 
         connect(m, flipped(self.cmd), disp.cmd)
-        connect(m, disp.ema, ema.cmd)
-        connect(m, disp.jobs, jobs.w)
+        connect(m, disp.ema, merge.inputs[0])
+        connect(m, dcu.cmd, merge.inputs[1])
+        connect(m, merge.cmd, fork.cmd)
+        connect(m, fork.ema, ema.cmd)
+        connect(m, fork.jobs, jobs.w)
         connect(m, jobs.r, walker.jobs)
         connect(m, ema.done, done.w)
         connect(m, done.r, walker.done)
@@ -122,19 +152,61 @@ class AcceleratorTop(wiring.Component):
                          reader.buf[b].data.eq(ema.buf_rd[b].data)]
         for name in ("gate_up", "gate_up_scales", "down", "down_scales"):
             connect(m, getattr(router, name), getattr(engine, name))
-        for name in ("cand", "x", "flush"):
+        for name in ("x", "flush"):
             connect(m, getattr(disp, name), getattr(engine, name))
-        for name in ("hidden", "hidden_scale", "expert_out", "moe_out"):
+        for name in ("expert_out", "moe_out"):
             connect(m, getattr(engine, name), flipped(getattr(self, name)))
+
+        # the DCU path (feedback.py): the host's route and data beats queue for the DCU (a
+        # GATE_UP job's whole route and data fit); the candidates' routing weights and flags
+        # queue for the hidden scales and values, which go to the host and, for a feedback
+        # group, to the DOWN job as its entries and packed data
+        d_words, f_words = (-(-c // LANES) for c in (lay.d_model, lay.expert_ffn))
+        route_q = m.submodules.route_queue = StreamFIFO(route_item_layout,
+                                                        1 + d_words + candidates)
+        data_q = m.submodules.data_queue = StreamFIFO(data_item_layout, candidates * d_words)
+        held = GROUPS_HELD * candidates
+        weights_q = m.submodules.weight_queue = StreamFIFO(weight_record_layout, held)
+        marks_q = m.submodules.mark_queue = StreamFIFO(mark_layout, held)
+        entries_q = m.submodules.entry_queue = StreamFIFO(dcu_entry_layout, held)
+        packed_q = m.submodules.packed_queue = StreamFIFO(data_item_layout, candidates * f_words)
+        order_q = m.submodules.order_queue = StreamFIFO(order_layout, ORDER_QUEUE_DEPTH)
+        tap = m.submodules.cand_tap = CandidateTap(tokens)
+        scales = m.submodules.scale_tap = ScaleTap(candidates)
+        packer = m.submodules.packer = HiddenPacker(candidates, lay.expert_ffn)
+        down = m.submodules.down_jobs = DownJobs()
+        mux = m.submodules.data_mux = DataMux()
+        connect(m, disp.cand, tap.cand)
+        connect(m, tap.engine, engine.cand)
+        connect(m, tap.weights, weights_q.w)
+        connect(m, tap.marks, marks_q.w)
+        connect(m, engine.hidden_scale, scales.scale)
+        connect(m, weights_q.r, scales.weights)
+        connect(m, scales.host, flipped(self.hidden_scale))
+        connect(m, scales.entries, entries_q.w)
+        connect(m, engine.hidden, packer.hidden)
+        connect(m, marks_q.r, packer.marks)
+        connect(m, packer.host, flipped(self.hidden))
+        connect(m, packer.beats, packed_q.w)
+        connect(m, disp.route, route_q.w)
+        connect(m, route_q.r, down.route)
+        connect(m, entries_q.r, down.entries)
+        connect(m, down.dcu, dcu.route)
+        connect(m, down.order, order_q.w)
+        connect(m, order_q.r, mux.order)
+        connect(m, disp.data, data_q.w)
+        connect(m, data_q.r, mux.host)
+        connect(m, packed_q.r, mux.hidden)
+        connect(m, mux.dcu, dcu.data)
         forward(m, self.m_axi, ema.m_axi)
         m.d.comb += [regs.csr.addr.eq(self.csr.addr), self.csr.data.eq(regs.csr.data)]
         connect(m, regs.ema, ema.csr)
 
         # descriptors handed to the feeder and not yet fed to the engine: a NEW_STEP waits for 0
         pending = Signal(range(JOB_QUEUE_DEPTH + DONE_QUEUE_DEPTH + 8))
-        issued = disp.jobs.valid & disp.jobs.ready & (disp.jobs.payload.op == EmaOp.DESCRIPTOR)
+        issued = fork.jobs.valid & fork.jobs.ready & (fork.jobs.payload.op == EmaOp.DESCRIPTOR)
         m.d.sync += pending.eq(pending + issued - router.ended)
-        m.d.comb += disp.step_clear.eq(pending == 0)
+        m.d.comb += fork.step_clear.eq(pending == 0)
 
         # a group is in the engine from its last candidate to its last expert output; the
         # engine holds up to three groups (hw/engine/engine.py, GROUP_QUEUE) and one more may
@@ -155,12 +227,22 @@ class AcceleratorTop(wiring.Component):
         with m.If(engine.x.valid & engine.x.ready & engine.x.payload.last):
             m.d.sync += loaded.eq(1)
         in_group = in_flight != 0
-        wait = Signal()
-        # the feeder waits for a completion a group in flight needs: memory, not compute
-        m.d.comb += wait.eq(in_group & loaded & walker.awaiting & (owed != 0))
+        wait, starved = Signal(), Signal()
+        # the feeder waits for a completion a group in flight needs: memory, not compute; or
+        # for the descriptor itself (the DCU has not made it yet)
+        m.d.comb += [wait.eq(in_group & loaded & walker.awaiting & (owed != 0)),
+                     starved.eq(in_group & loaded & walker.hungry & (owed != 0))]
         feeding = locator.lines.valid | reader.words.valid | walker.channels.valid
-        m.d.comb += [regs.busy.eq((pending != 0) | in_group | feeding),
-                     regs.memory_wait.eq(wait), regs.compute.eq(in_group & ~wait),
+        # DCU jobs started and not yet out as a descriptor (each job gives exactly one)
+        selecting = Signal(range(2 * ORDER_QUEUE_DEPTH + 1))
+        made = dcu.cmd.valid & dcu.cmd.ready & (dcu.cmd.payload.op == EmaOp.DESCRIPTOR)
+        m.d.sync += selecting.eq(selecting + down.job - made)
+        deciding = (selecting != 0) | route_q.r.valid
+        m.d.comb += [regs.busy.eq((pending != 0) | in_group | feeding | deciding),
+                     regs.memory_wait.eq(wait), regs.descriptor_wait.eq(starved),
+                     regs.compute.eq(in_group & ~wait & ~starved),
+                     regs.dcu_job.eq(down.job),
+                     regs.feedback_wait.eq((down.waiting & dcu.route.ready) | mux.waiting),
                      regs.group.eq(group_start), regs.matrix.eq(router.ended),
                      regs.word.eq(router.moved), regs.fault.eq(walker.fault),
                      regs.fault_status.eq(walker.fault_status),
