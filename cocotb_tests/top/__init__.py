@@ -80,7 +80,8 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
               test_filter: str | None = None, progress_total: int = 0) -> SimResult:
     """Run the top bench for one hardware set on the trace rows of `selection` ("ci": a draft
     pass and a verification token of layer 0; "step": every row of the trace; "first_step": the
-    first prompt's first decoding step, its draft and verification passes, all layers)."""
+    first prompt's first decoding step, its draft and verification passes, all layers;
+    "drafts": that step's draft passes only)."""
     hw = hardware(case)
     vectors = prepare_vectors()
     vectors["masked"] = prepare_masked(Path(vectors["trace"]), hw["tokens"], hw["candidates"])

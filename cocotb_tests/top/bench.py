@@ -71,14 +71,18 @@ def rows(selection: str) -> list[int]:
     """"ci": layer 0 of the second draft pass (several tokens, top-1, shared experts) and the
     first token of the first verification pass (top-k); "step": every row; "first_step": the
     rows of the first prompt's first decoding step (its draft passes and its verification pass,
-    all layers: what `edgexpert demo` runs)."""
+    all layers: what `edgexpert demo` runs); "drafts": its draft passes only (all layers, about
+    52,000 cycles with whole experts: what `edgexpert bench top` times both simulators on)."""
     t = TRACE
     if selection == "step":
         return list(range(len(t["row_pass"])))
-    if selection == "first_step":
+    if selection in ("first_step", "drafts"):
         prompt = int(t["row_prompt"].min())
         step = int(t["row_step"][t["row_prompt"] == prompt].min())
-        return np.flatnonzero((t["row_prompt"] == prompt) & (t["row_step"] == step)).tolist()
+        chosen = (t["row_prompt"] == prompt) & (t["row_step"] == step)
+        if selection == "drafts":
+            chosen &= t["row_kind"] == PassKind.DRAFT
+        return np.flatnonzero(chosen).tolist()
     draft = np.flatnonzero(t["row_kind"] == PassKind.DRAFT)
     verify = np.flatnonzero(t["row_kind"] == PassKind.VERIFY)
     draft_pass = sorted(set(t["row_pass"][draft].tolist()))[1]
