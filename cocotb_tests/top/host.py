@@ -32,7 +32,7 @@ from edgexpert.hw.engine.layouts import act_layout, cand_layout, flush_layout
 from edgexpert.hw.top import command_layout
 from edgexpert.hw.top.layouts import data_item_layout, route_item_layout
 
-__all__ = ["Group", "Batch", "plan_batches", "batch_commands", "expected_outputs"]
+__all__ = ["Group", "Batch", "expert_groups", "plan_batches", "batch_commands", "expected_outputs"]
 
 
 @dataclass
@@ -58,6 +58,19 @@ def _channels(mask_row) -> tuple:
     return tuple(np.flatnonzero(mask_row).tolist())
 
 
+def expert_groups(trace, rows: list, candidates: int, by_depth: bool) -> list[tuple[int, list]]:
+    """The engine groups of one batch's rows: per expert (and depth group, `by_depth`),
+    ascending, its (row, routing slot) choices in row order, at most `candidates` per group."""
+    chosen: dict[tuple, list] = {}
+    for row in rows:
+        for k, e in enumerate(trace["experts"][row]):
+            if e >= 0:
+                depth = int(trace["row_depth"][row]) if by_depth else -1
+                chosen.setdefault((int(e), depth), []).append((row, k))
+    return [(e, cands[j:j + candidates]) for (e, _), cands in sorted(chosen.items())
+            for j in range(0, len(cands), candidates)]
+
+
 def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, tokens: int,
                  geometry: EmaGeometry) -> list[Batch]:
     """Batches of the given rows (sorted by prompt, pass, layer) with their groups and steps.
@@ -74,22 +87,15 @@ def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, toke
             part = rows[i:i + tokens]
             batch = Batch(prompt, index, PassKind(int(t["row_kind"][part[0]])), layer, part)
             # one mask per (depth group, expert): naive masks are every channel (depth ignored)
-            chosen: dict[tuple, list] = {}
-            for row in part:
-                for k, e in enumerate(t["experts"][row]):
-                    if e >= 0:
-                        depth = -1 if masks is None else int(t["row_depth"][row])
-                        chosen.setdefault((int(e), depth), []).append((row, k))
-            for (e, _), cands in sorted(chosen.items()):
-                for j in range(0, len(cands), candidates):
-                    if masks is None:
-                        gu, dn = tuple(range(t.layout.d_model)), tuple(range(t.layout.expert_ffn))
-                    else:
-                        # one mask per group of the top (reference.py): its first candidate's
-                        row, k = cands[j]
-                        gu = _channels(masks["gate_up_mask"][row, k])
-                        dn = _channels(masks["down_mask"][row, k])
-                    batch.groups.append(Group(e, cands[j:j + candidates], gu, dn))
+            for e, cands in expert_groups(t, part, candidates, by_depth=masks is not None):
+                if masks is None:
+                    gu, dn = tuple(range(t.layout.d_model)), tuple(range(t.layout.expert_ffn))
+                else:
+                    # one mask per group of the top (reference.py): its first candidate's
+                    row, k = cands[0]
+                    gu = _channels(masks["gate_up_mask"][row, k])
+                    dn = _channels(masks["down_mask"][row, k])
+                batch.groups.append(Group(e, cands, gu, dn))
             batch.steps = _pack_steps(batch.groups, geometry)
             batches.append(batch)
     return batches

@@ -28,6 +28,8 @@ from edgexpert.golden.int_model import IntModel, RESIDUAL_FRAC, weight_rows
 from edgexpert.golden.intops import Dyadic, int_matmul, quantize_vec, requant, rshift, sigmoid_q15
 from edgexpert.golden.policies import selected_count
 
+from .host import expert_groups
+
 __all__ = ["masked_outputs", "hidden_on_channels", "down_on_channels", "top_groups"]
 
 
@@ -53,14 +55,8 @@ def top_groups(trace: Trace, tokens: int, candidates: int):
     for key in np.unique(keys, axis=0).tolist():
         rows = np.flatnonzero((keys == key).all(1)).tolist()
         for i in range(0, len(rows), tokens):
-            chosen: dict[tuple, list] = {}
-            for row in rows[i:i + tokens]:
-                for k, e in enumerate(t["experts"][row]):
-                    if e >= 0:
-                        chosen.setdefault((int(e), int(t["row_depth"][row])), []).append((row, k))
-            for _, cands in sorted(chosen.items()):
-                for j in range(0, len(cands), candidates):
-                    yield key[2], cands[j:j + candidates]
+            for _, cands in expert_groups(t, rows[i:i + tokens], candidates, by_depth=True):
+                yield key[2], cands
 
 
 def masked_outputs(trace: Trace, ratio: float, path: Path, tokens: int, candidates: int,
