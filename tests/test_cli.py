@@ -430,9 +430,11 @@ def _top_report(mismatches: int) -> dict:
     """A top bench report of one run, by hand: a draft pass of 1,000 cycles and a verification
     pass of 3,000, 12,800 MACs in all (3.2 per cycle of two 32-lane arrays' peak: 5 %)."""
     passes = [{"prompt": 0, "pass": 0, "kind": "draft", "layers": 4, "tokens": 1, "groups": 4,
-               "macs": 3200, "busy": 1000, "memory_wait": 100, "compute": 850, "beats": 10},
+               "macs": 3200, "busy": 1000, "memory_wait": 100, "compute": 850, "beats": 10,
+               "descriptor_wait": 20, "feedback_wait": 0},
               {"prompt": 0, "pass": 1, "kind": "verify", "layers": 4, "tokens": 5, "groups": 8,
-               "macs": 9600, "busy": 3000, "memory_wait": 50, "compute": 2900, "beats": 30}]
+               "macs": 9600, "busy": 3000, "memory_wait": 50, "compute": 2900, "beats": 30,
+               "descriptor_wait": 30, "feedback_wait": 0}]
     return {"rows": 24, "batches": 8, "groups": 12, "candidates": 30, "steps": 8, "macs": 12800,
             "cycles": 4000, "memory_wait": 150, "compute": 3750, "macs_per_cycle": 3.2,
             "wall_s": 1.0, "passes": passes,
@@ -449,6 +451,7 @@ def test_the_demo_summarizes_the_top_step_by_pass_kind():
     # the GATE_UP and DOWN arrays run at once: the peak is both arrays' lanes
     assert top["peak_macs_per_cycle"] == 64 and top["peak_share"] == 0.05
     assert top["by_kind"]["draft"]["busy_per_pass"] == 1000
+    assert top["by_kind"]["verify"]["descriptor_wait_per_pass"] == 30
     assert top["by_kind"]["verify"]["macs_per_cycle"] == 3.2
     bad = top_summary(_top_report(3), hw, 100)
     assert not bad["bit_exact"] and bad["mismatches"] == 3
