@@ -2,17 +2,18 @@
 behind one host command stream, with status and performance counters.
 
 - `Dispatcher` (command.py): command beats to the EMA, the feeder and the engine;
-- `MaskWalker`, `Locator`, `LineReader`, `Router` (feeder.py): each fetched matrix's scale block
-  and selected columns from the weight buffer into the engine, tagged with their channels;
+- `Replayer`, `MaskWalker`, `Locator`, `LineReader`, `Router` (feeder.py): each fetched
+  matrix's scale block and selected columns from the weight buffer into the engine, tagged
+  with their channels (a descriptor pair once per engine group that uses it);
 - `TopRegisters` (registers.py): status and counters, and the EMA's registers on the same port;
 - `AcceleratorTop` (top.py) joins them with `EmaSystem` and `ExpertEngine`.
 """
 
 from .command import Dispatcher
-from .feeder import LineReader, Locator, MaskWalker, Router
-from .layouts import command_layout
+from .feeder import LineReader, Locator, MaskWalker, Replayer, Router
+from .layouts import command_layout, job_layout
 from .registers import TopRegisters
 from .top import AcceleratorTop, top_parameters
 
-__all__ = ["AcceleratorTop", "Dispatcher", "MaskWalker", "Locator", "LineReader", "Router",
-           "TopRegisters", "command_layout", "top_parameters"]
+__all__ = ["AcceleratorTop", "Dispatcher", "Replayer", "MaskWalker", "Locator", "LineReader",
+           "Router", "TopRegisters", "command_layout", "job_layout", "top_parameters"]

@@ -9,7 +9,7 @@ from ...contracts.ema import ema_command_layout
 from ...contracts.top import TopOp
 from ..engine.layouts import act_layout, cand_layout, flush_layout, index_bits
 
-__all__ = ["command_layout", "channel_layout", "line_layout", "word_layout"]
+__all__ = ["command_layout", "job_layout", "channel_layout", "line_layout", "word_layout"]
 
 
 def command_layout(tokens: int, candidates: int, d_model: int) -> data.StructLayout:
@@ -18,6 +18,13 @@ def command_layout(tokens: int, candidates: int, d_model: int) -> data.StructLay
     return data.StructLayout({"op": TopOp, "arg": data.UnionLayout({
         "ema": ema_command_layout, "cand": cand_layout(tokens),
         "x": act_layout(candidates, d_model), "flush": flush_layout(tokens)})})
+
+
+def job_layout(max_uses: int) -> data.StructLayout:
+    """An EMA command word on its way to the feeder, with `uses`: how many engine groups walk
+    the descriptor pair it starts (meaningful on a pair's first DESCRIPTOR word; 0 and 1 both
+    mean once), up to `max_uses`."""
+    return data.StructLayout({"cmd": ema_command_layout, "uses": unsigned(max_uses.bit_length())})
 
 
 def _item(channels: int, extra: dict) -> data.StructLayout:
