@@ -50,8 +50,8 @@ class Replayer(wiring.Component):
     Relies on the walker's order (a descriptor, its completion, its mask words) to tell which
     completions belong to the pair, and on the pair being well formed (a descriptor where the
     second belongs: the PRU's and the host's are). `replay` is high while the walker is served
-    from the record; `again` pulses when a replayed pair's last word is taken (the top counts
-    the walks it owes the engine)."""
+    from the record; `again` pulses when a replay's first word is taken, before any of its
+    items reach the engine (the top counts the descriptors the feeder owes it)."""
 
     def __init__(self, geometry: EmaGeometry, max_uses: int):
         if max_uses < 1:
@@ -128,9 +128,9 @@ class Replayer(wiring.Component):
                 with m.If(take_done):
                     m.d.sync += dptr.eq(dptr + 1)
                 with m.If(take):
+                    m.d.comb += self.again.eq(ptr == 0)
                     m.d.sync += ptr.eq(ptr + 1)
                     with m.If(ptr == length - 1):
-                        m.d.comb += self.again.eq(1)
                         m.d.sync += [ptr.eq(0), dptr.eq(0), left.eq(left - 1)]
                         with m.If(left == 1):
                             m.next = "Pass"
