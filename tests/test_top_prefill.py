@@ -110,3 +110,85 @@ def test_use_counter_gives_each_expert_its_groups(seed, length, chunk):
 def test_use_counter_names_a_bad_size():
     with pytest.raises(ValueError, match="chunk is 0: accepted 1 or more"):
         UseCounter(ROUTE, n_experts=E, chunk=0, candidates=CANDIDATES, length_bits=8)
+
+
+def _commands(rng: random.Random, source: int, n: int, g) -> list[list[tuple]]:
+    """n whole commands of one source, each a list of (job bits, uses): a NEW_STEP or a
+    descriptor (its expert names the source) with its mask words."""
+    out = []
+    for i in range(n):
+        if rng.random() < 0.2:
+            out.append([(_command(EmaOp.NEW_STEP, {"mask": 0}), 0)])
+            continue
+        matrix = rng.choice(list(Matrix))
+        uses = rng.randint(0, 3)
+        cmd = [(_command(EmaOp.DESCRIPTOR, {"descriptor": {
+            "tag": i % 256, "layer": 0, "expert": source, "matrix": int(matrix), "scales": 1}}),
+            uses)]
+        cmd += [(_command(EmaOp.MASK, {"mask": rng.getrandbits(32)}), uses)
+                for _ in range(g.mask_words(matrix))]
+        out.append(cmd)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_command_merge_keeps_commands_whole(seed):
+    """Two sources under random pauses: every command leaves whole (no word of the other source
+    inside a descriptor's words), each source's commands in order; descriptors and masks reach
+    both `ema` and `jobs` (with their uses), NEW_STEP only `ema` and only with `step_clear`."""
+    from edgexpert.contracts.weight_layout import WeightLayout
+    from edgexpert.hw.ema import EmaGeometry
+    from edgexpert.hw.top.merge import CommandMerge
+
+    rng = random.Random(seed)
+    g = EmaGeometry(WeightLayout(n_layers=1, n_experts=2, d_model=40, expert_ffn=8), 64, 4096, 4)
+    dut = CommandMerge(g, 2, 3)
+    cmds = [_commands(rng, s, 30, g) for s in range(2)]
+    queues = [deque(w for c in cs for w in c) for cs in cmds]
+    cmd_bits = ema_command_layout.size
+    got_ema, got_jobs, cleared = [], [], []
+
+    async def tb(ctx):
+        for _ in range(20_000):
+            clear = rng.random() < 0.5
+            ctx.set(dut.step_clear, clear)
+            for s, q in enumerate(queues):
+                ctx.set(dut.sources[s].valid, bool(q) and rng.random() < 0.6)
+                if q:
+                    ctx.set(dut.sources[s].payload.as_value(), q[0][0] | q[0][1] << cmd_bits)
+            ctx.set(dut.ema.ready, rng.random() < 0.7)
+            ctx.set(dut.jobs.ready, rng.random() < 0.7)
+            for s, q in enumerate(queues):
+                if ctx.get(dut.sources[s].valid) and ctx.get(dut.sources[s].ready):
+                    q.popleft()
+            if ctx.get(dut.ema.valid) and ctx.get(dut.ema.ready):
+                got_ema.append(ctx.get(dut.ema.payload.as_value()))
+                cleared.append(clear)
+            if ctx.get(dut.jobs.valid) and ctx.get(dut.jobs.ready):
+                bits = ctx.get(dut.jobs.payload.as_value())
+                got_jobs.append((bits & ((1 << cmd_bits) - 1), bits >> cmd_bits))
+            await ctx.tick()
+            if not any(queues):
+                break
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    new_step = _command(EmaOp.NEW_STEP, {"mask": 0})
+    assert all(c for w, c in zip(got_ema, cleared) if w == new_step)
+    assert [w for w in got_ema if w != new_step] == [w for w, _ in got_jobs]
+    # cut the EMA's words back into whole commands and give each to its source, in order
+    pending = [deque(c) for c in cmds]
+    flat_jobs = deque(got_jobs)
+    i = 0
+    while i < len(got_ema):
+        # the command must be the next of one source: the one whose next command starts here
+        match = [s for s in range(2) if pending[s] and pending[s][0][0][0] == got_ema[i]
+                 and [w for w, _ in pending[s][0]] == got_ema[i:i + len(pending[s][0])]]
+        assert match, f"word {i} of the EMA starts no source's next command"
+        cmd = pending[match[0]].popleft()
+        if cmd[0][0] != new_step:
+            assert [flat_jobs.popleft() for _ in cmd] == cmd
+        i += len(cmd)
+    assert not any(pending) and not flat_jobs

@@ -1,12 +1,15 @@
 """pytest entry point of the accelerator top bench: golden trace rows on both simulators; the
-whole decode step on Verilator as a benchmark."""
+whole decode step on Verilator as a benchmark. The top with its PRU on a prefill chunk, also
+benchmarks (its Verilator build alone takes 80-105 s on the shared cores, over the CI's budget
+for it): layer 0 under random pauses on Verilator, and every layer (Verilator, both pause
+modes; Icarus without pauses)."""
 
 from pathlib import Path
 
 import pytest
 
 from edgexpert.cocotb_tests.engine import prepare_vectors
-from edgexpert.cocotb_tests.top import bench_tests, run_bench
+from edgexpert.cocotb_tests.top import bench_tests, run_bench, run_prefill
 from edgexpert.contracts.trace import read_trace
 from edgexpert.sim.runner import SIMULATORS
 
@@ -53,3 +56,36 @@ def test_top_whole_step():
     for entry in ran.values():
         assert entry["rows"] == rows
         assert entry["items_checked"]["moe_out"] == rows * trace.model.d_model
+
+
+def _check_prefill(entry: dict, layers: int):
+    """Every output checked and equal; the feeder walked some expert more than once."""
+    assert len(entry["layers"]) == layers
+    assert all(n == 0 for n in entry["mismatches"].values())
+    assert entry["items_checked"]["moe_out"] == layers * entry["tokens"] * 192
+    assert entry["items_checked"]["route"] > 0 and entry["replays"] > 0
+    assert entry["groups"] == entry["experts_fetched"] + entry["replays"]
+
+
+@pytest.mark.benchmark
+def test_top_prefill_chunk():
+    """The first bundled prompt's first chunk (16 tokens) in layer 0 through the top with its
+    PRU, random pauses on every stream and both AXI read channels, on Verilator."""
+    result = run_prefill("ci", "verilator", seed=20261129, layers=1,
+                         test_filter="prefill_chunk/mode=random")
+    ran = result.report["tests"]
+    assert sorted(ran) == ["prefill_chunk/random"]
+    _check_prefill(ran["prefill_chunk/random"], 1)
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_top_prefill_all_layers(simulator: str):
+    """The chunk through all 4 layers at the CI hardware set: both pause modes on Verilator,
+    no pauses on Icarus (slow)."""
+    test_filter = None if simulator == "verilator" else "prefill_chunk/mode=none"
+    result = run_prefill("ci", simulator, seed=20261129, test_filter=test_filter)
+    ran = result.report["tests"]
+    assert len(ran) == (2 if simulator == "verilator" else 1)
+    for entry in ran.values():
+        _check_prefill(entry, 4)

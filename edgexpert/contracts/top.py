@@ -4,7 +4,8 @@ The top takes one command stream: each beat is an `TopOp` and its argument. EMA 
 EMA controller unchanged (its command contract, edgexpert.contracts.ema) and, except NEW_STEP,
 to the feeder, which reads the mask words to know which columns of each fetched matrix to
 stream into the engine; CAND, X and FLUSH beats are the expert engine's `cand`, `x` and `flush`
-items (hw/engine/layouts.py). The register map is one read port: the top's own registers at
+items (hw/engine/layouts.py); SCORE and LOGIT beats are the PRU's `i_score` and `i_logit` items
+(hw/pru/, in a top built with it). The register map is one read port: the top's own registers at
 `TOP_CSR_BASE` and above, the EMA controller's (`EmaCsr`) below.
 
 The codes are `IntEnum`s with an Amaranth shape, shared by the RTL and the benches.
@@ -19,7 +20,7 @@ from .ema import CSR_ADDR_BITS
 __all__ = ["TopOp", "TopCsr", "TOP_CSR_ADDR_BITS", "TOP_CSR_BASE"]
 
 
-class TopOp(enum.IntEnum, shape=2):
+class TopOp(enum.IntEnum, shape=4):
     #: an EMA command word (descriptor, mask word or NEW_STEP)
     EMA = 0
     #: one candidate of the next group (x scale, token slot, routing weight, last)
@@ -28,6 +29,11 @@ class TopOp(enum.IntEnum, shape=2):
     X = 2
     #: read a token slot's MoE sum out and clear it
     FLUSH = 3
+    #: a prompt token's score for the PRU (score Q.16, the prompt's length); codes 8 and up are
+    #: the PRU's (a top built with it, hw/top/top.py)
+    SCORE = 8
+    #: one beat of a token's router logits for the PRU (its `lanes` Q.16 logits)
+    LOGIT = 9
 
 
 #: the read port's address: one more bit than the EMA controller's map, which it includes

@@ -12,12 +12,15 @@ from ..engine.layouts import act_layout, cand_layout, flush_layout, index_bits
 __all__ = ["command_layout", "job_layout", "channel_layout", "line_layout", "word_layout"]
 
 
-def command_layout(tokens: int, candidates: int, d_model: int) -> data.StructLayout:
+def command_layout(tokens: int, candidates: int, d_model: int, pru=None) -> data.StructLayout:
     """One beat of the host's command stream: the op and its argument (an EMA command word or
-    one of the engine's `cand`, `x`, `flush` items)."""
-    return data.StructLayout({"op": TopOp, "arg": data.UnionLayout({
-        "ema": ema_command_layout, "cand": cand_layout(tokens),
-        "x": act_layout(candidates, d_model), "flush": flush_layout(tokens)})})
+    one of the engine's `cand`, `x`, `flush` items; with `pru`, a PruParams, also the PRU's
+    `score` and `logit` items)."""
+    arms = {"ema": ema_command_layout, "cand": cand_layout(tokens),
+            "x": act_layout(candidates, d_model), "flush": flush_layout(tokens)}
+    if pru is not None:
+        arms.update(score=pru.score_layout, logit=pru.logit_layout)
+    return data.StructLayout({"op": TopOp, "arg": data.UnionLayout(arms)})
 
 
 def job_layout(max_uses: int) -> data.StructLayout:

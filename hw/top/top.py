@@ -15,9 +15,12 @@ from ..ema.geometry import AXI_ID_WIDTH
 from ..ema.ports import ReadSignature, StreamFIFO
 from ..engine import ExpertEngine
 from ..engine.layouts import act_layout, hidden_scale_layout, moe_layout, sum_layout
+from ..pru import Pru
 from .command import Dispatcher
-from .feeder import LineReader, Locator, MaskWalker, Router
+from .feeder import LineReader, Locator, MaskWalker, Replayer, Router
 from .layouts import command_layout
+from .merge import CommandMerge
+from .prefill import UseCounter
 from .registers import TopRegisters
 
 __all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "DONE_QUEUE_DEPTH"]
@@ -63,16 +66,19 @@ class AcceleratorTop(wiring.Component):
     """
 
     def __init__(self, layout: WeightLayout, *, ema: dict, candidates: int, lanes: int,
-                 tokens: int):
+                 tokens: int, pru=None):
         self._ema = EmaSystem(layout, **ema)
+        self._pru = pru
         self._engine = ExpertEngine(layout.d_model, layout.expert_ffn, candidates, lanes,
                                     self._ema.geometry.data_width, tokens)
         self._layout = layout
         self._sizes = (tokens, candidates)
         d, f = layout.d_model, layout.expert_ffn
         g = self._ema.geometry
+        members = {} if pru is None else {"route": Out(stream.Signature(pru.route_layout))}
         super().__init__({
-            "cmd": In(stream.Signature(command_layout(tokens, candidates, d))),
+            **members,
+            "cmd": In(stream.Signature(command_layout(tokens, candidates, d, pru))),
             "hidden": Out(stream.Signature(act_layout(candidates, f))),
             "hidden_scale": Out(stream.Signature(hidden_scale_layout(candidates))),
             "expert_out": Out(stream.Signature(sum_layout(candidates, d))),
@@ -97,8 +103,18 @@ class AcceleratorTop(wiring.Component):
         ema = m.submodules.ema = self._ema
         engine = m.submodules.engine = self._engine
         g = ema.geometry
-        disp = m.submodules.dispatcher = Dispatcher(tokens, candidates, lay.d_model)
-        jobs = m.submodules.jobs = StreamFIFO(disp.jobs.payload.shape(), JOB_QUEUE_DEPTH)
+        disp = m.submodules.dispatcher = Dispatcher(tokens, candidates, lay.d_model, self._pru)
+        if self._pru is None:
+            max_uses, sources = 1, 1
+        else:
+            p = self._pru
+            pru = m.submodules.pru = Pru(p)
+            uses = m.submodules.uses = UseCounter(p.route_layout, n_experts=p.n_experts,
+                                                  chunk=p.chunk, candidates=candidates,
+                                                  length_bits=p.length_bits)
+            max_uses, sources = uses.max_uses, 2
+        merge = m.submodules.merge = CommandMerge(g, sources, max_uses)
+        jobs = m.submodules.jobs = StreamFIFO(merge.jobs.payload.shape(), JOB_QUEUE_DEPTH)
         done = m.submodules.done = StreamFIFO(ema.done.payload.shape(), DONE_QUEUE_DEPTH)
         walker = m.submodules.walker = MaskWalker(g)
         locator = m.submodules.locator = Locator(g)
@@ -107,11 +123,37 @@ class AcceleratorTop(wiring.Component):
         regs = m.submodules.registers = TopRegisters()
 
         connect(m, flipped(self.cmd), disp.cmd)
-        connect(m, disp.ema, ema.cmd)
-        connect(m, disp.jobs, jobs.w)
-        connect(m, jobs.r, walker.jobs)
+        host = merge.sources[0]
+        m.d.comb += [host.valid.eq(disp.ema.valid), host.payload.cmd.eq(disp.ema.payload),
+                     disp.ema.ready.eq(host.ready)]
+        connect(m, merge.ema, ema.cmd)
+        connect(m, merge.jobs, jobs.w)
         connect(m, ema.done, done.w)
-        connect(m, done.r, walker.done)
+        again = Signal()
+        if self._pru is None:
+            m.d.comb += [walker.jobs.valid.eq(jobs.r.valid),
+                         walker.jobs.payload.eq(jobs.r.payload.cmd),
+                         jobs.r.ready.eq(walker.jobs.ready)]
+            connect(m, done.r, walker.done)
+        else:
+            # the PRU's scores and logits from the host; its routes out through the counter,
+            # its fetch words into the merge with their uses; the feeder replays its pairs
+            connect(m, disp.score, pru.i_score)
+            connect(m, disp.logit, pru.i_logit)
+            length = Signal(p.length_bits)
+            with m.If(disp.score.valid & disp.score.ready):
+                m.d.sync += length.eq(disp.score.payload.length)
+            m.d.comb += uses.length.eq(length)
+            connect(m, pru.o_route, uses.i_route)
+            connect(m, uses.o_route, flipped(self.route))
+            connect(m, pru.o_ema, uses.i_cmd)
+            connect(m, uses.o_cmd, merge.sources[1])
+            replayer = m.submodules.replayer = Replayer(g, max_uses)
+            connect(m, jobs.r, replayer.jobs_in)
+            connect(m, done.r, replayer.done_in)
+            connect(m, replayer.jobs, walker.jobs)
+            connect(m, replayer.done, walker.done)
+            m.d.comb += again.eq(replayer.again)
         connect(m, walker.channels, locator.channels)
         connect(m, locator.lines, reader.lines)
         connect(m, reader.words, router.words)
@@ -130,11 +172,13 @@ class AcceleratorTop(wiring.Component):
         m.d.comb += [regs.csr.addr.eq(self.csr.addr), self.csr.data.eq(regs.csr.data)]
         connect(m, regs.ema, ema.csr)
 
-        # descriptors handed to the feeder and not yet fed to the engine: a NEW_STEP waits for 0
-        pending = Signal(range(JOB_QUEUE_DEPTH + DONE_QUEUE_DEPTH + 8))
-        issued = disp.jobs.valid & disp.jobs.ready & (disp.jobs.payload.op == EmaOp.DESCRIPTOR)
-        m.d.sync += pending.eq(pending + issued - router.ended)
-        m.d.comb += disp.step_clear.eq(pending == 0)
+        # descriptors handed to the feeder (a replayed pair's two again) and not yet fed to the
+        # engine: a NEW_STEP waits for 0
+        pending = Signal(range(JOB_QUEUE_DEPTH + DONE_QUEUE_DEPTH + 8 + 2 * max_uses))
+        issued = merge.jobs.valid & merge.jobs.ready & \
+            (merge.jobs.payload.cmd.op == EmaOp.DESCRIPTOR)
+        m.d.sync += pending.eq(pending + issued + (again << 1) - router.ended)
+        m.d.comb += merge.step_clear.eq(pending == 0)
 
         # a group is in the engine from its last candidate to its last expert output; the
         # engine holds up to three groups (hw/engine/engine.py, GROUP_QUEUE) and one more may
