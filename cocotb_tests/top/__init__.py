@@ -22,7 +22,7 @@ from edgexpert.sim.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
            "prepare_masked", "bench_tests", "run_bench", "prefill_hardware", "run_prefill",
-           "by_kind", "cycle_file"]
+           "prefill_cycles", "by_kind", "cycle_file"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
 PREFILL_MODULE = "edgexpert.cocotb_tests.top.prefill_bench"
@@ -171,3 +171,18 @@ def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
             "by_kind": by_kind(test["passes"]), "passes": test["passes"]}
     return {"format": CYCLES_FORMAT, "version": CYCLES_VERSION, "hardware": hw,
             "latency_cycles": report["latency"], "seed": report["seed"], "runs": runs}
+
+
+def prefill_cycles(report: dict) -> dict:
+    """The cycle file's `prefill` entry from a prefill bench report: per pause mode, the chunk's
+    tokens, and per chunk-layer (mean over the layers) its cycles, the top's counters, the
+    experts fetched, the engine groups and the replays, and every layer's entry."""
+    out = {}
+    for name, test in sorted(report["tests"].items()):
+        layers = test["layers"]
+        mean = {f"{k}_per_layer": round(sum(e[k] for e in layers) / len(layers), 1)
+                for k in ("cycles", "busy", "memory_wait", "compute", "beats", "bytes",
+                          "experts", "groups")}
+        out[name.split("/")[1]] = {"tokens": test["tokens"], "layers": len(layers), **mean,
+                                   "replays": test["replays"], "per_layer": layers}
+    return out

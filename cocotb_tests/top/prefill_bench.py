@@ -4,7 +4,9 @@ The external memory and the AXI monitor as in bench.py. The host (prefill.py) se
 scores, then per layer its logits (both PRU phases), reads the PRU's routes from the top's
 `route` port, and sends the engine's groups formed from them and a FLUSH per token; it sends no
 EMA word (the PRU's fetches reach the EMA through the command merge, the feeder walks each
-expert once per group). Checked bit for bit, in order: every route against the trace's experts,
+expert once per group). Per layer the report has the cycles from its first LOGIT beat to its
+last moe_out item and the top's and the EMA's counters over them (busy, memory wait, compute,
+words fed, R beats, bytes). Checked bit for bit, in order: every route against the trace's experts,
 weights and classes (cocotb_tests/pru/vectors.py), every hidden, hidden_scale, expert_out and
 moe_out against the trace's MoE arrays (golden's integer model with the PRU's routes); the
 EMA's completions (DESCRIPTORS: two per expert the trace's fetch lists name) and bytes (whole
@@ -52,6 +54,10 @@ D, F = LAYOUT.d_model, LAYOUT.expert_ffn
 LAYOUTS = layouts(D, F, CANDS, EMA["data_width"], SLOTS)
 CMD = command_layout(SLOTS, CANDS, D, PRU)
 PERIOD_NS = 10
+#: counters read before and after every layer (bench.py reads the same per batch)
+COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES,
+            "compute": TopCsr.COMPUTE_CYCLES, "words": TopCsr.WORDS, "beats": EmaCsr.BEATS,
+            "bytes": EmaCsr.BYTES}
 _report: dict = {}
 
 
@@ -60,6 +66,10 @@ async def read_csr(dut, address: int) -> int:
     await RisingEdge(dut.clk)
     await RisingEdge(dut.clk)
     return dut.csr__data.value.to_unsigned()
+
+
+async def counters(dut) -> dict[str, int]:
+    return {name: await read_csr(dut, int(reg)) for name, reg in COUNTERS.items()}
 
 
 async def _feed(source: StreamSource, values: list[int]):
@@ -98,6 +108,7 @@ async def prefill_chunk(dut, mode: str):
     await _feed(source, score_beats(CMD, vec.scores))
     n_routes = 0
     groups_total = 0
+    before = await counters(dut)
     for layer in range(PRU.n_layers):
         start = sinks["route"].cycles
         task = cocotb.start_soon(_feed(source, logit_beats(CMD, vec.logits, layer, t,
@@ -119,9 +130,12 @@ async def prefill_chunk(dut, mode: str):
         bound = 40 * (len(beats) + words) + 8 * PARAMS["latency"] * len(groups) + 20_000
         await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=bound)
         await task
+        after = await counters(dut)
         layers.append({"layer": layer, "groups": len(groups),
                        "experts": len({g.expert for g in groups}),
-                       "cycles": sinks["route"].cycles - start})
+                       "cycles": sinks["route"].cycles - start,
+                       **{k: after[k] - before[k] for k in COUNTERS}})
+        before = after
     for p in OUTPUTS:
         await sinks[p].wait_for(len(want[p]), max_cycles=1000)
     await ClockCycles(dut.clk, 50)

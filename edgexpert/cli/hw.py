@@ -230,14 +230,16 @@ def cmd_bench_dcu(args) -> int:
 def cmd_bench_top(args) -> int:
     """The accelerator top on Verilator over the whole decode step of the engine bench's trace
     (all layers, draft and verification passes), naive and EdgeXpert masks: cycles per pass by
-    kind with the memory-wait / compute split, MACs per cycle, and the cycle file; then the
-    same short step on Icarus and Verilator for their wall times."""
+    kind with the memory-wait / compute split, MACs per cycle, and the cycle file; the top with
+    its PRU on a prefill chunk (the first bundled prompt's 16 tokens, all layers): cycles per
+    chunk-layer, the cycle file's `prefill` entry; then the same short step on Icarus and
+    Verilator for their wall times."""
     import sys
     import time
 
     from ..blocks import top_parameters
     from ..contracts.config import load_config
-    from ..cocotb_tests.top import cycle_file, hardware, run_bench
+    from ..cocotb_tests.top import cycle_file, hardware, prefill_cycles, run_bench, run_prefill
 
     config = load(args)
     hw = hardware("bundled")
@@ -250,6 +252,9 @@ def cmd_bench_top(args) -> int:
     step = run_bench("bundled", "verilator", seed=DEMO_SEED, selection="step",
                      test_filter="mode=none" if args.quick else None)
     cycles = cycle_file(step.report, hw, hw["lanes"])
+    prefill = run_prefill("bundled", "verilator", seed=DEMO_SEED,
+                          test_filter="mode=none" if args.quick else None)
+    cycles["prefill"] = prefill_cycles(prefill.report)
     walls = {}
     for simulator in ("icarus", "verilator"):
         start = time.time()
@@ -263,6 +268,8 @@ def cmd_bench_top(args) -> int:
                "latency_cycles": cycles["latency_cycles"], "cycle_file": str(path),
                "runs": {k: {key: v for key, v in run.items() if key != "passes"}
                         for k, run in cycles["runs"].items()},
+               "prefill": {mode: {k: v for k, v in run.items() if k != "per_layer"}
+                           for mode, run in cycles["prefill"].items()},
                "short_step_wall": walls, "icarus_over_verilator": ratio}
 
     def table(summary_path: Path) -> None:
@@ -275,6 +282,13 @@ def cmd_bench_top(args) -> int:
                       f"{row['macs_per_cycle']:>12.2f}")
             print(f"{name:<22}{'all':<8}{'':>7}{run['cycles']:>13}{run['memory_wait']:>10}"
                   f"{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
+        for mode, run in summary["prefill"].items():
+            print(f"prefill chunk ({run['tokens']} tokens, pauses {mode}): "
+                  f"{run['cycles_per_layer']:.0f} cycles per chunk-layer (busy "
+                  f"{run['busy_per_layer']:.0f}, memory wait {run['memory_wait_per_layer']:.0f}, "
+                  f"compute {run['compute_per_layer']:.0f}), {run['experts_per_layer']:.1f} "
+                  f"experts fetched, {run['groups_per_layer']:.1f} groups, "
+                  f"{run['replays']} replays over {run['layers']} layers")
         print(f"short step wall: icarus {walls['icarus']['simulation_s']} s, verilator "
               f"{walls['verilator']['simulation_s']} s ({ratio}x)\ncycle file {path}\n"
               f"summary {summary_path}")
