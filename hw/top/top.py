@@ -50,7 +50,8 @@ class AcceleratorTop(wiring.Component):
     """The accelerator's top (docs/blocks/top.md): a host command stream in, the EMA's AXI4
     master out, the engine's outputs out.
 
-    Parts: `Dispatcher` (command beats to the EMA, the feeder's job queue and the engine),
+    Parts: `Dispatcher` (command beats to the EMA, the engine and the PRU), `CommandMerge` (the
+    host's EMA words and the PRU's to the EMA and the feeder's job queue, whole commands),
     `EmaSystem` (controller, weight buffer, location table, residency), the feeder (`MaskWalker`,
     `Locator`, `LineReader`, `Router`: each fetched matrix's scale block and selected columns
     from the buffer into the engine, tagged with their channels), `ExpertEngine`, and
@@ -63,6 +64,12 @@ class AcceleratorTop(wiring.Component):
     (the EMA then fetches while the engine computes), but NEW_STEP only after the CAND and X of
     every group of the step before it (NEW_STEP waits for the feeder to finish that step's
     descriptors); FLUSH of a token after every group that adds to it.
+
+    With `pru` (a PruParams: the prefill path, docs/blocks/top.md "Prefill"): the PRU, its
+    scores and logits from SCORE and LOGIT beats, its routes out on `route` through the
+    `UseCounter`, its fetch words into the merge with their `uses`, and the `Replayer` in front
+    of the walker. The host then sends per layer the logits, and after reading the routes the
+    groups of the PRU's experts in ascending order, each expert's tokens in token order.
     """
 
     def __init__(self, layout: WeightLayout, *, ema: dict, candidates: int, lanes: int,
@@ -173,7 +180,9 @@ class AcceleratorTop(wiring.Component):
         connect(m, regs.ema, ema.csr)
 
         # descriptors handed to the feeder (a replayed pair's two again) and not yet fed to the
-        # engine: a NEW_STEP waits for 0
+        # engine: a NEW_STEP waits for 0. A replay is counted when the walker takes its first
+        # word, right after it walked the pair's last item, which reaches the router (and ends
+        # the DOWN) cycles later: the count does not touch 0 between a pair's walks
         pending = Signal(range(JOB_QUEUE_DEPTH + DONE_QUEUE_DEPTH + 8 + 2 * max_uses))
         issued = merge.jobs.valid & merge.jobs.ready & \
             (merge.jobs.payload.cmd.op == EmaOp.DESCRIPTOR)
