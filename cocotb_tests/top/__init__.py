@@ -109,10 +109,10 @@ def prefill_hardware(case: str, trace) -> dict:
 
 def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 20261129,
                 waves: bool | None = None, test_filter: str | None = None,
-                layers: int | None = None) -> SimResult:
+                layers: int | None = None, tokens: int | None = None) -> SimResult:
     """Run the prefill bench (prefill_bench.py): the first bundled prompt's first chunk
-    (`policies.prefill_chunk` tokens) through its first `layers` layers (default all), on the
-    top with its PRU."""
+    (`policies.prefill_chunk` tokens, or its first `tokens` of them) through its first `layers`
+    layers (default all), on the top with its PRU."""
     import dataclasses
 
     from edgexpert.cocotb_tests.engine import prepare_vectors as engine_vectors
@@ -120,8 +120,11 @@ def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 2026
     from edgexpert.contracts.prefill_trace import read_prefill_trace
 
     chunk = load_config().policies.prefill_chunk
-    trace_file = bundled_prefill_trace(build_root() / "bench" / "top" / f"prefill-{chunk}.npz",
-                                       1, tokens=chunk)
+    tokens = chunk if tokens is None else tokens
+    if not 1 <= tokens <= chunk:
+        raise ValueError(f"tokens is {tokens}: accepted 1..{chunk} (one chunk)")
+    trace_file = bundled_prefill_trace(build_root() / "bench" / "top" / f"prefill-{tokens}.npz",
+                                       1, tokens=tokens)
     trace = read_prefill_trace(trace_file)
     hw = prefill_hardware(case, trace)
     if layers is not None:
@@ -132,7 +135,7 @@ def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 2026
     params = {**hw, "pru": dataclasses.asdict(hw["pru"]), "trace": str(trace_file),
               "image": engine_vectors()["image"], "latency": LATENCY}
     return run_cocotb(top, toplevel="accelerator_top", test_module=PREFILL_MODULE,
-                      case=f"prefill-{case}-{hw['pru'].n_layers}", params=params, simulator=simulator, seed=seed,
+                      case=f"prefill-{case}-{hw['pru'].n_layers}-{tokens}", params=params, simulator=simulator, seed=seed,
                       waves=waves, test_filter=test_filter)
 
 
