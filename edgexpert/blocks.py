@@ -34,7 +34,7 @@ from .sim.stimulus import Stimulus, mac_lane_stimulus
 from .sim.top_stimulus import top_stimulus
 
 __all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step",
-           "dcu_parameters", "engine_parameters", "top_parameters"]
+           "dcu_parameters", "engine_parameters", "engine_large_parameters", "top_parameters"]
 
 
 @dataclass(frozen=True)
@@ -135,9 +135,20 @@ def engine_parameters(config: Config) -> dict:
             "word_bits": config.hardware.ema.axi_data_width, "tokens": e.tokens}
 
 
-def _engine(config: Config) -> ExpertEngine:
+#: the engine's larger synthesis point: twice the lanes of the largest configurable array and the
+#: 512-bit word they need (lanes divide a word's int4 values; hardware.ema.axi_data_width stops at
+#: 256), the rest as configured (docs/synthesis.md, "Scaling to EdgeXpert's 8K MACs")
+ENGINE_LARGE = {"lanes": 128, "word_bits": 512}
+
+
+def engine_large_parameters(config: Config) -> dict:
+    """The larger engine's parameters: `engine_parameters` with `ENGINE_LARGE` over them."""
+    return {**engine_parameters(config), **ENGINE_LARGE}
+
+
+def _engine(config: Config, **override) -> ExpertEngine:
     try:
-        return ExpertEngine(**engine_parameters(config))
+        return ExpertEngine(**{**engine_parameters(config), **override})
     except TypeError as exc:  # lanes that do not divide the buffer word's int4 values
         raise ConfigError(f"hardware.engine: {exc}") from None
 
@@ -182,6 +193,15 @@ BLOCKS: dict[str, Block] = {
         "out: activations, accumulators, scales, sigmoid table, MoE sums)",
         _engine,
         engine_parameters,
+        engine_stimulus,
+    ),
+    "engine_l128": Block(
+        "engine_l128",
+        "expert engine with 128 lanes per MAC array on a 512-bit weight word (twice the "
+        "configurable peak: 256 MACs per cycle), the rest as `engine`; the larger point of the "
+        "scaling to EdgeXpert's 8K MACs",
+        lambda c: _engine(c, **ENGINE_LARGE),
+        engine_large_parameters,
         engine_stimulus,
     ),
     "top": Block(

@@ -132,6 +132,19 @@ def build_cost_table(report: dict) -> dict:
                              if block["memories"] else "")}
             costs[f"{name}.energy_per_{op}_180nm"] = {
                 "value": m["energy_per_op_j"], "unit": "J", "source": f"{run}: {stim}, logic only"}
+            # a clock cycle as the action: with energy per operation it gives the stimulus's
+            # operations per cycle, which the scaling to EdgeXpert fits against (mac_scaling.py)
+            costs[f"{name}.energy_per_cycle_180nm"] = {
+                "value": m["total_w"] / m["clock_hz"], "unit": "J",
+                "source": f"{run}: {stim} ({m['operations_per_cycle']:.6g} operations "
+                          f"({m['operation']}) per cycle), logic only"}
+            if block["memories"]:
+                # reads and writes apart: the scaling to EdgeXpert scales them differently
+                for part, done in (("read", "read"), ("write", "written")):
+                    costs[f"{name}.sram_{part}_energy_per_{op}"] = {
+                        "value": s[f"sram_{part}_energy_per_op_j"], "unit": "J",
+                        "source": f"{run}: {stim}; bits {done} x CACTI 7 {part} energy per "
+                                  "bit, all its memories"}
         for mem in block["memories"]:
             sram, prefix = mem["sram_28nm"], f"{name}.{_slug(mem['name'])}"
             # sram_energy_per_bit is the read energy: the name the table has always had

@@ -51,7 +51,7 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
         "fmax_hz": result.fmax_hz, "startpoint": result.startpoint, "endpoint": result.endpoint,
     }
     accesses = {a["name"]: a for a in (power or {}).get("memory_accesses", [])}
-    memories, sram_area, sram_energy = [], 0.0, 0.0
+    memories, sram_area, sram_read, sram_write = [], 0.0, 0.0, 0.0
     for m in result.memories:
         # the memory's ports as the RTL declares them (module doc of cacti.py)
         sram = sram_cost(SramSpec(m["width"], m["depth"], read_ports=m["read_ports"],
@@ -63,8 +63,8 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
         if m["name"] in accesses:
             acc = accesses[m["name"]]
             entry["accesses"] = acc
-            sram_energy += (acc["read_bits"] * sram.read_energy_per_bit_j
-                            + acc["write_bits"] * sram.write_energy_per_bit_j)
+            sram_read += acc["read_bits"] * sram.read_energy_per_bit_j
+            sram_write += acc["write_bits"] * sram.write_energy_per_bit_j
         memories.append(entry)
     scaled = {
         "node_nm": scaling.node_nm, "vdd_v": scaling.vdd_v,
@@ -81,8 +81,10 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
             "seed", "activity", "stimulus")})
         logic = power["energy_per_op_j"] * scaling.energy
         scaled.update({"operation": power["operation"], "logic_energy_per_op_j": logic,
-                       "sram_energy_per_op_j": sram_energy / ops,
-                       "energy_per_op_j": logic + sram_energy / ops})
+                       "sram_energy_per_op_j": (sram_read + sram_write) / ops,
+                       "sram_read_energy_per_op_j": sram_read / ops,
+                       "sram_write_energy_per_op_j": sram_write / ops,
+                       "energy_per_op_j": logic + (sram_read + sram_write) / ops})
     return {"block": block.name, "description": block.description,
             "parameters": block.parameters(config), "key": result.key,
             "cached": result.cached, "work_dir": result.work_dir,

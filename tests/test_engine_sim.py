@@ -117,6 +117,7 @@ def expert_reference(x8, sx: Dyadic, w: ExpertWeights, gu_mask, dn_mask):
     (10, 3, 3, 2, 32, 0.5),    # padding nibbles in GATE_UP words, two words per DOWN column
     (8, 8, 2, 16, 64, 0.0),    # one chunk per word, full speed
     (6, 4, 1, 8, 32, 0.3),     # a single candidate
+    (8, 8, 2, 128, 512, 0.3),  # engine_l128's lanes and word: one chunk, most lanes padding
 ])
 def test_engine_matches_golden(d_model, ffn, cands, lanes, word_bits, pressure):
     seed = d_model * 1000 + ffn * 10 + cands

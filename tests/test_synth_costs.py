@@ -61,6 +61,16 @@ def test_cost_table_loads_and_the_performance_model_can_use_it(cost_table):
     for name, value, unit, source in CITED_COSTS:
         assert table.cost(name).value == value and table.cost(name).source == source
     assert table.cost("mac_lane.area").unit == "m2"
+    # a cycle's energy over a MAC's is the stimulus's MACs per cycle (what mac_scaling.py fits)
+    per_cycle = table.cost("mac_lane.energy_per_cycle_180nm").value
+    assert per_cycle / table.cost("mac_lane.energy_per_mac_180nm").value == pytest.approx(
+        lane["measured_180nm"]["operations_per_cycle"])
+    # the SRAM's reads and writes apart (the scaling to EdgeXpert scales them differently)
+    ema = report["blocks"]["ema"]["scaled_28nm"]
+    read, write = (table.cost(f"ema.sram_{part}_energy_per_byte_fetched").value
+                   for part in ("read", "write"))
+    assert read + write == pytest.approx(ema["sram_energy_per_op_j"])
+    assert read > 0 and write > 0
     assert table.cost("mac_lane.fmax").value == pytest.approx(lane["scaled_28nm"]["fmax_hz"])
     # a performance model keeps counts apart from costs: energy = sum(count x cost)
     counts = {"mac_lane.energy_per_mac": 1e6, "dram.energy_per_bit.accelergy_lpddr4": 8e3}

@@ -36,9 +36,12 @@ BENCH_CASES = {
                    "buffer_bytes": 65536, "buffer_banks": 4, "slots": 8},
            "candidates": 4, "lanes": 64, "tokens": 8},
 }
-#: the channel masks the host sends: every channel (naive speculative decoding) or EdgeXpert's
-#: depth-group selection (the DCU's contract, policies.coalescing_ratio of each matrix)
-MASKS = ("naive_sd", "edgexpert")
+#: where the channel masks come from: every channel (naive speculative decoding, the host's
+#: masks), EdgeXpert's selection computed by the host (the reference's, golden/dcu.py, in EMA
+#: descriptors), or the DCU in the top (the host sends DCU jobs: GATE_UP jobs whole, DOWN jobs'
+#: headers; `dcu` issues each group's DOWN job after the next group's GATE_UP job, `dcu_inline`
+#: right after its own); the last three select the same channels (reference.py)
+MASKS = ("naive_sd", "edgexpert", "dcu", "dcu_inline")
 #: the memory's latency in cycles from AR to the first beat: the EMA bench's trace case
 LATENCY = 100
 
@@ -54,17 +57,22 @@ def bench_tests() -> list[str]:
     return sorted(f"trace_step/{masks}/{mode}" for masks in MASKS for mode in ("none", "random"))
 
 
-def prepare_masked(trace_path: Path, out: Path | None = None, ratio: float | None = None) -> str:
-    """Write (once) the EdgeXpert masks of every (pass, layer, depth group, expert) of the trace
-    and the outputs the integer contract gives on them; return the file's path."""
+def prepare_masked(trace_path: Path, tokens: int, candidates: int, out: Path | None = None,
+                   ratio: float | None = None) -> str:
+    """Write (once) the EdgeXpert masks of every group the top runs (at most `candidates` of a
+    depth group and expert, in batches of at most `tokens` rows) and the outputs the integer
+    contract gives on them; return the file's path."""
     ratio = load_config().policies.coalescing_ratio if ratio is None else ratio
     out = Path(out) if out is not None else build_root() / "bench" / "top"
-    path, stamp = out / "masked.npz", out / "masked.json"
+    path = out / f"masked-{tokens}x{candidates}.npz"
+    stamp = path.with_suffix(".json")
     digest = hashlib.sha256(Path(trace_path).read_bytes()).hexdigest()
-    key = {"trace": digest, "ratio": ratio, "version": 1}
+    # version 2: groups of the top, DOWN selected on the hidden vectors of the masked GATE_UP
+    key = {"trace": digest, "ratio": ratio, "tokens": tokens, "candidates": candidates,
+           "version": 2}
     if not (path.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == key):
         from .reference import masked_outputs  # torch and the golden model load only here
-        masked_outputs(read_trace(trace_path), ratio, path)
+        masked_outputs(read_trace(trace_path), ratio, path, tokens, candidates)
         stamp.write_text(json.dumps(key, sort_keys=True))
     return str(path)
 
@@ -77,7 +85,8 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     first prompt's first decoding step, its draft and verification passes, all layers)."""
     hw = hardware(case)
     vectors = prepare_vectors()
-    vectors["masked"] = prepare_masked(Path(vectors["trace"]))
+    vectors["masked"] = prepare_masked(Path(vectors["trace"]), hw["tokens"], hw["candidates"])
+    vectors["ratio"] = load_config().policies.coalescing_ratio
     layout = read_trace(Path(vectors["trace"])).layout
     top = AcceleratorTop(layout, **hw)
     return run_cocotb(top, toplevel="accelerator_top", test_module=BENCH_MODULE,
@@ -152,7 +161,8 @@ def by_kind(passes: list[dict]) -> dict:
         busy = sum(p["busy"] for p in ps)
         out[kind] = {"passes": len(ps),
                      **{f"{k}_per_pass": round(sum(p[k] for p in ps) / len(ps), 1)
-                        for k in ("busy", "memory_wait", "compute", "macs", "groups", "beats")},
+                        for k in ("busy", "memory_wait", "compute", "descriptor_wait",
+                                  "feedback_wait", "macs", "groups", "beats")},
                      "macs_per_cycle": round(sum(p["macs"] for p in ps) / busy, 3)}
     return out
 
@@ -166,6 +176,8 @@ def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
         runs[f"{masks}/{mode}"] = {
             "masks": masks, "pauses": mode, "cycles": test["cycles"],
             "memory_wait": test["memory_wait"], "compute": test["compute"],
+            "descriptor_wait": test["descriptor_wait"], "feedback_wait": test["feedback_wait"],
+            "dcu_jobs": test["dcu_jobs"], "beats": test["beats"],
             "macs": test["macs"], "macs_per_cycle": test["macs_per_cycle"],
             # the GATE_UP and DOWN arrays run at once (groups overlap, docs/blocks/engine.md):
             # both arrays' lanes are the peak

@@ -7,7 +7,9 @@ host model (host.py) sends the command beats: EMA steps with the groups' descrip
 each group's candidates and inputs, a flush per token; every output is compared in order,
 bit for bit: `hidden` with hidden_q, `hidden_scale` with (hidden_m, hidden_e), `expert_out` with
 expert_out_q16, `moe_out` with moe_out_q16 - the trace's for whole experts (`naive_sd`), the
-masked reference's (reference.py) for EdgeXpert's masks. After each batch the host reads the
+masked reference's (reference.py) for EdgeXpert's masks, whether the host sends them
+(`edgexpert`) or the DCU in the top selects them (`dcu`, `dcu_inline`: the host sends DCU
+jobs). After each batch the host reads the
 top's counters (busy, memory wait, compute cycles), so the report has them per pass. The bench
 fails on a mismatch, an X/Z, a stream-rule or AXI protocol violation, a hang, missing or extra
 items, a completion that is not OK, and a burst or word left in flight at the end.
@@ -17,6 +19,7 @@ This module runs inside the simulator; `edgexpert.cocotb_tests.top.run_bench` st
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import random
@@ -53,7 +56,14 @@ PERIOD_NS = 10
 #: counters read after every batch
 COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES,
             "compute": TopCsr.COMPUTE_CYCLES, "groups": TopCsr.GROUPS,
-            "words": TopCsr.WORDS, "beats": EmaCsr.BEATS, "ema_busy": EmaCsr.BUSY_CYCLES}
+            "words": TopCsr.WORDS, "beats": EmaCsr.BEATS, "ema_busy": EmaCsr.BUSY_CYCLES,
+            "dcu_jobs": TopCsr.DCU_JOBS, "descriptor_wait": TopCsr.DESCRIPTOR_WAIT_CYCLES,
+            "feedback_wait": TopCsr.FEEDBACK_WAIT_CYCLES}
+#: channels the DCU keeps per group: golden/policies.py `selected_count` without pruning,
+#: round(ratio x channels), 1..channels
+KEEP = tuple(max(1, min(c, round(PARAMS["ratio"] * c))) for c in (D, F))
+#: the DCU modes and their job orders (host.py)
+DCU_ORDERS = {"dcu": "ahead", "dcu_inline": "inline"}
 _report: dict = {}
 
 
@@ -94,7 +104,7 @@ async def _feed(source: StreamSource, values: list[int]):
 
 
 @cocotb.test()
-@cocotb.parametrize(masks=["naive_sd", "edgexpert"], mode=["none", "random"])
+@cocotb.parametrize(masks=["naive_sd", "edgexpert", "dcu", "dcu_inline"], mode=["none", "random"])
 async def trace_step(dut, masks: str, mode: str):
     """The selected trace rows through the top with `masks`, every stream and the AXI read
     channels paused by `mode`."""
@@ -127,7 +137,9 @@ async def trace_step(dut, masks: str, mode: str):
     wall = time.time()
     macs = 0
     for batch in batches:
-        beats = batch_commands(TRACE, batch, candidates=CANDS, tokens=SLOTS)
+        beats = batch_commands(TRACE, batch, candidates=CANDS, tokens=SLOTS,
+                               dcu=KEEP if masks in DCU_ORDERS else None,
+                               order=DCU_ORDERS.get(masks, "ahead"))
         expect = expected_outputs(values, batch)
         for p in OUTPUTS:
             want[p] += expect[p]
@@ -182,14 +194,19 @@ async def trace_step(dut, masks: str, mode: str):
     assert await read_csr(dut, int(EmaCsr.STATUS)) & 2 == 0, "the EMA latched an error"
     monitor.assert_drained()
     monitor.stop()
+    # every AR's address and length: the host's and the DCU's masks must fetch alike (sorted:
+    # the `dcu` order fetches the next group's GATE_UP before this group's DOWN)
+    ars = sorted((int(a), int(b)) for a, b, _ in monitor.ars)
     cycles = sum(e["busy"] for e in passes.values())
     _report[name] = {
         "rows": sum(len(b.rows) for b in batches), "batches": len(batches),
         "groups": sum(len(b.groups) for b in batches),
         "candidates": sum(len(g.cands) for b in batches for g in b.groups),
         "steps": sum(len(b.steps) for b in batches), "macs": macs, "cycles": cycles,
-        "memory_wait": sum(e["memory_wait"] for e in passes.values()),
-        "compute": sum(e["compute"] for e in passes.values()),
+        **{k: sum(e[k] for e in passes.values())
+           for k in ("memory_wait", "compute", "beats", "dcu_jobs", "descriptor_wait",
+                     "feedback_wait")},
+        "ars": len(ars), "ar_digest": hashlib.sha256(repr(ars).encode()).hexdigest()[:16],
         "macs_per_cycle": round(macs / cycles, 3), "wall_s": round(wall, 2),
         "items_checked": {p: len(want[p]) for p in OUTPUTS}, "mismatches": mismatches,
         "passes": sorted(passes.values(), key=lambda e: (e["prompt"], e["pass"]))}

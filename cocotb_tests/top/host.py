@@ -3,11 +3,17 @@ outputs they must produce.
 
 Per batch (the rows of one pass and layer, at most `tokens` of them, one token slot each) the
 host forms the engine's groups (naive: each chosen expert with up to `candidates` of its
-(token, slot) choices; EdgeXpert: the same within each depth group, which shares one mask),
-packs them into EMA steps that fit the slots and the buffer, and sends per step a NEW_STEP, then
-per group its two descriptors (GATE_UP, DOWN, with the scale blocks and the group's masks) one
-group ahead of the group's CAND and X beats, and at the end a FLUSH of each token slot. Knows
+(token, slot) choices; EdgeXpert: the same within each depth group), packs them into EMA steps
+that fit the slots and the buffer, and sends per step either (host masks) a NEW_STEP, then per
+group its two descriptors (GATE_UP, DOWN, with the scale blocks and the group's masks) one group
+ahead of the group's CAND and X beats; or (the DCU's masks) per group a GATE_UP job (its route
+and its inputs as data beats; the step's first asks for the NEW_STEP) and a DOWN job's header
+and prune words, with DCU_CAND beats, in the order `ahead` (GU(g+1) and D(g) before g's CAND and
+X) or `inline` (GU(g), D(g), then g's CAND and X). At the end a FLUSH of each token slot. Knows
 the contracts and the top's payload layouts, never the RTL's arithmetic.
+
+The steps are packed on the reference's selection in both mask modes, so both fetch alike (a
+host without it would pack on the upper bound, `keep` channels per matrix and group).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgexpert.contracts.dcu import LANES, DcuJob, encode_job
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
 from edgexpert.contracts.top import TopOp
 from edgexpert.contracts.trace import PassKind
@@ -23,6 +30,7 @@ from edgexpert.contracts.weight_layout import Matrix
 from edgexpert.hw.ema import EmaGeometry
 from edgexpert.hw.engine.layouts import act_layout, cand_layout, flush_layout
 from edgexpert.hw.top import command_layout
+from edgexpert.hw.top.layouts import data_item_layout, route_item_layout
 
 __all__ = ["Group", "Batch", "plan_batches", "batch_commands", "expected_outputs"]
 
@@ -73,13 +81,14 @@ def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, toke
                         depth = -1 if masks is None else int(t["row_depth"][row])
                         chosen.setdefault((int(e), depth), []).append((row, k))
             for (e, _), cands in sorted(chosen.items()):
-                if masks is None:
-                    gu, dn = tuple(range(t.layout.d_model)), tuple(range(t.layout.expert_ffn))
-                else:
-                    row, k = cands[0]
-                    gu = _channels(masks["gate_up_mask"][row, k])
-                    dn = _channels(masks["down_mask"][row, k])
                 for j in range(0, len(cands), candidates):
+                    if masks is None:
+                        gu, dn = tuple(range(t.layout.d_model)), tuple(range(t.layout.expert_ffn))
+                    else:
+                        # one mask per group of the top (reference.py): its first candidate's
+                        row, k = cands[j]
+                        gu = _channels(masks["gate_up_mask"][row, k])
+                        dn = _channels(masks["down_mask"][row, k])
                     batch.groups.append(Group(e, cands[j:j + candidates], gu, dn))
             batch.steps = _pack_steps(batch.groups, geometry)
             batches.append(batch)
@@ -128,8 +137,12 @@ def _beat(lay, op: TopOp, bits: int) -> int:
     return int(op) << lay["op"].offset | bits << lay["arg"].offset
 
 
-def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int) -> list[int]:
-    """The command beats of one batch (module doc for the order)."""
+def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int,
+                   dcu: tuple[int, int] | None = None, order: str = "ahead") -> list[int]:
+    """The command beats of one batch (module doc for the order). `dcu`: the DCU selects, keeping
+    (GATE_UP, DOWN) channels per group; None: the groups' masks go in EMA descriptors."""
+    if order not in ("ahead", "inline"):
+        raise ValueError(f"order = {order!r}: accepted 'ahead' or 'inline'")
     t, layout = trace, trace.layout
     lay = command_layout(tokens, candidates, layout.d_model)
     eng = {"cand": cand_layout(tokens), "x": act_layout(candidates, layout.d_model),
@@ -146,10 +159,12 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int) -> list
             words += encode_descriptor(layout, d)
         return [_beat(lay, TopOp.EMA, w) for w in words]
 
+    cand_op = TopOp.CAND if dcu is None else TopOp.DCU_CAND
+
     def inputs(i: int) -> list[int]:
         grp = batch.groups[i]
         n = len(grp.cands)
-        out = [_beat(lay, TopOp.CAND, eng["cand"].const({
+        out = [_beat(lay, cand_op, eng["cand"].const({
             "x": {"m": int(t["x_m"][row]), "e": int(t["x_e"][row])}, "token": slot_of[row],
             "weight": int(t["weights_q16"][row, k]), "last": int(c == n - 1)}).as_bits())
             for c, (row, k) in enumerate(grp.cands)]
@@ -160,6 +175,10 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int) -> list
             for c, (row, _) in enumerate(grp.cands) for j in range(d)]
         return out
 
+    if dcu is not None:
+        return beats + _dcu_commands(trace, batch, lay, dcu, order, inputs) + [
+            _beat(lay, TopOp.FLUSH, eng["flush"].const({"token": s}).as_bits())
+            for s in range(len(batch.rows))]
     tag = 0
     for step in batch.steps:
         beats.append(_beat(lay, TopOp.EMA, new_step_command()))
@@ -173,6 +192,56 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int) -> list
             beats += inputs(i)
     beats += [_beat(lay, TopOp.FLUSH, eng["flush"].const({"token": s}).as_bits())
               for s in range(len(batch.rows))]
+    return beats
+
+
+def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
+                  inputs) -> list[int]:
+    """The DCU jobs and the CAND and X beats of a batch's groups, step by step."""
+    t, layout = trace, trace.layout
+    route_last = route_item_layout["last"].offset
+    data_last = data_item_layout["last"].offset
+
+    def jobs(i: int, first: bool, tag: int) -> tuple[list[int], list[int]]:
+        """GATE_UP job (route and data beats), DOWN job header and prune words."""
+        grp = batch.groups[i]
+        rows, slots = [r for r, _ in grp.cands], [k for _, k in grp.cands]
+        n = len(rows)
+        gu_route, gu_data = encode_job(layout, DcuJob(
+            tag % 256, batch.layer, grp.expert, Matrix.GATE_UP, t["x_q"][rows], t["x_m"][rows],
+            t["x_e"][rows], t["weights_q16"][rows, slots], keep[0], scales=True,
+            new_step=first))
+        f = layout.expert_ffn
+        # the DOWN job's entries and data are the top's: only the header and prune words here
+        dn_route, _ = encode_job(layout, DcuJob(
+            (tag + 1) % 256, batch.layer, grp.expert, Matrix.DOWN, np.zeros((n, f), np.int64),
+            np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), keep[1],
+            scales=True))
+        dn_route = dn_route[:1 + -(-f // LANES)]
+
+        def marked(words, offset, op):
+            return [_beat(lay, op, w | int(j == len(words) - 1) << offset)
+                    for j, w in enumerate(words)]
+        return (marked(gu_route, route_last, TopOp.ROUTE) + marked(gu_data, data_last, TopOp.DATA),
+                marked(dn_route, route_last, TopOp.ROUTE))
+
+    beats = []
+    tag = 0
+    for step in batch.steps:
+        made = []
+        for n, i in enumerate(step):
+            made.append(jobs(i, n == 0, tag))
+            tag += 2
+        for n, i in enumerate(step):
+            if order == "inline":
+                beats += made[n][0] + made[n][1]
+            else:
+                if n == 0:
+                    beats += made[0][0]
+                if n + 1 < len(step):
+                    beats += made[n + 1][0]
+                beats += made[n][1]
+            beats += inputs(i)
     return beats
 
 

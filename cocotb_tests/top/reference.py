@@ -1,15 +1,18 @@
 """The outputs of the trace's experts on EdgeXpert's channel masks, from the golden model's
 integer operations (golden/intops.py) and the bundled checkpoint's weights: an independent
-reference for the top bench's `edgexpert` masks (the trace itself holds whole-expert outputs),
-and for a prefill trace's MoE arrays (`prefill_outputs`: whole experts on the PRU's routes).
+reference for the top bench's `edgexpert` and `dcu` masks (the trace itself holds whole-expert
+outputs), and for a prefill trace's MoE arrays (`prefill_outputs`: whole experts on the PRU's
+routes).
 
-Per (prompt, pass, layer, depth group, expert), over the group's candidates that chose the
-expert: the GATE_UP mask is the DCU's selection on their MoE inputs (x_q, x_m, x_e and routing
-weights), the DOWN mask its selection on their hidden vectors as the trace holds them (golden
-masks.py does the same: the policy's masks are inputs here); `policies.coalescing_ratio` of the
-channels each; pruning mask all ones (golden/masks.py). Every candidate of the group computes on
-exactly those channels (EdgeXpert's calibration): its GATE_UP sums over the GATE_UP mask, h is
-quantized over all F values, the DOWN sums over the DOWN mask.
+The groups are the top's: per (prompt, pass, layer) the rows in batches of at most `tokens`, in
+each batch per (expert, depth group) its candidates (row, routing slot) in row order, in groups
+of at most `candidates` (one engine group; the DCU in the top selects for one such group). Per
+group: the GATE_UP mask is the DCU's selection (golden/dcu.py) on the candidates' MoE inputs
+(x_q, x_m, x_e and routing weights); every candidate computes its hidden vector on those channels
+(GATE_UP sums over the mask, h quantized over all F values); the DOWN mask is the DCU's
+selection on *those* hidden vectors and their scales (what the live policy, golden/policies.py
+`CoalescingHook`, selects on, and all the hardware can see), and the DOWN sums run over it.
+`policies.coalescing_ratio` of the channels each; pruning mask all ones (golden/masks.py).
 """
 
 from __future__ import annotations
@@ -26,25 +29,48 @@ from edgexpert.golden.int_model import IntModel, RESIDUAL_FRAC, weight_rows
 from edgexpert.golden.intops import Dyadic, int_matmul, quantize_vec, requant, rshift, sigmoid_q15
 from edgexpert.golden.policies import selected_count
 
-__all__ = ["masked_outputs", "expert_on_channels", "prefill_outputs"]
+__all__ = ["masked_outputs", "hidden_on_channels", "down_on_channels", "top_groups",
+           "prefill_outputs"]
 
 
-def expert_on_channels(x8, sx: Dyadic, gate, up, down, gate_up_mask, down_mask):
-    """The SwiGLU expert of docs/contracts.md on int8 rows x8 with only the masked channels'
-    products: returns (y Q.16, h8, its scale)."""
+def hidden_on_channels(x8, sx: Dyadic, gate, up, gate_up_mask):
+    """The SwiGLU expert's hidden vector (docs/contracts.md) on int8 rows x8 with only the
+    masked GATE_UP channels' products: (h8, its scale)."""
     xm = x8 * gate_up_mask
     g = requant(int_matmul(xm, gate.f64), sx, gate.scale, RESIDUAL_FRAC)
     u = requant(int_matmul(xm, up.f64), sx, up.scale, RESIDUAL_FRAC)
     silu = rshift(g * sigmoid_q15(g), 15)
-    h8, sh = quantize_vec(rshift(silu * u, RESIDUAL_FRAC), RESIDUAL_FRAC)
-    y = requant(int_matmul(h8 * down_mask, down.f64), sh, down.scale, RESIDUAL_FRAC)
-    return y, h8, sh
+    return quantize_vec(rshift(silu * u, RESIDUAL_FRAC), RESIDUAL_FRAC)
 
 
-def masked_outputs(trace: Trace, ratio: float, path: Path, dense: bool = False) -> dict:
+def down_on_channels(h8, sh: Dyadic, down, down_mask):
+    """The expert's output y (Q.16) from its hidden vectors on the masked DOWN channels."""
+    return requant(int_matmul(h8 * down_mask, down.f64), sh, down.scale, RESIDUAL_FRAC)
+
+
+def top_groups(trace: Trace, tokens: int, candidates: int):
+    """(layer, [(row, slot), ...]) of every group the top runs (module doc)."""
+    t = trace
+    keys = np.stack([t["row_prompt"], t["row_pass"], t["row_layer"]], 1)
+    for key in np.unique(keys, axis=0).tolist():
+        rows = np.flatnonzero((keys == key).all(1)).tolist()
+        for i in range(0, len(rows), tokens):
+            chosen: dict[tuple, list] = {}
+            for row in rows[i:i + tokens]:
+                for k, e in enumerate(t["experts"][row]):
+                    if e >= 0:
+                        chosen.setdefault((int(e), int(t["row_depth"][row])), []).append((row, k))
+            for _, cands in sorted(chosen.items()):
+                for j in range(0, len(cands), candidates):
+                    yield key[2], cands[j:j + candidates]
+
+
+def masked_outputs(trace: Trace, ratio: float, path: Path, tokens: int, candidates: int,
+                   dense: bool = False) -> dict:
     """Write (and return) `gate_up_mask` [R, K, D], `down_mask` [R, K, F] (uint8) and
     `hidden_q`, `hidden_m`, `hidden_e`, `expert_out_q16`, `moe_out_q16` as the trace's arrays
-    on those masks. `dense`: every channel (then the arrays equal the trace's)."""
+    on those masks, for the top's groups of at most `candidates` in batches of at most `tokens`
+    rows. `dense`: every channel (then the arrays equal the trace's)."""
     engine = IntModel(load_checkpoint().model.eval())
     t = trace
     r_n, k_n = t["experts"].shape
@@ -55,39 +81,36 @@ def masked_outputs(trace: Trace, ratio: float, path: Path, dense: bool = False) 
            "hidden_e": np.zeros_like(t["hidden_e"]),
            "expert_out_q16": np.zeros_like(t["expert_out_q16"]),
            "moe_out_q16": np.zeros_like(t["moe_out_q16"])}
-    keys = np.stack([t["row_prompt"], t["row_pass"], t["row_layer"], t["row_depth"]], 1)
     moe = np.zeros(t["moe_out_q16"].shape, np.int64)
-    for key in np.unique(keys, axis=0).tolist():
-        rows = np.flatnonzero((keys == key).all(1))
-        layer = key[2]
+    for layer, cands in top_groups(t, tokens, candidates):
         w = engine.layers[layer]
-        experts = t["experts"][rows]
-        for e in np.unique(experts[experts >= 0]).tolist():
-            cand, slot = np.nonzero(experts == e)
-            users = rows[cand]
-            g = t["weights_q16"][users, slot].astype(np.int64)
-            if dense:
-                gu, dn = np.ones(d, np.uint8), np.ones(f, np.uint8)
-            else:
-                gu, dn = np.zeros(d, np.uint8), np.zeros(f, np.uint8)
-                gu[dcu.select(t["x_q"][users], t["x_m"][users], t["x_e"][users], g,
-                              selected_count(d, ratio)).numpy()] = 1
-                dn[dcu.select(t["hidden_q"][users, slot], t["hidden_m"][users, slot],
-                              t["hidden_e"][users, slot], g, selected_count(f, ratio)).numpy()] = 1
-            x8 = torch.as_tensor(t["x_q"][users].astype(np.int64))
-            sx = Dyadic(torch.as_tensor(t["x_m"][users].astype(np.int64)),
-                        torch.as_tensor(t["x_e"][users].astype(np.int64)))
-            y, h8, sh = expert_on_channels(x8, sx, weight_rows(w["gate"], e),
-                                           weight_rows(w["up"], e), weight_rows(w["down"], e),
-                                           torch.as_tensor(gu.astype(np.int64)),
-                                           torch.as_tensor(dn.astype(np.int64)))
-            out["gate_up_mask"][users, slot] = gu
-            out["down_mask"][users, slot] = dn
-            out["hidden_q"][users, slot] = h8.numpy()
-            out["hidden_m"][users, slot] = sh.m.numpy()
-            out["hidden_e"][users, slot] = sh.e.numpy()
-            out["expert_out_q16"][users, slot] = y.numpy()
-            np.add.at(moe, users, rshift(y * torch.as_tensor(g)[:, None], 16).numpy())
+        users = np.array([row for row, _ in cands])
+        slot = np.array([k for _, k in cands])
+        e = int(t["experts"][users[0], slot[0]])
+        g = t["weights_q16"][users, slot].astype(np.int64)
+        x8 = torch.as_tensor(t["x_q"][users].astype(np.int64))
+        sx = Dyadic(torch.as_tensor(t["x_m"][users].astype(np.int64)),
+                    torch.as_tensor(t["x_e"][users].astype(np.int64)))
+        gu, dn = np.ones(d, np.uint8), np.ones(f, np.uint8)
+        if not dense:
+            gu[:] = 0
+            gu[dcu.select(t["x_q"][users], t["x_m"][users], t["x_e"][users], g,
+                          selected_count(d, ratio)).numpy()] = 1
+        h8, sh = hidden_on_channels(x8, sx, weight_rows(w["gate"], e), weight_rows(w["up"], e),
+                                    torch.as_tensor(gu.astype(np.int64)))
+        if not dense:
+            # the DOWN selection on the hidden vectors computed from the masked GATE_UP
+            dn[:] = 0
+            dn[dcu.select(h8, sh.m, sh.e, g, selected_count(f, ratio)).numpy()] = 1
+        y = down_on_channels(h8, sh, weight_rows(w["down"], e),
+                             torch.as_tensor(dn.astype(np.int64)))
+        out["gate_up_mask"][users, slot] = gu
+        out["down_mask"][users, slot] = dn
+        out["hidden_q"][users, slot] = h8.numpy()
+        out["hidden_m"][users, slot] = sh.m.numpy()
+        out["hidden_e"][users, slot] = sh.e.numpy()
+        out["expert_out_q16"][users, slot] = y.numpy()
+        np.add.at(moe, users, rshift(y * torch.as_tensor(g)[:, None], 16).numpy())
     # the contract keeps the MoE sum in int32 registers (docs/contracts.md, number formats)
     out["moe_out_q16"] = ((moe + 2**31) % 2**32 - 2**31).astype(t["moe_out_q16"].dtype)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,9 +139,9 @@ def prefill_outputs(trace, model=None) -> dict:
             x8 = torch.as_tensor(t["x_q"][users, layer].astype(np.int64))
             sx = Dyadic(torch.as_tensor(t["x_m"][users, layer].astype(np.int64)),
                         torch.as_tensor(t["x_e"][users, layer].astype(np.int64)))
-            y, h8, sh = expert_on_channels(x8, sx, weight_rows(w["gate"], e),
-                                           weight_rows(w["up"], e), weight_rows(w["down"], e),
-                                           ones_d, ones_f)
+            h8, sh = hidden_on_channels(x8, sx, weight_rows(w["gate"], e),
+                                        weight_rows(w["up"], e), ones_d)
+            y = down_on_channels(h8, sh, weight_rows(w["down"], e), ones_f)
             out["hidden_q"][users, layer, slot] = h8.numpy()
             out["hidden_m"][users, layer, slot] = sh.m.numpy()
             out["hidden_e"][users, layer, slot] = sh.e.numpy()

@@ -14,10 +14,12 @@ from edgexpert.contracts.trace import read_trace
 from edgexpert.sim.runner import SIMULATORS
 
 #: the CI's tests per simulator (CI time: Icarus simulates the top about 4x slower): whole
-#: experts without pauses on both; on Verilator also EdgeXpert's masks under random pauses on
-#: every stream and AXI channel. The benchmark runs all four on the whole step
+#: experts without pauses on both; on Verilator also EdgeXpert's masks sent by the host and
+#: chosen by the DCU in the top, both under random pauses on every stream and AXI channel. The
+#: benchmark runs all eight on the whole step
 CI_TESTS = {"icarus": ("trace_step/naive_sd/none",),
-            "verilator": ("trace_step/naive_sd/none", "trace_step/edgexpert/random")}
+            "verilator": ("trace_step/naive_sd/none", "trace_step/edgexpert/random",
+                          "trace_step/dcu/random")}
 
 
 def _filter(names) -> str:
@@ -42,6 +44,20 @@ def test_top(simulator: str):
     if "trace_step/edgexpert/random" in ran:
         # EdgeXpert's masks compute fewer products than whole experts
         assert ran["trace_step/edgexpert/random"]["macs"] < rows["macs"]
+    if "trace_step/dcu/random" in ran:
+        host, dcu = ran["trace_step/edgexpert/random"], ran["trace_step/dcu/random"]
+        _same_as_host_masks(host, dcu)
+
+
+def _same_as_host_masks(host: dict, dcu: dict) -> None:
+    """The DCU in the top selects what the host's masks select: the same outputs (both equal
+    the reference, item for item, in the bench) and the same fetches; a GATE_UP and a DOWN job
+    per group, none in the host's run."""
+    assert dcu["items_checked"] == host["items_checked"]
+    assert dcu["mismatches"] == host["mismatches"]
+    assert dcu["ar_digest"] == host["ar_digest"] and dcu["beats"] == host["beats"]
+    assert dcu["macs"] == host["macs"] and dcu["groups"] == host["groups"]
+    assert dcu["dcu_jobs"] == 2 * dcu["groups"] and host["dcu_jobs"] == 0
 
 
 @pytest.mark.benchmark
@@ -56,6 +72,9 @@ def test_top_whole_step():
     for entry in ran.values():
         assert entry["rows"] == rows
         assert entry["items_checked"]["moe_out"] == rows * trace.model.d_model
+    for dcu in ("dcu", "dcu_inline"):
+        for mode in ("none", "random"):
+            _same_as_host_masks(ran[f"trace_step/edgexpert/{mode}"], ran[f"trace_step/{dcu}/{mode}"])
 
 
 def _check_prefill(entry: dict, layers: int):

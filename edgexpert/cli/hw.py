@@ -41,6 +41,13 @@ def cmd_synth(args) -> int:
     from ..blocks import BLOCKS
     from ..synth.report import format_si
     config = load(args)
+    if args.scale:
+        if args.all or args.block is not None or args.blocks is not None:
+            raise InputError("synth --scale reads the cost table: accepted alone (with --json, "
+                             "--utilization, --costs)")
+        return _synth_scale(args)
+    if args.utilization is not None or args.costs is not None:
+        raise InputError("--utilization and --costs belong to --scale: accepted with --scale")
     if args.all and args.block is not None:
         raise InputError(f"synth takes a BLOCK or --all, not both (BLOCK {args.block!r})")
     if not args.all and args.block is None:
@@ -90,6 +97,18 @@ def _synth_all(config: Config, as_json: bool, only: str | None) -> int:
     cached = sum(b["cached"] for b in report["blocks"].values())
     print(f"\n{len(report['blocks'])} blocks ({cached} from the cache); report {paths['markdown']}"
           f" and {paths['json'].name}, cost table {paths['costs']}")
+    return 0
+
+
+def _synth_scale(args) -> int:
+    from ..synth.costs import load_cost_table
+    from ..synth.mac_scaling import scale_to_edgexpert, scaling_table
+    result = scale_to_edgexpert(load_cost_table(args.costs),
+                                1.0 if args.utilization is None else args.utilization)
+    if args.json:
+        print_json(result)
+        return 0
+    print(scaling_table(result))
     return 0
 
 
@@ -229,10 +248,11 @@ def cmd_bench_dcu(args) -> int:
 
 def cmd_bench_top(args) -> int:
     """The accelerator top on Verilator over the whole decode step of the engine bench's trace
-    (all layers, draft and verification passes), naive and EdgeXpert masks: cycles per pass by
-    kind with the memory-wait / compute split, MACs per cycle, and the cycle file; the top with
-    its PRU on a prefill chunk (the first bundled prompt's 16 tokens, all layers): cycles per
-    chunk-layer, the cycle file's `prefill` entry; then the same short step on Icarus and
+    (all layers, draft and verification passes), whole experts and EdgeXpert's masks from the
+    host and from the DCU in the top (both job orders): cycles per pass by kind with the
+    memory-wait / descriptor-wait / compute split, MACs per cycle, and the cycle file; the top
+    with its PRU on a prefill chunk (the first bundled prompt's 16 tokens, all layers): cycles
+    per chunk-layer, the cycle file's `prefill` entry; then the same short step on Icarus and
     Verilator for their wall times."""
     import sys
     import time
@@ -274,14 +294,15 @@ def cmd_bench_top(args) -> int:
 
     def table(summary_path: Path) -> None:
         print(f"{'masks/pauses':<22}{'kind':<8}{'passes':>7}{'cycles/pass':>13}{'mem wait':>10}"
-              f"{'compute':>9}{'MACs/cycle':>12}")
+              f"{'desc wait':>10}{'compute':>9}{'MACs/cycle':>12}")
         for name, run in summary["runs"].items():
             for kind, row in run["by_kind"].items():
                 print(f"{name:<22}{kind:<8}{row['passes']:>7}{row['busy_per_pass']:>13.0f}"
-                      f"{row['memory_wait_per_pass']:>10.0f}{row['compute_per_pass']:>9.0f}"
+                      f"{row['memory_wait_per_pass']:>10.0f}"
+                      f"{row['descriptor_wait_per_pass']:>10.0f}{row['compute_per_pass']:>9.0f}"
                       f"{row['macs_per_cycle']:>12.2f}")
             print(f"{name:<22}{'all':<8}{'':>7}{run['cycles']:>13}{run['memory_wait']:>10}"
-                  f"{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
+                  f"{run['descriptor_wait']:>10}{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
         for mode, run in summary["prefill"].items():
             print(f"prefill chunk ({run['tokens']} tokens, pauses {mode}): "
                   f"{run['cycles_per_layer']:.0f} cycles per chunk-layer (busy "
@@ -327,6 +348,14 @@ def register(sub) -> None:
     p.add_argument("--blocks", metavar="A,B,...",
                    help="with --all: the report and cost table over these blocks only (the "
                         "full-size points take minutes each)")
+    p.add_argument("--scale", action="store_true",
+                   help="the engine's two points in the cost table fitted and scaled to "
+                        "EdgeXpert's 8K MACs, against its area and power (after `synth --all "
+                        "--blocks engine,engine_l128`)")
+    p.add_argument("--utilization", type=float, metavar="U",
+                   help="with --scale: share of the MACs busy each cycle, 0 < U <= 1 (default 1)")
+    p.add_argument("--costs", metavar="FILE",
+                   help="with --scale: the cost table (default build/synth/costs.json)")
     p.add_argument("--json", action="store_true",
                    help="print cells, area_um2, critical_path_ns, fmax_hz, power and more as JSON")
     p.set_defaults(func=cmd_synth)

@@ -41,8 +41,20 @@ def _synthesis(build: Path) -> list[str]:
         out.append(f"| {name} | {m['cells']:,} | {s['area_mm2']:.4f} | {s['fmax_hz'] / 1e6:,.0f} | "
                    f"{'%.3g pJ' % (energy * 1e12) if energy else 'no stimulus'} | "
                    f"{s.get('operation') or m.get('operation') or ''} |")
-    return out + ["", "Measured at 180 nm (osu018, Yosys + OpenSTA), scaled to 28 nm "
-                  "(docs/synthesis.md); the full report is build/synth/report.md.", ""]
+    out += ["", "Measured at 180 nm (osu018, Yosys + OpenSTA), scaled to 28 nm "
+            "(docs/synthesis.md); the full report is build/synth/report.md.", ""]
+    return out + _scaling(build)
+
+
+def _scaling(build: Path) -> list[str]:
+    from ..synth.costs import CostTableError, load_cost_table
+    from ..synth.mac_scaling import scale_to_edgexpert, scaling_table
+    out = ["## Against EdgeXpert at 8K MACs (`edgexpert synth --scale`)", ""]
+    try:
+        result = scale_to_edgexpert(load_cost_table(build / "synth" / "costs.json"))
+    except CostTableError as exc:  # the larger engine point not synthesized yet: say what to run
+        return out + [f"Not measured yet: {exc}.", ""]
+    return out + [scaling_table(result), ""]
 
 
 def _bench(build: Path) -> list[str]:

@@ -118,9 +118,11 @@ class Accumulator(wiring.Component):
         m.d.sync += top.eq(top_now)
         # a beat's partial sums are read in stage 1, so a one-word matrix's next beat reads the
         # word as the previous one writes it: the read port is transparent to the write port
-        m.d.comb += [self.sums_wr.addr.eq(Cat(at_add, job.bank)), self.sums_wr.data.eq(sums),
+        m.d.comb += [self.sums_wr.addr.eq(g.bank_address(at_add, job.bank)),
+                     self.sums_wr.data.eq(sums),
                      self.sums_wr.en.eq(adding),
-                     self.weight_rd.addr.eq(cand_next), self.sums_rd.addr.eq(Cat(at, job.bank)),
+                     self.weight_rd.addr.eq(cand_next),
+                     self.sums_rd.addr.eq(g.bank_address(at, job.bank)),
                      self.sums_rd_en.eq(pending)]
 
         with m.FSM():

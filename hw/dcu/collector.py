@@ -3,7 +3,7 @@ routing weights in; the prune and entry memories written; the job out once all a
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
@@ -82,7 +82,8 @@ class Collector(wiring.Component):
                     m.next = "Prune"
             with m.State("Prune"):
                 m.d.comb += [self.route.ready.eq(1),
-                             self.prune_wr.addr.eq(Cat(word, bank)), self.prune_wr.data.eq(prune),
+                             self.prune_wr.addr.eq(g.bank_address(word, bank)),
+                             self.prune_wr.data.eq(prune),
                              self.prune_wr.en.eq(taken)]
                 with m.If(taken):
                     m.d.sync += [kept.eq(kept + popcount(prune)), word.eq(word + 1)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from amaranth.hdl import Mux
+
 from ...contracts.dcu import KEEP_BITS, LANES, MAX_GROUP
 from ...contracts.weight_layout import Matrix
 
@@ -57,6 +59,13 @@ class DcuGeometry:
         """Address bits of the prune and importance memories: two banks of max_words words (one
         job is selected from one bank while the next is collected and accumulated in the other)."""
         return self.word_bits + 1
+
+    def bank_address(self, word, bank):
+        """The prune and importance memories' address of `word` in `bank`: bank b's words start
+        at b * max_words (the memories hold 2 * max_words words). Not Cat(word, bank): with a
+        word count that is not a power of two (the bundled GATE_UP's 6) bank 1's last words
+        would fall past the memory's end."""
+        return word + Mux(bank, self.max_words, 0)
 
     @property
     def cand_bits(self) -> int:

@@ -128,8 +128,9 @@ class Selector(wiring.Component):
                     m.d.sync += [c.eq(0) for c in count.values()]
                     m.next = "Search"
             with m.State("Search"):
-                m.d.comb += [self.sums_rd.addr.eq(Cat(word, job.bank)),
-                             self.prune_rd.addr.eq(Cat(word, job.bank)), self.rd_en.eq(1)]
+                m.d.comb += [self.sums_rd.addr.eq(g.bank_address(word, job.bank)),
+                             self.prune_rd.addr.eq(g.bank_address(word, job.bank)),
+                             self.rd_en.eq(1)]
                 m.d.sync += [word.eq(Mux(word == last_word, 0, word + 1)), arrived.eq(word),
                              pending.eq(1)]
                 with m.If(pending):
@@ -163,8 +164,8 @@ class Selector(wiring.Component):
                              d.tag.eq(job.header.tag), d.layer.eq(job.header.layer),
                              d.expert.eq(job.header.expert), d.matrix.eq(job.header.matrix),
                              d.scales.eq(job.header.scales),
-                             self.sums_rd.addr.eq(Cat(Const(0, g.word_bits), job.bank)),
-                             self.prune_rd.addr.eq(Cat(Const(0, g.word_bits), job.bank)),
+                             self.sums_rd.addr.eq(g.bank_address(Const(0, g.word_bits), job.bank)),
+                             self.prune_rd.addr.eq(g.bank_address(Const(0, g.word_bits), job.bank)),
                              self.rd_en.eq(1)]
                 with m.If(handshake):
                     m.d.sync += word.eq(0)
@@ -174,8 +175,8 @@ class Selector(wiring.Component):
                 nxt = Mux(handshake, word + 1, word)[:g.word_bits]
                 m.d.comb += [self.cmd.valid.eq(1), self.cmd.payload.op.eq(EmaOp.MASK),
                              self.cmd.payload.arg.mask.eq(mask),
-                             self.sums_rd.addr.eq(Cat(nxt, job.bank)),
-                             self.prune_rd.addr.eq(Cat(nxt, job.bank)), self.rd_en.eq(1)]
+                             self.sums_rd.addr.eq(g.bank_address(nxt, job.bank)),
+                             self.prune_rd.addr.eq(g.bank_address(nxt, job.bank)), self.rd_en.eq(1)]
                 with m.If(handshake):
                     m.d.sync += [word.eq(word + 1),
                                  ties.eq(Mux(taken_equal >= ties, 0, ties - taken_equal))]

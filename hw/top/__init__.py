@@ -1,7 +1,11 @@
-"""The accelerator top (docs/blocks/top.md): the EMA system, the feeder and the expert engine
-behind one host command stream, with status and performance counters.
+"""The accelerator top (docs/blocks/top.md): the EMA system, the DCU, the feeder and the expert
+engine behind one host command stream, with status and performance counters.
 
-- `Dispatcher` (command.py): command beats to the EMA, the feeder and the engine;
+- `Dispatcher`, `CommandMerge`, `CommandFork` (command.py): command beats to their consumers;
+  the host's and the DCU's EMA commands joined a whole command at a time, then to the EMA and
+  the feeder;
+- `CandidateTap`, `ScaleTap`, `HiddenPacker`, `DownJobs`, `DataMux` (feedback.py): the DCU's
+  jobs, DOWN jobs completed from the engine's hidden outputs;
 - `Replayer`, `MaskWalker`, `Locator`, `LineReader`, `Router` (feeder.py): each fetched
   matrix's scale block and selected columns from the weight buffer into the engine, tagged
   with their channels (a descriptor pair once per engine group that uses it);
@@ -11,13 +15,15 @@ behind one host command stream, with status and performance counters.
 - `AcceleratorTop` (top.py) joins them with `EmaSystem` and `ExpertEngine`.
 """
 
-from .command import Dispatcher
+from .command import CommandFork, CommandMerge, Dispatcher
+from .feedback import CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap
 from .feeder import LineReader, Locator, MaskWalker, Replayer, Router
 from .layouts import command_layout, job_layout
 from .prefill import UseCounter
 from .registers import TopRegisters
 from .top import AcceleratorTop, top_parameters
 
-__all__ = ["AcceleratorTop", "Dispatcher", "Replayer", "MaskWalker", "Locator", "LineReader",
-           "Router", "TopRegisters", "UseCounter", "command_layout", "job_layout",
+__all__ = ["AcceleratorTop", "Dispatcher", "CommandMerge", "CommandFork", "CandidateTap",
+           "ScaleTap", "HiddenPacker", "DownJobs", "DataMux", "Replayer", "MaskWalker", "Locator",
+           "LineReader", "Router", "TopRegisters", "UseCounter", "command_layout", "job_layout",
            "top_parameters"]

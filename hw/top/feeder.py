@@ -146,7 +146,7 @@ class MaskWalker(wiring.Component):
     BAD_COMMAND and STATUS says so).
 
     `awaiting` is high while a descriptor waits for its completion (its data is not in the
-    buffer yet); `fault` pulses with a completion that is not OK (`fault_status`, `fault_tag`):
+    buffer yet); `hungry` while the walker waits for a descriptor and none is queued; `fault` pulses with a completion that is not OK (`fault_status`, `fault_tag`):
     its slot's entries are not meaningful, and the words fed for it are whatever the buffer
     holds.
     """
@@ -159,6 +159,7 @@ class MaskWalker(wiring.Component):
             "done": In(stream.Signature(ema_completion_layout)),
             "channels": Out(stream.Signature(channel_layout(g.max_in_channels, g.slot_bits))),
             "awaiting": Out(1),
+            "hungry": Out(1),
             "fault": Out(1),
             "fault_status": Out(EmaStatus),
             "fault_tag": Out(8),
@@ -188,7 +189,7 @@ class MaskWalker(wiring.Component):
 
         with m.FSM(name="walk"):
             with m.State("Descriptor"):
-                m.d.comb += self.jobs.ready.eq(1)
+                m.d.comb += [self.jobs.ready.eq(1), self.hungry.eq(~self.jobs.valid)]
                 with m.If(self.jobs.valid & (self.jobs.payload.op == EmaOp.DESCRIPTOR)):
                     m.d.sync += [matrix.eq(self.jobs.payload.arg.descriptor.matrix), k.eq(0),
                                  mask.eq(0)]

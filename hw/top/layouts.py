@@ -1,23 +1,37 @@
-"""Payloads of the top's streams: the host's command beat and the feeder's items."""
+"""Payloads of the top's streams: the host's command beat, the DCU path's job beats and the
+feeder's items."""
 
 from __future__ import annotations
 
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 
+from ...contracts.dcu import dcu_data_layout, dcu_route_layout
 from ...contracts.ema import ema_command_layout
 from ...contracts.top import TopOp
 from ..engine.layouts import act_layout, cand_layout, flush_layout, index_bits
 
-__all__ = ["command_layout", "job_layout", "channel_layout", "line_layout", "word_layout"]
+__all__ = ["command_layout", "job_layout", "route_item_layout", "data_item_layout",
+           "cand_item_layout", "channel_layout", "line_layout", "word_layout"]
+
+#: a DCU `route` beat and whether it is the last its source gives for the job
+route_item_layout = data.StructLayout({"beat": dcu_route_layout, "last": 1})
+#: a DCU `data` beat and whether it is the job's last
+data_item_layout = data.StructLayout({"beat": dcu_data_layout, "last": 1})
+
+
+def cand_item_layout(tokens: int) -> data.StructLayout:
+    """A candidate on its way to the engine, and whether the DCU makes its group's DOWN job."""
+    return data.StructLayout({"cand": cand_layout(tokens), "feedback": 1})
 
 
 def command_layout(tokens: int, candidates: int, d_model: int, pru=None) -> data.StructLayout:
-    """One beat of the host's command stream: the op and its argument (an EMA command word or
-    one of the engine's `cand`, `x`, `flush` items; with `pru`, a PruParams, also the PRU's
-    `score` and `logit` items)."""
+    """One beat of the host's command stream: the op and its argument (an EMA command word,
+    one of the engine's `cand`, `x`, `flush` items, or a DCU route or data beat with `last`;
+    with `pru`, a PruParams, also the PRU's `score` and `logit` items)."""
     arms = {"ema": ema_command_layout, "cand": cand_layout(tokens),
-            "x": act_layout(candidates, d_model), "flush": flush_layout(tokens)}
+            "x": act_layout(candidates, d_model), "flush": flush_layout(tokens),
+            "route": route_item_layout, "data": data_item_layout}
     if pru is not None:
         arms.update(score=pru.score_layout, logit=pru.logit_layout)
     return data.StructLayout({"op": TopOp, "arg": data.UnionLayout(arms)})

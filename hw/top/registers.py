@@ -28,6 +28,9 @@ class TopRegisters(wiring.Component):
     group: In(1)
     matrix: In(1)
     word: In(1)
+    dcu_job: In(1)
+    descriptor_wait: In(1)
+    feedback_wait: In(1)
     fault: In(1)
     fault_status: In(EmaStatus)
     fault_tag: In(8)
@@ -36,7 +39,10 @@ class TopRegisters(wiring.Component):
         m = Module()
         counted = {TopCsr.BUSY_CYCLES: self.busy, TopCsr.MEMORY_WAIT_CYCLES: self.memory_wait,
                    TopCsr.COMPUTE_CYCLES: self.compute, TopCsr.GROUPS: self.group,
-                   TopCsr.MATRICES: self.matrix, TopCsr.WORDS: self.word}
+                   TopCsr.MATRICES: self.matrix, TopCsr.WORDS: self.word,
+                   TopCsr.DCU_JOBS: self.dcu_job,
+                   TopCsr.DESCRIPTOR_WAIT_CYCLES: self.descriptor_wait,
+                   TopCsr.FEEDBACK_WAIT_CYCLES: self.feedback_wait}
         counters = {reg: Signal(COUNTER_BITS, name=reg.name.lower()) for reg in counted}
         for reg, event in counted.items():
             with m.If(event):

@@ -1,4 +1,5 @@
-"""`AcceleratorTop`: the EMA system, the feeder and the expert engine behind one command stream."""
+"""`AcceleratorTop`: the EMA system, the DCU, the feeder and the expert engine behind one command
+stream."""
 
 from __future__ import annotations
 
@@ -6,24 +7,28 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
+from ...contracts.dcu import LANES, dcu_entry_layout
 from ...contracts.ema import CSR_DATA_BITS, EmaOp
 from ...contracts.top import TOP_CSR_ADDR_BITS
 from ...contracts.weight_layout import WeightLayout
 from ..axi import Axi4Signature, forward
+from ..dcu import Dcu
 from ..ema import EmaSystem
 from ..ema.geometry import AXI_ID_WIDTH
 from ..ema.ports import ReadSignature, StreamFIFO
 from ..engine import ExpertEngine
 from ..engine.layouts import act_layout, hidden_scale_layout, moe_layout, sum_layout
 from ..pru import Pru
-from .command import Dispatcher
+from .command import CommandFork, CommandMerge, Dispatcher
+from .feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap, mark_layout,
+                       order_layout, weight_record_layout)
 from .feeder import LineReader, Locator, MaskWalker, Replayer, Router
-from .layouts import command_layout
-from .merge import CommandMerge
+from .layouts import command_layout, data_item_layout, job_layout, route_item_layout
 from .prefill import UseCounter
 from .registers import TopRegisters
 
-__all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "DONE_QUEUE_DEPTH"]
+__all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "DONE_QUEUE_DEPTH",
+           "GROUPS_HELD", "ORDER_QUEUE_DEPTH"]
 
 #: the feeder's copy of descriptors and mask words: a group's two descriptors with their mask
 #: words are 2 + ceil(D/32) + ceil(F/32) beats (10 at the bundled model), so 32 let the host
@@ -32,6 +37,13 @@ JOB_QUEUE_DEPTH = 32
 #: completions waiting for the feeder: the EMA holds its R channel while a completion is
 #: refused, so the queue keeps it fetching ahead
 DONE_QUEUE_DEPTH = 8
+#: groups between the host's CAND beats and the engine's hidden outputs: the engine holds up to
+#: three (hw/engine/engine.py, GROUP_QUEUE) and one more may wait to be combined (below); the
+#: feedback queues (routing weights, flags, DCU entries) hold this many groups' candidates
+GROUPS_HELD = 4
+#: jobs between the DCU's route and data ports: the DCU's collector takes the next header once
+#: the job before has reached the selector (docs/blocks/dcu.md), so two at most; four of slack
+ORDER_QUEUE_DEPTH = 4
 
 
 def top_parameters(config) -> dict:
@@ -50,32 +62,37 @@ class AcceleratorTop(wiring.Component):
     """The accelerator's top (docs/blocks/top.md): a host command stream in, the EMA's AXI4
     master out, the engine's outputs out.
 
-    Parts: `Dispatcher` (command beats to the EMA, the engine and the PRU), `CommandMerge` (the
-    host's EMA words and the PRU's to the EMA and the feeder's job queue, whole commands),
-    `EmaSystem` (controller, weight buffer, location table, residency), the feeder (`MaskWalker`,
-    `Locator`, `LineReader`, `Router`: each fetched matrix's scale block and selected columns
-    from the buffer into the engine, tagged with their channels), `ExpertEngine`, and
+    Parts: `Dispatcher` (command beats to their consumers), `CommandMerge` (the host's EMA words
+    and the DCU's commands, a whole command at a time) and `CommandFork` (to the EMA and the
+    feeder's job queue, NEW_STEP held until the feeder has finished the step before), `Dcu`
+    with the DOWN-job feedback (feedback.py: the engine's hidden scales and values with the
+    candidates' routing weights made into the DOWN jobs' entries and data), `EmaSystem`, the
+    feeder (`MaskWalker`, `Locator`, `LineReader`, `Router`), `ExpertEngine`, and
     `TopRegisters` (status, counters, and the EMA's registers through the same port).
 
-    The host's contract, per group (one expert for 1..candidates candidates): a GATE_UP and then
-    a DOWN descriptor of the expert, each with its scale block and its mask words (the channels
-    the group computes on, at least one each), then the group's CAND beats (`last` on the last)
-    and its X beats; a group's descriptors may be sent before the previous group's CAND and X
-    (the EMA then fetches while the engine computes), but NEW_STEP only after the CAND and X of
-    every group of the step before it (NEW_STEP waits for the feeder to finish that step's
-    descriptors); FLUSH of a token after every group that adds to it.
+    The host's contract, per group (one expert for 1..candidates candidates), with its own
+    masks: a GATE_UP and then a DOWN descriptor of the expert, each with its scale block and its
+    mask words (at least one channel each), then the group's CAND beats (`last` on the last)
+    and its X beats; a group's descriptors may be sent before the previous group's CAND and X,
+    but NEW_STEP only after the CAND and X of every group of the step before it; FLUSH of a
+    token after every group that adds to it. With the DCU's masks: a GATE_UP job (ROUTE and
+    DATA beats) and a DOWN job's header and prune words (ROUTE) instead of the descriptors, the
+    step's first job asking for the NEW_STEP, DCU_CAND instead of CAND, each DOWN job after its
+    group's GATE_UP job and before that group's CAND and X (docs/blocks/top.md, "The DCU path").
 
     With `pru` (a PruParams: the prefill path, docs/blocks/top.md "Prefill"): the PRU, its
     scores and logits from SCORE and LOGIT beats, its routes out on `route` through the
-    `UseCounter`, its fetch words into the merge with their `uses`, and the `Replayer` in front
-    of the walker. The host then sends per layer the logits, and after reading the routes the
-    groups of the PRU's experts in ascending order, each expert's tokens in token order.
+    `UseCounter`, its fetch words into the merge (source 2) with their `uses`, and the
+    `Replayer` in front of the walker. The host then sends per layer the logits, and after
+    reading the routes the groups of the PRU's experts in ascending order, each expert's tokens
+    in token order.
     """
 
     def __init__(self, layout: WeightLayout, *, ema: dict, candidates: int, lanes: int,
                  tokens: int, pru=None):
         self._ema = EmaSystem(layout, **ema)
         self._pru = pru
+        self._dcu = Dcu(layout.d_model, layout.expert_ffn, candidates)
         self._engine = ExpertEngine(layout.d_model, layout.expert_ffn, candidates, lanes,
                                     self._ema.geometry.data_width, tokens)
         self._layout = layout
@@ -103,6 +120,10 @@ class AcceleratorTop(wiring.Component):
     def engine(self) -> ExpertEngine:
         return self._engine
 
+    @property
+    def dcu(self) -> Dcu:
+        return self._dcu
+
     def elaborate(self, platform):
         m = Module()
         tokens, candidates = self._sizes
@@ -111,30 +132,38 @@ class AcceleratorTop(wiring.Component):
         engine = m.submodules.engine = self._engine
         g = ema.geometry
         disp = m.submodules.dispatcher = Dispatcher(tokens, candidates, lay.d_model, self._pru)
+        # the EMA's commands: the host's EMA words (source 0), the DCU's (source 1) and with a
+        # PRU its fetch words (source 2), a whole command at a time, then to the EMA and the
+        # feeder's job queue
         if self._pru is None:
-            max_uses, sources = 1, 1
+            max_uses = 1
         else:
             p = self._pru
             pru = m.submodules.pru = Pru(p)
             uses = m.submodules.uses = UseCounter(p.route_layout, n_experts=p.n_experts,
                                                   chunk=p.chunk, candidates=candidates,
                                                   length_bits=p.length_bits)
-            max_uses, sources = uses.max_uses, 2
-        merge = m.submodules.merge = CommandMerge(g, sources, max_uses)
-        jobs = m.submodules.jobs = StreamFIFO(merge.jobs.payload.shape(), JOB_QUEUE_DEPTH)
+            max_uses = uses.max_uses
+        merge = m.submodules.merge = CommandMerge(g, sources=2 if self._pru is None else 3)
+        fork = m.submodules.fork = CommandFork()
+        jobs = m.submodules.jobs = StreamFIFO(job_layout(max_uses), JOB_QUEUE_DEPTH)
         done = m.submodules.done = StreamFIFO(ema.done.payload.shape(), DONE_QUEUE_DEPTH)
         walker = m.submodules.walker = MaskWalker(g)
         locator = m.submodules.locator = Locator(g)
         reader = m.submodules.reader = LineReader(g, ema.buffer_banks)
         router = m.submodules.router = Router(g, lay.d_model, lay.expert_ffn)
         regs = m.submodules.registers = TopRegisters()
+        dcu = m.submodules.dcu = self._dcu
 
         connect(m, flipped(self.cmd), disp.cmd)
-        host = merge.sources[0]
-        m.d.comb += [host.valid.eq(disp.ema.valid), host.payload.cmd.eq(disp.ema.payload),
-                     disp.ema.ready.eq(host.ready)]
-        connect(m, merge.ema, ema.cmd)
-        connect(m, merge.jobs, jobs.w)
+        connect(m, disp.ema, merge.inputs[0])
+        connect(m, dcu.cmd, merge.inputs[1])
+        connect(m, merge.cmd, fork.cmd)
+        connect(m, fork.ema, ema.cmd)
+        # the job queue keeps each word's uses: the PRU's (source 2) from the UseCounter, the
+        # fork passing the merge's word the cycle the merge grants it
+        m.d.comb += [jobs.w.valid.eq(fork.jobs.valid), jobs.w.payload.cmd.eq(fork.jobs.payload),
+                     fork.jobs.ready.eq(jobs.w.ready)]
         connect(m, ema.done, done.w)
         again = Signal()
         if self._pru is None:
@@ -154,7 +183,12 @@ class AcceleratorTop(wiring.Component):
             connect(m, pru.o_route, uses.i_route)
             connect(m, uses.o_route, flipped(self.route))
             connect(m, pru.o_ema, uses.i_cmd)
-            connect(m, uses.o_cmd, merge.sources[1])
+            source = merge.inputs[2]
+            m.d.comb += [source.valid.eq(uses.o_cmd.valid),
+                         source.payload.eq(uses.o_cmd.payload.cmd),
+                         uses.o_cmd.ready.eq(source.ready)]
+            with m.If(merge.grant == 2):
+                m.d.comb += jobs.w.payload.uses.eq(uses.o_cmd.payload.uses)
             replayer = m.submodules.replayer = Replayer(g, max_uses)
             connect(m, jobs.r, replayer.jobs_in)
             connect(m, done.r, replayer.done_in)
@@ -171,10 +205,52 @@ class AcceleratorTop(wiring.Component):
                          reader.buf[b].data.eq(ema.buf_rd[b].data)]
         for name in ("gate_up", "gate_up_scales", "down", "down_scales"):
             connect(m, getattr(router, name), getattr(engine, name))
-        for name in ("cand", "x", "flush"):
+        for name in ("x", "flush"):
             connect(m, getattr(disp, name), getattr(engine, name))
-        for name in ("hidden", "hidden_scale", "expert_out", "moe_out"):
+        for name in ("expert_out", "moe_out"):
             connect(m, getattr(engine, name), flipped(getattr(self, name)))
+
+        # the DCU path (feedback.py): the host's route and data beats queue for the DCU (a
+        # GATE_UP job's whole route and data fit); the candidates' routing weights and flags
+        # queue for the hidden scales and values, which go to the host and, for a feedback
+        # group, to the DOWN job as its entries and packed data
+        d_words, f_words = (-(-c // LANES) for c in (lay.d_model, lay.expert_ffn))
+        route_q = m.submodules.route_queue = StreamFIFO(route_item_layout,
+                                                        1 + d_words + candidates)
+        data_q = m.submodules.data_queue = StreamFIFO(data_item_layout, candidates * d_words)
+        held = GROUPS_HELD * candidates
+        weights_q = m.submodules.weight_queue = StreamFIFO(weight_record_layout, held)
+        marks_q = m.submodules.mark_queue = StreamFIFO(mark_layout, held)
+        entries_q = m.submodules.entry_queue = StreamFIFO(dcu_entry_layout, held)
+        packed_q = m.submodules.packed_queue = StreamFIFO(data_item_layout, candidates * f_words)
+        order_q = m.submodules.order_queue = StreamFIFO(order_layout, ORDER_QUEUE_DEPTH)
+        tap = m.submodules.cand_tap = CandidateTap(tokens)
+        scales = m.submodules.scale_tap = ScaleTap(candidates)
+        packer = m.submodules.packer = HiddenPacker(candidates, lay.expert_ffn)
+        down = m.submodules.down_jobs = DownJobs()
+        mux = m.submodules.data_mux = DataMux()
+        connect(m, disp.cand, tap.cand)
+        connect(m, tap.engine, engine.cand)
+        connect(m, tap.weights, weights_q.w)
+        connect(m, tap.marks, marks_q.w)
+        connect(m, engine.hidden_scale, scales.scale)
+        connect(m, weights_q.r, scales.weights)
+        connect(m, scales.host, flipped(self.hidden_scale))
+        connect(m, scales.entries, entries_q.w)
+        connect(m, engine.hidden, packer.hidden)
+        connect(m, marks_q.r, packer.marks)
+        connect(m, packer.host, flipped(self.hidden))
+        connect(m, packer.beats, packed_q.w)
+        connect(m, disp.route, route_q.w)
+        connect(m, route_q.r, down.route)
+        connect(m, entries_q.r, down.entries)
+        connect(m, down.dcu, dcu.route)
+        connect(m, down.order, order_q.w)
+        connect(m, order_q.r, mux.order)
+        connect(m, disp.data, data_q.w)
+        connect(m, data_q.r, mux.host)
+        connect(m, packed_q.r, mux.hidden)
+        connect(m, mux.dcu, dcu.data)
         forward(m, self.m_axi, ema.m_axi)
         m.d.comb += [regs.csr.addr.eq(self.csr.addr), self.csr.data.eq(regs.csr.data)]
         connect(m, regs.ema, ema.csr)
@@ -184,10 +260,9 @@ class AcceleratorTop(wiring.Component):
         # word, right after it walked the pair's last item, which reaches the router (and ends
         # the DOWN) cycles later: the count does not touch 0 between a pair's walks
         pending = Signal(range(JOB_QUEUE_DEPTH + DONE_QUEUE_DEPTH + 8 + 2 * max_uses))
-        issued = merge.jobs.valid & merge.jobs.ready & \
-            (merge.jobs.payload.cmd.op == EmaOp.DESCRIPTOR)
+        issued = fork.jobs.valid & fork.jobs.ready & (fork.jobs.payload.op == EmaOp.DESCRIPTOR)
         m.d.sync += pending.eq(pending + issued + (again << 1) - router.ended)
-        m.d.comb += merge.step_clear.eq(pending == 0)
+        m.d.comb += fork.step_clear.eq(pending == 0)
 
         # a group is in the engine from its last candidate to its last expert output; the
         # engine holds up to three groups (hw/engine/engine.py, GROUP_QUEUE) and one more may
@@ -208,12 +283,22 @@ class AcceleratorTop(wiring.Component):
         with m.If(engine.x.valid & engine.x.ready & engine.x.payload.last):
             m.d.sync += loaded.eq(1)
         in_group = in_flight != 0
-        wait = Signal()
-        # the feeder waits for a completion a group in flight needs: memory, not compute
-        m.d.comb += wait.eq(in_group & loaded & walker.awaiting & (owed != 0))
+        wait, starved = Signal(), Signal()
+        # the feeder waits for a completion a group in flight needs: memory, not compute; or
+        # for the descriptor itself (the DCU has not made it yet)
+        m.d.comb += [wait.eq(in_group & loaded & walker.awaiting & (owed != 0)),
+                     starved.eq(in_group & loaded & walker.hungry & (owed != 0))]
         feeding = locator.lines.valid | reader.words.valid | walker.channels.valid
-        m.d.comb += [regs.busy.eq((pending != 0) | in_group | feeding),
-                     regs.memory_wait.eq(wait), regs.compute.eq(in_group & ~wait),
+        # DCU jobs started and not yet out as a descriptor (each job gives exactly one)
+        selecting = Signal(range(2 * ORDER_QUEUE_DEPTH + 1))
+        made = dcu.cmd.valid & dcu.cmd.ready & (dcu.cmd.payload.op == EmaOp.DESCRIPTOR)
+        m.d.sync += selecting.eq(selecting + down.job - made)
+        deciding = (selecting != 0) | route_q.r.valid
+        m.d.comb += [regs.busy.eq((pending != 0) | in_group | feeding | deciding),
+                     regs.memory_wait.eq(wait), regs.descriptor_wait.eq(starved),
+                     regs.compute.eq(in_group & ~wait & ~starved),
+                     regs.dcu_job.eq(down.job),
+                     regs.feedback_wait.eq((down.waiting & dcu.route.ready) | mux.waiting),
                      regs.group.eq(group_start), regs.matrix.eq(router.ended),
                      regs.word.eq(router.moved), regs.fault.eq(walker.fault),
                      regs.fault_status.eq(walker.fault_status),

@@ -1,0 +1,230 @@
+"""The DCU's jobs in the top: the host's GATE_UP jobs, and DOWN jobs completed in hardware from
+the engine's outputs (docs/blocks/top.md, "The DCU path").
+
+A DOWN job's selection is on the hidden vectors the engine computes on the GATE_UP channels the
+DCU chose, so only the top has them. The host sends the DOWN job's header and prune words (what
+only it knows); the top adds the entries (each candidate's hidden scale and routing weight) and
+the data (the hidden values, 32 per beat per candidate):
+
+- `CandidateTap`: each candidate to the engine, and its routing weight and feedback flag to two
+  queues, one read per hidden scale, one per candidate's hidden vector;
+- `ScaleTap`: the engine's hidden scales to the host, and for a feedback group each with its
+  candidate's routing weight as a DCU entry;
+- `HiddenPacker`: the engine's hidden values to the host, and for a feedback group packed 32 per
+  beat per candidate into DCU data beats (`last` on the group's last);
+- `DownJobs`: the host's route beats to the DCU in their order; after a DOWN job's header and
+  prune words, the group's `count` entries; the matrix of each job to the `DataMux`;
+- `DataMux`: the DCU's data beats, each job's from its source (GATE_UP: the host's DATA beats;
+  DOWN: the packed hidden values), in the jobs' order.
+
+Every part is a fork or a join of streams with one item per cycle and no state but a counter or
+a beat register; a DOWN job waits only for its own group's outputs, which need nothing the host
+sends after that group's CAND and X beats (docs/blocks/top.md, "The DCU path").
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ...contracts.dcu import E_BITS, LANES, dcu_data_layout, dcu_entry_layout, dcu_route_layout
+from ...contracts.weight_layout import Matrix
+from ..engine.layouts import WEIGHT_BITS, act_layout, cand_layout, hidden_scale_layout
+from .layouts import cand_item_layout, data_item_layout, route_item_layout
+
+__all__ = ["weight_record_layout", "mark_layout", "order_layout", "CandidateTap", "ScaleTap",
+           "HiddenPacker", "DownJobs", "DataMux"]
+
+#: a candidate's routing weight, and whether the DCU makes its group's DOWN job
+weight_record_layout = data.StructLayout({"g": WEIGHT_BITS, "feedback": 1})
+#: whether a candidate's hidden values go to the DCU
+mark_layout = data.StructLayout({"feedback": 1})
+#: the matrix of a DCU job, in the order the jobs enter the DCU
+order_layout = data.StructLayout({"matrix": 1})
+
+
+class CandidateTap(wiring.Component):
+    """Each candidate to `engine`, its routing weight and flag to `weights` and its flag to
+    `marks`, all three at once (each `valid` waits for the other two's `ready`)."""
+
+    def __init__(self, tokens: int):
+        super().__init__({
+            "cand": In(stream.Signature(cand_item_layout(tokens))),
+            "engine": Out(stream.Signature(cand_layout(tokens))),
+            "weights": Out(stream.Signature(weight_record_layout)),
+            "marks": Out(stream.Signature(mark_layout)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        item = self.cand.payload
+        outs = (self.engine, self.weights, self.marks)
+        m.d.comb += [self.engine.payload.eq(item.cand), self.weights.payload.g.eq(item.cand.weight),
+                     self.weights.payload.feedback.eq(item.feedback),
+                     self.marks.payload.feedback.eq(item.feedback),
+                     self.cand.ready.eq(outs[0].ready & outs[1].ready & outs[2].ready)]
+        for i, port in enumerate(outs):
+            others = [o.ready for j, o in enumerate(outs) if j != i]
+            m.d.comb += port.valid.eq(self.cand.valid & others[0] & others[1])
+        return m
+
+
+class ScaleTap(wiring.Component):
+    """Each hidden scale to `host`, with one `weights` record; when the record's flag is set,
+    also a DCU entry (m, e, the routing weight g) to `entries`. The DCU's exponent is 8 bits
+    (edgexpert.contracts.dcu): the engine's 16-bit hidden exponent is cut to its low 8, exact
+    for the contract's exponents (quantize_vec's hidden scales: 20..40 on the bundled model,
+    golden/dcu.py E_RANGE)."""
+
+    def __init__(self, candidates: int):
+        super().__init__({
+            "scale": In(stream.Signature(hidden_scale_layout(candidates))),
+            "weights": In(stream.Signature(weight_record_layout)),
+            "host": Out(stream.Signature(hidden_scale_layout(candidates))),
+            "entries": Out(stream.Signature(dcu_entry_layout)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        s, w = self.scale.payload, self.weights.payload
+        m.d.comb += [self.host.payload.eq(s), self.entries.payload.m.eq(s.scale.m),
+                     self.entries.payload.e.eq(s.scale.e.as_signed()[:E_BITS].as_signed()),
+                     self.entries.payload.g.eq(w.g)]
+        both = self.scale.valid & self.weights.valid
+        entry_ok = ~w.feedback | self.entries.ready
+        take = both & self.host.ready & entry_ok
+        m.d.comb += [self.host.valid.eq(both & entry_ok),
+                     self.entries.valid.eq(both & w.feedback & self.host.ready),
+                     self.scale.ready.eq(take), self.weights.ready.eq(take)]
+        return m
+
+
+class HiddenPacker(wiring.Component):
+    """Each hidden value to `host`; with its candidate's `marks` flag set, also into lane
+    channel % 32 of a beat register, offered on `beats` once the beat's last lane (or the
+    candidate's last channel) is in, `last` with the group's last value. One `marks` record is
+    read per candidate (with its last channel). A value that closes a beat may be taken in the
+    cycle the previous beat is, so the packer takes a value every cycle."""
+
+    def __init__(self, candidates: int, ffn: int):
+        self._ffn = ffn
+        super().__init__({
+            "hidden": In(stream.Signature(act_layout(candidates, ffn))),
+            "marks": In(stream.Signature(mark_layout)),
+            "host": Out(stream.Signature(act_layout(candidates, ffn))),
+            "beats": Out(stream.Signature(data_item_layout)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        h = self.hidden.payload
+        feedback = self.marks.payload.feedback
+        lanes = [Signal(signed(8), name=f"lane{i}") for i in range(LANES)]
+        full, last = Signal(), Signal()
+        lane = h.channel % LANES
+        closes = (lane == LANES - 1) | (h.channel == self._ffn - 1)
+        room = ~feedback | ~full | self.beats.ready
+        both = self.hidden.valid & self.marks.valid
+        take = both & self.host.ready & room
+        m.d.comb += [self.host.payload.eq(h), self.host.valid.eq(both & room),
+                     self.hidden.ready.eq(take),
+                     self.marks.ready.eq(take & (h.channel == self._ffn - 1)),
+                     self.beats.valid.eq(full), self.beats.payload.last.eq(last)]
+        for i, reg in enumerate(lanes):
+            m.d.comb += self.beats.payload.beat.lanes[i].eq(reg)
+        packing = take & feedback
+        with m.If(self.beats.valid & self.beats.ready):
+            m.d.sync += full.eq(0)
+        with m.If(packing):
+            with m.Switch(lane):
+                for i, reg in enumerate(lanes):
+                    with m.Case(i):
+                        m.d.sync += reg.eq(h.value)
+            with m.If(closes):
+                m.d.sync += [full.eq(1), last.eq(h.last)]
+        return m
+
+
+class DownJobs(wiring.Component):
+    """The host's route beats to the DCU's `route`, one job after the other in the host's order:
+    the header (its job's matrix to `order` at the same time), then the beats up to the host's
+    `last`; for a DOWN job then `count` entries from `entries`. `job` pulses with each header
+    taken; `waiting` is high while a DOWN job's next entry has not come (its group's hidden scale
+    is not out of the engine yet)."""
+
+    def __init__(self):
+        super().__init__({"route": In(stream.Signature(route_item_layout)),
+                          "entries": In(stream.Signature(dcu_entry_layout)),
+                          "dcu": Out(stream.Signature(dcu_route_layout)),
+                          "order": Out(stream.Signature(order_layout)),
+                          "job": Out(1), "waiting": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        beat = self.route.payload.beat
+        header = beat.header
+        matrix = Signal()
+        count = Signal.like(header.count)
+        k = Signal.like(header.count)
+        m.d.comb += self.order.payload.matrix.eq(header.matrix)
+
+        def next_after(last, is_down):
+            with m.If(last):
+                with m.If(is_down):
+                    m.next = "Entries"
+                with m.Else():
+                    m.next = "Header"
+
+        with m.FSM(name="jobs"):
+            with m.State("Header"):
+                m.d.comb += [self.dcu.payload.eq(beat),
+                             self.dcu.valid.eq(self.route.valid & self.order.ready),
+                             self.order.valid.eq(self.route.valid & self.dcu.ready),
+                             self.route.ready.eq(self.dcu.ready & self.order.ready)]
+                with m.If(self.route.valid & self.route.ready):
+                    m.d.comb += self.job.eq(1)
+                    m.d.sync += [matrix.eq(header.matrix), count.eq(header.count), k.eq(0)]
+                    m.next = "Body"
+                    next_after(self.route.payload.last, header.matrix == Matrix.DOWN)
+            with m.State("Body"):
+                m.d.comb += [self.dcu.payload.eq(beat), self.dcu.valid.eq(self.route.valid),
+                             self.route.ready.eq(self.dcu.ready)]
+                with m.If(self.route.valid & self.route.ready):
+                    next_after(self.route.payload.last, matrix == Matrix.DOWN)
+            with m.State("Entries"):
+                m.d.comb += [self.dcu.payload.entry.eq(self.entries.payload),
+                             self.dcu.valid.eq(self.entries.valid),
+                             self.entries.ready.eq(self.dcu.ready),
+                             self.waiting.eq(~self.entries.valid)]
+                with m.If(self.entries.valid & self.entries.ready):
+                    m.d.sync += k.eq(k + 1)
+                    with m.If(k == count - 1):
+                        m.next = "Header"
+        return m
+
+
+class DataMux(wiring.Component):
+    """The DCU's `data`: for each job in `order`, the beats of its source up to the one marked
+    `last` (GATE_UP: `host`, the host's DATA beats; DOWN: `hidden`, the packed hidden values).
+    `waiting` is high while a DOWN job's data is due and its next beat has not come."""
+
+    def __init__(self):
+        super().__init__({"order": In(stream.Signature(order_layout)),
+                          "host": In(stream.Signature(data_item_layout)),
+                          "hidden": In(stream.Signature(data_item_layout)),
+                          "dcu": Out(stream.Signature(dcu_data_layout)),
+                          "waiting": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        down = self.order.payload.matrix == Matrix.DOWN
+        for source, mine in ((self.host, ~down), (self.hidden, down)):
+            with m.If(self.order.valid & mine):
+                m.d.comb += [self.dcu.payload.eq(source.payload.beat),
+                             self.dcu.valid.eq(source.valid),
+                             source.ready.eq(self.dcu.ready),
+                             self.order.ready.eq(source.valid & self.dcu.ready
+                                                 & source.payload.last)]
+        m.d.comb += self.waiting.eq(self.order.valid & down & ~self.hidden.valid)
+        return m
