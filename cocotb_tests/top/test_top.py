@@ -1,8 +1,9 @@
 """pytest entry point of the accelerator top bench: golden trace rows on both simulators; the
 whole decode step on Verilator as a benchmark. The top with its PRU on a prefill chunk: in CI
-the chunk's first 8 tokens in layer 0 under random pauses on Icarus (88 s with the DCU; the Verilator
-build of the top with its PRU alone takes 80-105 s on the shared cores), and as a benchmark the
-whole 16-token chunk in every layer (Verilator, both pause modes; Icarus without pauses)."""
+the chunk's first 8 tokens in layer 0 under random pauses on Icarus (88 s with the DCU in the
+top; the Verilator build of the top with its PRU alone takes 80-105 s on the shared cores), and
+as a benchmark the whole 16-token chunk in every layer (Verilator, both pause modes; Icarus
+without pauses)."""
 
 from pathlib import Path
 
