@@ -126,7 +126,8 @@ def build_prefill_trace(engine, encoder, policies: PolicyConfig, prompts: list[l
 _MOE_KEYS = {"x_q": lambda d: d["x8"], "x_m": lambda d: d["x_scale"].m,
              "x_e": lambda d: d["x_scale"].e, "hidden_q": lambda d: d["hidden_q"],
              "hidden_m": lambda d: d["hidden_scale"].m, "hidden_e": lambda d: d["hidden_scale"].e,
-             "expert_out_q16": lambda d: d["expert_out_q16"], "moe_out_q16": lambda d: d["moe_out_q16"]}
+             "expert_out_q16": lambda d: d["expert_out_q16"],
+             "moe_out_q16": lambda d: d["moe_out_q16"]}
 
 
 def synthetic_prefill_trace(model: ModelConfig, settings: dict, prompts: list[tuple],

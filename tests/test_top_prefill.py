@@ -1,12 +1,12 @@
 # amaranth: UnusedElaboratable=no
 """The top's `UseCounter` (hw/top/prefill.py) in Amaranth's simulator against a model of its
 contract: layers of `length` tokens cut into chunks of `chunk`, each token routed to 1..K
-distinct experts (often from a few popular ones, so counts reach the chunk); the PRU's fetch words per chunk (a NEW_STEP, then per expert of the
-chunk, ascending, a GATE_UP and a DOWN descriptor with their mask words) must leave with
-uses = ceil(tokens of the expert in the chunk / candidates) on the GATE_UP, 0 elsewhere, and
-the routes unchanged and in order. The fetch words are offered from the start (before their
-chunk's routes), so a descriptor let through early gets a wrong count; random pauses on all
-four streams."""
+distinct experts (often from a few popular ones, so counts reach the chunk); the PRU's fetch
+words per chunk (a NEW_STEP, then per expert of the chunk, ascending, a GATE_UP and a DOWN
+descriptor with their mask words) must leave with uses = ceil(tokens of the expert in the
+chunk / candidates) on the GATE_UP, 0 elsewhere, and the routes unchanged and in order. The
+fetch words are offered from the start (before their chunk's routes), so a descriptor let
+through early gets a wrong count; random pauses on all four streams."""
 
 import math
 import random

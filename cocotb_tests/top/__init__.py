@@ -144,7 +144,8 @@ def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 2026
     params = {**hw, "pru": dataclasses.asdict(hw["pru"]), "trace": str(trace_file),
               "image": engine_vectors()["image"], "latency": LATENCY}
     return run_cocotb(top, toplevel="accelerator_top", test_module=PREFILL_MODULE,
-                      case=f"prefill-{case}-{hw['pru'].n_layers}-{tokens}", params=params, simulator=simulator, seed=seed,
+                      case=f"prefill-{case}-{hw['pru'].n_layers}-{tokens}", params=params,
+                      simulator=simulator, seed=seed,
                       waves=waves, test_filter=test_filter)
 
 

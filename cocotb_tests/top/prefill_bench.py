@@ -164,7 +164,8 @@ async def prefill_chunk(dut, mode: str):
         f"{fetched} experts, two descriptors each"
     fetched_bytes = await read_csr(dut, int(EmaCsr.BYTES))
     assert fetched_bytes == fetched * LAYOUT.expert_fetch_bytes, \
-        f"EMA bytes {fetched_bytes}: {fetched} whole experts are {fetched * LAYOUT.expert_fetch_bytes}"
+        f"EMA bytes {fetched_bytes}: {fetched} whole experts are " \
+        f"{fetched * LAYOUT.expert_fetch_bytes}"
     groups_counted = await read_csr(dut, int(TopCsr.GROUPS))
     matrices = await read_csr(dut, int(TopCsr.MATRICES))
     assert groups_counted == groups_total and matrices == 2 * groups_total, \
