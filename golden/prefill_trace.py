@@ -4,8 +4,11 @@ integer path, per prompt token and layer, in the PRU's integer contract (golden.
 `build_prefill_trace` runs the integer model's prefill pass over each prompt with the encoder's
 classes and `golden.pru.route_layer`, and checks that the model's own routing weights are
 `golden.pru.routing_weights` of its logits (the contract the PRU RTL is checked against).
+It also keeps the MoE layer the routes give on the integer path (the MoE input x_q with its
+scale, each chosen expert's hidden vector and output, the weighted sum): what the top's prefill
+bench feeds the engine and checks its outputs against.
 `synthetic_prefill_trace` routes given scores and logits without a model: the bench's corner
-cases (one token, all major, all trivial, tied logits).
+cases (one token, all major, all trivial, tied logits); its MoE arrays are zeros.
 """
 
 from __future__ import annotations
@@ -36,9 +39,14 @@ def prefill_settings(policies: PolicyConfig) -> dict:
             "budget_trivial": policies.prefill_budget_trivial, "chunk": policies.prefill_chunk}
 
 
+#: the token arrays of the MoE layer on the integer path (zeros without a model)
+MOE_ARRAYS = ("x_q", "x_m", "x_e", "hidden_q", "hidden_m", "hidden_e", "expert_out_q16",
+              "moe_out_q16")
+
+
 def _assemble(model: ModelConfig, settings: dict, prompts: list[dict], source: dict) -> PrefillTrace:
     """prompts: per prompt `token`, `score_q16` [T], `logits_q16` [T, L, E], `experts` and
-    `weights_q16` [T, L, K] (integer tensors)."""
+    `weights_q16` [T, L, K] and the `MOE_ARRAYS` (integer tensors, [T, L, ...])."""
     tokens: dict[str, list] = {name: [] for name in TOKEN_ARRAYS}
     fetches: dict[str, list] = {name: [] for name in FETCH_ARRAYS}
     for p, rec in enumerate(prompts):
@@ -48,7 +56,7 @@ def _assemble(model: ModelConfig, settings: dict, prompts: list[dict], source: d
         tokens["tok_prompt"].append(np.full(t, p))
         tokens["tok_index"].append(np.arange(t))
         tokens["token_class"].append(classes.numpy())
-        for name in ("token", "score_q16", "logits_q16", "experts", "weights_q16"):
+        for name in ("token", "score_q16", "logits_q16", "experts", "weights_q16") + MOE_ARRAYS:
             tokens[name].append(np.asarray(rec[name]))
         for layer in range(model.n_layers):
             chunks = pru.chunk_fetches(rec["experts"][:, layer], settings["chunk"])
@@ -107,9 +115,19 @@ def build_prefill_trace(engine, encoder, policies: PolicyConfig, prompts: list[l
             if not torch.equal(weights[:, layer], pru.routing_weights(z[:, layer], experts[:, layer])):
                 raise PrefillTraceError(f"layer {layer}: the integer model's routing weights are "
                                         "not golden.pru.routing_weights of its logits")
+        moe = {name: torch.stack([key(t.int_data) for t in traces], 1)
+               for name, key in _MOE_KEYS.items()}
         records.append({"token": body, "score_q16": scores, "logits_q16": z, "experts": experts,
-                        "weights_q16": weights})
+                        "weights_q16": weights, **moe})
     return _assemble(cfg, settings, records, source)
+
+
+#: each MOE_ARRAYS entry from a layer trace's `int_data` (golden.int_model.IntModel.step)
+_MOE_KEYS = {"x_q": lambda d: d["x8"], "x_m": lambda d: d["x_scale"].m,
+             "x_e": lambda d: d["x_scale"].e, "hidden_q": lambda d: d["hidden_q"],
+             "hidden_m": lambda d: d["hidden_scale"].m, "hidden_e": lambda d: d["hidden_scale"].e,
+             "expert_out_q16": lambda d: d["expert_out_q16"],
+             "moe_out_q16": lambda d: d["moe_out_q16"]}
 
 
 def synthetic_prefill_trace(model: ModelConfig, settings: dict, prompts: list[tuple],
@@ -125,6 +143,12 @@ def synthetic_prefill_trace(model: ModelConfig, settings: dict, prompts: list[tu
                                for layer in range(model.n_layers)], 1)
         weights = torch.stack([pru.routing_weights(z[:, layer], experts[:, layer])
                                for layer in range(model.n_layers)], 1)
-        records.append({"token": torch.zeros(len(scores), dtype=torch.long), "score_q16": scores,
-                        "logits_q16": z, "experts": experts, "weights_q16": weights})
+        t, l_n, k, d, f = len(scores), model.n_layers, model.top_k, model.d_model, model.expert_ffn
+        shapes = {"x_q": (t, l_n, d), "x_m": (t, l_n), "x_e": (t, l_n), "hidden_q": (t, l_n, k, f),
+                  "hidden_m": (t, l_n, k), "hidden_e": (t, l_n, k),
+                  "expert_out_q16": (t, l_n, k, d), "moe_out_q16": (t, l_n, d)}
+        records.append({"token": torch.zeros(t, dtype=torch.long), "score_q16": scores,
+                        "logits_q16": z, "experts": experts, "weights_q16": weights,
+                        **{name: torch.zeros(shape, dtype=torch.long)
+                           for name, shape in shapes.items()}})
     return _assemble(model, settings, records, source)

@@ -51,6 +51,27 @@ def test_bundled_trace_reads_back_and_routes_by_the_contract(bundled_trace):
     assert np.flatnonzero(first).tolist() == sorted(set(rows[rows >= 0].tolist()))
 
 
+def test_bundled_trace_moe_layer_matches_an_independent_reference(bundled_trace):
+    """The MoE arrays (version 2) equal whole experts recomputed from golden intops on the
+    trace's own inputs and routes (cocotb_tests/top/reference.py), not the model's code path;
+    a changed input changes the reference, so the comparison can fail."""
+    from cocotb_tests.top.reference import prefill_outputs
+
+    trace = read_prefill_trace(bundled_trace)
+    assert trace.header["version"] == 2
+    want = prefill_outputs(trace)
+    for name, values in want.items():
+        assert np.array_equal(values, trace[name]), name
+    # routed experts only: an unused slot (-1, trivial tokens' 4th) has zero outputs
+    unused = trace["experts"] < 0
+    assert unused.any() and not trace["expert_out_q16"][unused].any()
+    assert trace["moe_out_q16"].any() and (np.abs(trace["x_q"]).max() == 127)
+    bad = dict(trace.arrays, x_q=trace["x_q"].copy())
+    bad["x_q"][0, 0, :8] = -bad["x_q"][0, 0, :8]
+    moved = prefill_outputs(type(trace)(trace.header, bad))["moe_out_q16"]
+    assert not np.array_equal(moved[0, 0], trace["moe_out_q16"][0, 0])
+
+
 def test_trace_with_the_integer_encoder_takes_its_scores(tmp_path):
     """policies.prefill_encoder=int: the scores are the integer encoder's, the source says so."""
     from edgexpert.golden.checkpoint import load_checkpoint
@@ -83,9 +104,17 @@ def test_reader_names_what_is_wrong(bundled_trace, tmp_path):
     path = write_prefill_trace(type(trace)(trace.header, bad), tmp_path / "b.npz")
     with pytest.raises(PrefillTraceError, match="'experts' is int32.*accepted int16"):
         read_prefill_trace(path)
-    path = write_prefill_trace(type(trace)({**trace.header, "version": 9}, trace.arrays),
+    path = write_prefill_trace(type(trace)({**trace.header, "version": 1}, trace.arrays),
                                tmp_path / "c.npz")
-    with pytest.raises(PrefillTraceError, match="accepted 'edgexpert-prefill-trace' version 1"):
+    with pytest.raises(PrefillTraceError, match="accepted 'edgexpert-prefill-trace' version 2"):
+        read_prefill_trace(path)
+    bad = dict(trace.arrays, x_q=np.full_like(trace["x_q"], -128))
+    path = write_prefill_trace(type(trace)(trace.header, bad), tmp_path / "d.npz")
+    with pytest.raises(PrefillTraceError, match="'x_q' holds -128..-128: accepted -127..127"):
+        read_prefill_trace(path)
+    bad = dict(trace.arrays, moe_out_q16=trace["moe_out_q16"][:, :1])
+    path = write_prefill_trace(type(trace)(trace.header, bad), tmp_path / "e.npz")
+    with pytest.raises(PrefillTraceError, match=r"'moe_out_q16' is int32\[78, 1, 192\]"):
         read_prefill_trace(path)
 
 
@@ -98,3 +127,5 @@ def test_synthetic_trace_routes_all_major_prompts_natively(tmp_path):
     read = read_prefill_trace(write_prefill_trace(trace, tmp_path / "s.npz"))
     assert (read["token_class"] == 0).all()
     assert read["experts"][:, 1].tolist() == pru.native_top_k(z[:, 1], model.top_k).tolist()
+    assert read["moe_out_q16"].shape == (5, model.n_layers, model.d_model)
+    assert not read["moe_out_q16"].any() and not read["x_q"].any()

@@ -1,9 +1,14 @@
+# amaranth: UnusedElaboratable=no
 """The top's feeder (hw/top/feeder.py: MaskWalker, Locator, LineReader) in Amaranth's simulator
 against a model written from the EMA's contract: per descriptor, its scale block's lines and
 then each selected channel's column lines, lowest channel first, read where the location table
 says, from the line's bank; `last` and `end` where the contract puts them. Random masks (empty
 words, runs across word boundaries, bit 31, a single channel), random locations and buffer
 contents, and random pauses on both ends.
+
+The `Replayer` in front of the same chain: descriptor pairs (GATE_UP, DOWN) with `uses` 1..4
+among single descriptors; the model: a pair's words `uses` times over, from one set of command
+words and completions.
 
 The cocotb bench (cocotb_tests/top/) runs the whole top on real decode steps.
 """
@@ -20,8 +25,8 @@ from edgexpert.contracts.ema import (MASK_BITS, EmaOp, EmaStatus, ema_command_la
                                      ema_completion_layout)
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.hw.ema import EmaGeometry
-from edgexpert.hw.top import LineReader, Locator, MaskWalker
-from edgexpert.hw.top.layouts import word_layout
+from edgexpert.hw.top import LineReader, Locator, MaskWalker, Replayer
+from edgexpert.hw.top.layouts import job_layout, word_layout
 
 #: a layout whose GATE_UP has 40 input channels (two mask words, the second partly used) and a
 #: 64-bit bus: a GATE_UP column (2 x 8 int4) is 1 beat, a DOWN column (40 int4) 3 beats
@@ -51,9 +56,10 @@ class Chain(wiring.Component):
         return m
 
 
-def _job(rng: random.Random, g: EmaGeometry, slot: int, lines: dict, buffer: dict):
+def _job(rng: random.Random, g: EmaGeometry, slot: int, lines: dict, buffer: dict,
+         matrix: Matrix | None = None):
     """One descriptor: its command words, its completion and the words it must produce."""
-    matrix = rng.choice(list(Matrix))
+    matrix = rng.choice(list(Matrix)) if matrix is None else matrix
     n = LAYOUT.in_channels(matrix)
     kind = rng.choice(["random", "one", "run", "all"])
     if kind == "one":
@@ -99,17 +105,29 @@ def test_feeder_reads_each_selected_column_where_the_location_table_says(seed):
         jobs.extend(words)
         dones.append(done)
         want += expected
-    got = []
+    got, _ = _run(dut, rng, jobs, dones, lines, buffer, len(want))
+    assert len(got) == len(want), f"{len(got)} words for {len(want)}"
+    for i, (g_, w) in enumerate(zip(got, want)):
+        assert g_ == w, f"word {i}: {g_} != {w}"
+
+
+def _run(dut, rng, jobs: deque, dones: deque, lines: dict, buffer: dict, n_want: int):
+    """Plays `jobs` (command words) and `dones` (completions) into `dut` with random pauses on
+    every stream, answering its read ports from `lines` and `buffer`; returns the words out
+    and the cycles `dut.again` was high (0 without it)."""
+    got, again = [], 0
     word_layout = dut.words.payload.shape()
+    chain = getattr(dut, "chain", dut)
 
     async def tb(ctx):
+        nonlocal again
         loc_addr = 0
         rows = [0] * BANKS
-        for _ in range(20_000):
+        for _ in range(40_000):
             # the read ports answer the address of the cycle before
-            ctx.set(dut.locator.loc.data, lines.get(loc_addr, 0))
+            ctx.set(chain.locator.loc.data, lines.get(loc_addr, 0))
             for b in range(BANKS):
-                ctx.set(dut.reader.buf[b].data, buffer.get(rows[b] * BANKS + b, 0))
+                ctx.set(chain.reader.buf[b].data, buffer.get(rows[b] * BANKS + b, 0))
             ctx.set(dut.jobs.valid, bool(jobs) and rng.random() < 0.7)
             if jobs:
                 ctx.set(dut.jobs.payload.as_value(), jobs[0])
@@ -125,16 +143,89 @@ def test_feeder_reads_each_selected_column_where_the_location_table_says(seed):
                 bits = ctx.get(dut.words.payload.as_value())
                 got.append({name: (bits >> f.offset) & ((1 << f.width) - 1)
                             for name, f in word_layout})
-            loc_addr = ctx.get(dut.locator.loc.addr)
-            rows = [ctx.get(dut.reader.buf[b].addr) for b in range(BANKS)]
+            if dut is not chain:
+                again += ctx.get(dut.replayer.again)
+            loc_addr = ctx.get(chain.locator.loc.addr)
+            rows = [ctx.get(chain.reader.buf[b].addr) for b in range(BANKS)]
             await ctx.tick()
-            if len(got) == len(want) and not jobs:
+            if len(got) >= n_want and not jobs and not dones:
+                # a few more cycles: nothing more may come out
+                for _ in range(50):
+                    ctx.set(dut.words.ready, 1)
+                    if ctx.get(dut.words.valid):
+                        got.append("extra word")
+                    await ctx.tick()
                 break
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
+    return got, again
+
+
+MAX_USES = 4
+
+
+class ReplayChain(wiring.Component):
+    """Replayer -> Chain."""
+
+    def __init__(self, g: EmaGeometry):
+        self.replayer, self.chain = Replayer(g, MAX_USES), Chain(g)
+        super().__init__({
+            "jobs": wiring.In(stream.Signature(job_layout(MAX_USES))),
+            "done": wiring.In(stream.Signature(ema_completion_layout)),
+            "words": wiring.Out(stream.Signature(word_layout(g.max_in_channels, g.data_width)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.replayer, m.submodules.chain = self.replayer, self.chain
+        wiring.connect(m, wiring.flipped(self.jobs), self.replayer.jobs_in)
+        wiring.connect(m, wiring.flipped(self.done), self.replayer.done_in)
+        wiring.connect(m, self.replayer.jobs, self.chain.jobs)
+        wiring.connect(m, self.replayer.done, self.chain.done)
+        wiring.connect(m, self.chain.words, wiring.flipped(self.words))
+        return m
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_replayer_walks_each_pair_once_per_use(seed):
+    """Pairs with uses 1..MAX_USES (each count at least once) between single descriptors; the
+    `uses` of a recorded pair's DOWN (any) and of a single descriptor (0 or 1) must not matter."""
+    rng = random.Random(seed)
+    g = EmaGeometry(LAYOUT, 64, 4096, 4)
+    dut = ReplayChain(g)
+    cmd_bits = ema_command_layout.size
+    lines, buffer = {}, {}
+    jobs, dones, want = deque(), deque(), []
+    slot = 0
+    counts = list(range(1, MAX_USES + 1)) + [rng.randint(1, MAX_USES) for _ in range(4)]
+    rng.shuffle(counts)
+    for uses in counts:
+        if rng.random() < 0.5:      # a single descriptor (a host's), walked once
+            words, done, expected = _job(rng, g, slot % g.slots, lines, buffer)
+            jobs.extend([words[0] | rng.choice([0, 1]) << cmd_bits] + words[1:])
+            dones.append(done)
+            want += expected
+            slot += 1
+        pair = []
+        for matrix in (Matrix.GATE_UP, Matrix.DOWN):
+            words, done, expected = _job(rng, g, slot % g.slots, lines, buffer, matrix)
+            # a pair's DOWN is recorded whatever its uses; a pair walked once is two singles
+            first = uses if matrix == Matrix.GATE_UP else \
+                rng.randint(0, MAX_USES) if uses > 1 else rng.randint(0, 1)
+            jobs.extend([words[0] | first << cmd_bits] + words[1:])
+            dones.append(done)
+            pair += expected
+            slot += 1
+        want += pair * uses
+    got, again = _run(dut, rng, jobs, dones, lines, buffer, len(want))
     assert len(got) == len(want), f"{len(got)} words for {len(want)}"
     for i, (g_, w) in enumerate(zip(got, want)):
         assert g_ == w, f"word {i}: {g_} != {w}"
+    assert again == sum(u - 1 for u in counts)
+
+
+def test_replayer_refuses_no_uses():
+    with pytest.raises(ValueError, match="max_uses is 0: accepted 1 or more"):
+        Replayer(EmaGeometry(LAYOUT, 64, 4096, 4), 0)

@@ -20,10 +20,12 @@ from edgexpert.contracts.trace import read_trace
 from edgexpert.hw.top import AcceleratorTop, top_parameters
 from edgexpert.sim.runner import SimResult, run_cocotb
 
-__all__ = ["BENCH_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware", "prepare_masked",
-           "bench_tests", "run_bench", "by_kind", "cycle_file"]
+__all__ = ["BENCH_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
+           "prepare_masked", "bench_tests", "run_bench", "prefill_hardware", "run_prefill",
+           "prefill_cycles", "by_kind", "cycle_file"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
+PREFILL_MODULE = "edgexpert.cocotb_tests.top.prefill_bench"
 
 #: hardware sets besides "bundled" (the configuration's: 256 KiB buffer, 48 outstanding, 32
 #: slots; the benchmark's). `ci`: the bundled engine (4 candidates, 64 lanes, 8 token slots)
@@ -95,6 +97,59 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
                       progress_total=progress_total)
 
 
+def prefill_hardware(case: str, trace) -> dict:
+    """The top with its PRU for the prefill bench: the hardware set's EMA and engine with one
+    token slot per token of a chunk (`policies.prefill_chunk` = 16: the engine takes `tokens`
+    as a parameter, so a chunk's MoE sums are all in the engine at once rather than split
+    over two batches), and the PRU of the trace's model and settings (the registry's
+    parameters, cocotb_tests/pru/vectors.py) with EMA steps sized for this EMA."""
+    import dataclasses
+
+    from edgexpert.cocotb_tests.pru import LANES, MAX_TOKENS
+    from edgexpert.cocotb_tests.pru.vectors import pru_params
+    from edgexpert.golden.pru import experts_per_step
+
+    hw = dict(hardware(case))
+    ema = hw["ema"]
+    per_step = experts_per_step(trace.layout, ema["data_width"] // 8, ema["buffer_bytes"],
+                                ema["slots"])
+    pru = dataclasses.replace(pru_params(trace, MAX_TOKENS, LANES), experts_per_step=per_step)
+    return {**hw, "tokens": max(hw["tokens"], trace.prefill["chunk"]), "pru": pru}
+
+
+def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 20261129,
+                waves: bool | None = None, test_filter: str | None = None,
+                layers: int | None = None, tokens: int | None = None) -> SimResult:
+    """Run the prefill bench (prefill_bench.py): the first bundled prompt's first chunk
+    (`policies.prefill_chunk` tokens, or its first `tokens` of them) through its first `layers`
+    layers (default all), on the top with its PRU."""
+    import dataclasses
+
+    from edgexpert.cocotb_tests.engine import prepare_vectors as engine_vectors
+    from edgexpert.cocotb_tests.pru import bundled_prefill_trace
+    from edgexpert.contracts.prefill_trace import read_prefill_trace
+
+    chunk = load_config().policies.prefill_chunk
+    tokens = chunk if tokens is None else tokens
+    if not 1 <= tokens <= chunk:
+        raise ValueError(f"tokens is {tokens}: accepted 1..{chunk} (one chunk)")
+    trace_file = bundled_prefill_trace(build_root() / "bench" / "top" / f"prefill-{tokens}.npz",
+                                       1, tokens=tokens)
+    trace = read_prefill_trace(trace_file)
+    hw = prefill_hardware(case, trace)
+    if layers is not None:
+        if not 1 <= layers <= trace.model.n_layers:
+            raise ValueError(f"layers is {layers}: accepted 1..{trace.model.n_layers}")
+        hw["pru"] = dataclasses.replace(hw["pru"], n_layers=layers)
+    top = AcceleratorTop(trace.layout, **hw)
+    params = {**hw, "pru": dataclasses.asdict(hw["pru"]), "trace": str(trace_file),
+              "image": engine_vectors()["image"], "latency": LATENCY}
+    return run_cocotb(top, toplevel="accelerator_top", test_module=PREFILL_MODULE,
+                      case=f"prefill-{case}-{hw['pru'].n_layers}-{tokens}", params=params,
+                      simulator=simulator, seed=seed,
+                      waves=waves, test_filter=test_filter)
+
+
 #: the cycle file's format (docs/blocks/top.md, "Cycle file")
 CYCLES_FORMAT, CYCLES_VERSION = "edgexpert-top-cycles", 1
 
@@ -133,3 +188,18 @@ def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
             "by_kind": by_kind(test["passes"]), "passes": test["passes"]}
     return {"format": CYCLES_FORMAT, "version": CYCLES_VERSION, "hardware": hw,
             "latency_cycles": report["latency"], "seed": report["seed"], "runs": runs}
+
+
+def prefill_cycles(report: dict) -> dict:
+    """The cycle file's `prefill` entry from a prefill bench report: per pause mode, the chunk's
+    tokens, and per chunk-layer (mean over the layers) its cycles, the top's counters, the
+    experts fetched, the engine groups and the replays, and every layer's entry."""
+    out = {}
+    for name, test in sorted(report["tests"].items()):
+        layers = test["layers"]
+        mean = {f"{k}_per_layer": round(sum(e[k] for e in layers) / len(layers), 1)
+                for k in ("cycles", "busy", "memory_wait", "compute", "beats", "bytes",
+                          "experts", "groups")}
+        out[name.split("/")[1]] = {"tokens": test["tokens"], "layers": len(layers), **mean,
+                                   "replays": test["replays"], "per_layer": layers}
+    return out

@@ -1,7 +1,8 @@
 """The outputs of the trace's experts on EdgeXpert's channel masks, from the golden model's
 integer operations (golden/intops.py) and the bundled checkpoint's weights: an independent
 reference for the top bench's `edgexpert` and `dcu` masks (the trace itself holds whole-expert
-outputs).
+outputs), and for a prefill trace's MoE arrays (`prefill_outputs`: whole experts on the PRU's
+routes).
 
 The groups are the top's: per (prompt, pass, layer) the rows in batches of at most `tokens`, in
 each batch per (expert, depth group) its candidates (row, routing slot) in row order, in groups
@@ -30,7 +31,8 @@ from edgexpert.golden.policies import selected_count
 
 from .host import expert_groups
 
-__all__ = ["masked_outputs", "hidden_on_channels", "down_on_channels", "top_groups"]
+__all__ = ["masked_outputs", "hidden_on_channels", "down_on_channels", "top_groups",
+           "prefill_outputs"]
 
 
 def hidden_on_channels(x8, sx: Dyadic, gate, up, gate_up_mask):
@@ -109,4 +111,39 @@ def masked_outputs(trace: Trace, ratio: float, path: Path, tokens: int, candidat
     out["moe_out_q16"] = ((moe + 2**31) % 2**32 - 2**31).astype(t["moe_out_q16"].dtype)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **out)
+    return out
+
+
+def prefill_outputs(trace, model=None) -> dict:
+    """A prefill trace's (contracts/prefill_trace.py) `hidden_q`, `hidden_m`, `hidden_e`,
+    `expert_out_q16` and `moe_out_q16` recomputed from its `x_q`, `x_m`, `x_e`, `experts` and
+    `weights_q16` with whole experts (every channel), `model` the float checkpoint's (default
+    the bundled one). Per (layer, expert) over the tokens of every prompt that chose it."""
+    engine = IntModel((model or load_checkpoint().model).eval())
+    t = trace
+    n, l_n, k_n = t["experts"].shape
+    d, f = t["x_q"].shape[2], t["hidden_q"].shape[3]
+    out = {name: np.zeros_like(t[name]) for name in ("hidden_q", "hidden_m", "hidden_e",
+                                                    "expert_out_q16", "moe_out_q16")}
+    moe = np.zeros((n, l_n, d), np.int64)
+    ones_d, ones_f = torch.ones(d, dtype=torch.int64), torch.ones(f, dtype=torch.int64)
+    for layer in range(l_n):
+        w = engine.layers[layer]
+        experts = t["experts"][:, layer]
+        for e in np.unique(experts[experts >= 0]).tolist():
+            users, slot = np.nonzero(experts == e)
+            x8 = torch.as_tensor(t["x_q"][users, layer].astype(np.int64))
+            sx = Dyadic(torch.as_tensor(t["x_m"][users, layer].astype(np.int64)),
+                        torch.as_tensor(t["x_e"][users, layer].astype(np.int64)))
+            h8, sh = hidden_on_channels(x8, sx, weight_rows(w["gate"], e),
+                                        weight_rows(w["up"], e), ones_d)
+            y = down_on_channels(h8, sh, weight_rows(w["down"], e), ones_f)
+            out["hidden_q"][users, layer, slot] = h8.numpy()
+            out["hidden_m"][users, layer, slot] = sh.m.numpy()
+            out["hidden_e"][users, layer, slot] = sh.e.numpy()
+            out["expert_out_q16"][users, layer, slot] = y.numpy()
+            g = torch.as_tensor(t["weights_q16"][users, layer, slot].astype(np.int64))
+            np.add.at(moe, (users, layer), rshift(y * g[:, None], 16).numpy())
+    # the contract keeps the MoE sum in int32 registers (docs/contracts.md, number formats)
+    out["moe_out_q16"] = ((moe + 2**31) % 2**32 - 2**31).astype(t["moe_out_q16"].dtype)
     return out

@@ -1,12 +1,16 @@
 """pytest entry point of the accelerator top bench: golden trace rows on both simulators; the
-whole decode step on Verilator as a benchmark."""
+whole decode step on Verilator as a benchmark. The top with its PRU on a prefill chunk: in CI
+the chunk's first 8 tokens in layer 0 under random pauses on Icarus (88 s with the DCU in the
+top; the Verilator build of the top with its PRU alone takes 80-105 s on the shared cores), and
+as a benchmark the whole 16-token chunk in every layer (Verilator, both pause modes; Icarus
+without pauses)."""
 
 from pathlib import Path
 
 import pytest
 
 from edgexpert.cocotb_tests.engine import prepare_vectors
-from edgexpert.cocotb_tests.top import bench_tests, run_bench
+from edgexpert.cocotb_tests.top import bench_tests, run_bench, run_prefill
 from edgexpert.contracts.trace import read_trace
 from edgexpert.sim.runner import SIMULATORS
 
@@ -72,3 +76,36 @@ def test_top_whole_step():
     for dcu in ("dcu", "dcu_inline"):
         for mode in ("none", "random"):
             _same_as_host_masks(ran[f"trace_step/edgexpert/{mode}"], ran[f"trace_step/{dcu}/{mode}"])
+
+
+def _check_prefill(entry: dict, layers: int):
+    """Every output checked and equal; the feeder walked some expert more than once."""
+    assert len(entry["layers"]) == layers
+    assert all(n == 0 for n in entry["mismatches"].values())
+    assert entry["items_checked"]["moe_out"] == layers * entry["tokens"] * 192
+    assert entry["items_checked"]["route"] > 0 and entry["replays"] > 0
+    assert entry["groups"] == entry["experts_fetched"] + entry["replays"]
+
+
+def test_top_prefill_chunk():
+    """The first 8 tokens of the first bundled prompt's first chunk in layer 0 through the top
+    with its PRU, random pauses on every stream and both AXI read channels, on Icarus (one
+    expert has 5 of the tokens: one replay)."""
+    result = run_prefill("ci", "icarus", seed=20261129, layers=1, tokens=8,
+                         test_filter="prefill_chunk/mode=random")
+    ran = result.report["tests"]
+    assert sorted(ran) == ["prefill_chunk/random"]
+    _check_prefill(ran["prefill_chunk/random"], 1)
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_top_prefill_all_layers(simulator: str):
+    """The chunk through all 4 layers at the CI hardware set: both pause modes on Verilator,
+    no pauses on Icarus (slow)."""
+    test_filter = None if simulator == "verilator" else "prefill_chunk/mode=none"
+    result = run_prefill("ci", simulator, seed=20261129, test_filter=test_filter)
+    ran = result.report["tests"]
+    assert len(ran) == (2 if simulator == "verilator" else 1)
+    for entry in ran.values():
+        _check_prefill(entry, 4)

@@ -281,13 +281,15 @@ def cmd_bench_top(args) -> int:
     """The accelerator top on Verilator over the whole decode step of the engine bench's trace
     (all layers, draft and verification passes), whole experts and EdgeXpert's masks from the
     host and from the DCU in the top (both job orders): cycles per pass by kind with the
-    memory-wait / descriptor-wait / compute split, MACs per cycle, and the cycle file; then the
-    first step's draft passes on Icarus and Verilator, three runs each, for their wall times."""
+    memory-wait / descriptor-wait / compute split, MACs per cycle, and the cycle file; the top
+    with its PRU on a prefill chunk (the first bundled prompt's 16 tokens, all layers): cycles
+    per chunk-layer, the cycle file's `prefill` entry; then the first step's draft passes on
+    Icarus and Verilator, three runs each, for their wall times."""
     import sys
 
     from ..blocks import top_parameters
     from ..contracts.config import load_config
-    from ..cocotb_tests.top import cycle_file, hardware, run_bench
+    from ..cocotb_tests.top import cycle_file, hardware, prefill_cycles, run_bench, run_prefill
 
     config = load(args)
     hw = hardware("bundled")
@@ -300,6 +302,9 @@ def cmd_bench_top(args) -> int:
     step = run_bench("bundled", "verilator", seed=DEMO_SEED, selection="step",
                      test_filter="mode=none" if args.quick else None)
     cycles = cycle_file(step.report, hw, hw["lanes"])
+    prefill = run_prefill("bundled", "verilator", seed=DEMO_SEED,
+                          test_filter="mode=none" if args.quick else None)
+    cycles["prefill"] = prefill_cycles(prefill.report)
     simulators = _time_simulators(run_bench)
     ratio = simulators["icarus_over_verilator"]
     path = write_result(cycles, "bench", "top", "cycles.json")
@@ -307,6 +312,8 @@ def cmd_bench_top(args) -> int:
                "latency_cycles": cycles["latency_cycles"], "cycle_file": str(path),
                "runs": {k: {key: v for key, v in run.items() if key != "passes"}
                         for k, run in cycles["runs"].items()},
+               "prefill": {mode: {k: v for k, v in run.items() if k != "per_layer"}
+                           for mode, run in cycles["prefill"].items()},
                "simulators": simulators, "icarus_over_verilator": ratio}
 
     def table(summary_path: Path) -> None:
@@ -320,6 +327,13 @@ def cmd_bench_top(args) -> int:
                       f"{row['macs_per_cycle']:>12.2f}")
             print(f"{name:<22}{'all':<8}{'':>7}{run['cycles']:>13}{run['memory_wait']:>10}"
                   f"{run['descriptor_wait']:>10}{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
+        for mode, run in summary["prefill"].items():
+            print(f"prefill chunk ({run['tokens']} tokens, pauses {mode}): "
+                  f"{run['cycles_per_layer']:.0f} cycles per chunk-layer (busy "
+                  f"{run['busy_per_layer']:.0f}, memory wait {run['memory_wait_per_layer']:.0f}, "
+                  f"compute {run['compute_per_layer']:.0f}), {run['experts_per_layer']:.1f} "
+                  f"experts fetched, {run['groups_per_layer']:.1f} groups, "
+                  f"{run['replays']} replays over {run['layers']} layers")
         walls = {sim: simulators[sim]["simulation_s"] for sim in ("icarus", "verilator")}
         print(f"the first step's draft passes ({simulators['cycles']:,} cycles), simulation wall "
               f"per run: icarus {walls['icarus']} s, verilator {walls['verilator']} s; medians "

@@ -6,8 +6,9 @@ to the feeder, which reads the mask words to know which columns of each fetched 
 stream into the engine; CAND, X and FLUSH beats are the expert engine's `cand`, `x` and `flush`
 items (hw/engine/layouts.py); ROUTE and DATA beats are the DCU's (edgexpert.contracts.dcu),
 whose EMA commands join the host's in front of the EMA and the feeder; DCU_CAND is a CAND whose
-group's DOWN job the DCU makes from the engine's hidden outputs. The register map is one read
-port: the top's own registers at
+group's DOWN job the DCU makes from the engine's hidden outputs; SCORE and LOGIT beats are the
+PRU's `i_score` and `i_logit` items (hw/pru/, in a top built with it), whose fetch words join
+the EMA commands too. The register map is one read port: the top's own registers at
 `TOP_CSR_BASE` and above, the EMA controller's (`EmaCsr`) below.
 
 The codes are `IntEnum`s with an Amaranth shape, shared by the RTL and the benches.
@@ -22,7 +23,7 @@ from .ema import CSR_ADDR_BITS
 __all__ = ["TopOp", "TopCsr", "TOP_CSR_ADDR_BITS", "TOP_CSR_BASE"]
 
 
-class TopOp(enum.IntEnum, shape=3):
+class TopOp(enum.IntEnum, shape=4):
     #: an EMA command word (descriptor, mask word or NEW_STEP)
     EMA = 0
     #: one candidate of the next group (x scale, token slot, routing weight, last)
@@ -40,6 +41,11 @@ class TopOp(enum.IntEnum, shape=3):
     #: CAND of a group whose DOWN job the DCU makes: the top keeps its routing weight and
     #: passes the group's hidden values and scales to that job
     DCU_CAND = 6
+    #: a prompt token's score for the PRU (score Q.16, the prompt's length); codes 8 and up are
+    #: the PRU's (a top built with it, hw/top/top.py)
+    SCORE = 8
+    #: one beat of a token's router logits for the PRU (its `lanes` Q.16 logits)
+    LOGIT = 9
 
 
 #: the read port's address: one more bit than the EMA controller's map, which it includes

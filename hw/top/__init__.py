@@ -6,19 +6,24 @@ engine behind one host command stream, with status and performance counters.
   the feeder;
 - `CandidateTap`, `ScaleTap`, `HiddenPacker`, `DownJobs`, `DataMux` (feedback.py): the DCU's
   jobs, DOWN jobs completed from the engine's hidden outputs;
-- `MaskWalker`, `Locator`, `LineReader`, `Router` (feeder.py): each fetched matrix's scale block
-  and selected columns from the weight buffer into the engine, tagged with their channels;
+- `Replayer`, `MaskWalker`, `Locator`, `LineReader`, `Router` (feeder.py): each fetched
+  matrix's scale block and selected columns from the weight buffer into the engine, tagged
+  with their channels (a descriptor pair once per engine group that uses it);
+- `UseCounter` (prefill.py): from the PRU's routes, how many engine groups use each expert it
+  fetches for a prefill chunk (the `Replayer`'s `uses`);
 - `TopRegisters` (registers.py): status and counters, and the EMA's registers on the same port;
 - `AcceleratorTop` (top.py) joins them with `EmaSystem` and `ExpertEngine`.
 """
 
 from .command import CommandFork, CommandMerge, Dispatcher
 from .feedback import CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap
-from .feeder import LineReader, Locator, MaskWalker, Router
-from .layouts import command_layout
+from .feeder import LineReader, Locator, MaskWalker, Replayer, Router
+from .layouts import command_layout, job_layout
+from .prefill import UseCounter
 from .registers import TopRegisters
 from .top import AcceleratorTop, top_parameters
 
 __all__ = ["AcceleratorTop", "Dispatcher", "CommandMerge", "CommandFork", "CandidateTap",
-           "ScaleTap", "HiddenPacker", "DownJobs", "DataMux", "MaskWalker", "Locator",
-           "LineReader", "Router", "TopRegisters", "command_layout", "top_parameters"]
+           "ScaleTap", "HiddenPacker", "DownJobs", "DataMux", "Replayer", "MaskWalker", "Locator",
+           "LineReader", "Router", "TopRegisters", "UseCounter", "command_layout", "job_layout",
+           "top_parameters"]

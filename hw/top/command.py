@@ -27,18 +27,23 @@ class Dispatcher(wiring.Component):
       DCU's: the top keeps the candidate's routing weight and the group's hidden outputs);
     - X, FLUSH: to the engine's streams (the engine takes a group's candidates once the group
       before has all its inputs, its inputs only after its candidates, and a flush only when no
-      group is in flight: the host orders them so).
+      group is in flight: the host orders them so);
+    - with `pru` (PruParams): SCORE and LOGIT to the PRU's `score` and `logit` inputs.
     """
 
-    def __init__(self, tokens: int, candidates: int, d_model: int):
+    def __init__(self, tokens: int, candidates: int, d_model: int, pru=None):
+        pru_ports = {} if pru is None else {"score": Out(stream.Signature(pru.score_layout)),
+                                            "logit": Out(stream.Signature(pru.logit_layout))}
+        self._pru = pru
         super().__init__({
-            "cmd": In(stream.Signature(command_layout(tokens, candidates, d_model))),
+            "cmd": In(stream.Signature(command_layout(tokens, candidates, d_model, pru))),
             "ema": Out(stream.Signature(ema_command_layout)),
             "route": Out(stream.Signature(route_item_layout)),
             "data": Out(stream.Signature(data_item_layout)),
             "cand": Out(stream.Signature(cand_item_layout(tokens))),
             "x": Out(stream.Signature(act_layout(candidates, d_model))),
             "flush": Out(stream.Signature(flush_layout(tokens))),
+            **pru_ports,
         })
 
     def elaborate(self, platform):
@@ -52,6 +57,9 @@ class Dispatcher(wiring.Component):
         ports = {TopOp.EMA: self.ema, TopOp.ROUTE: self.route, TopOp.DATA: self.data,
                  TopOp.CAND: self.cand, TopOp.DCU_CAND: self.cand, TopOp.X: self.x,
                  TopOp.FLUSH: self.flush}
+        if self._pru is not None:
+            m.d.comb += [self.score.payload.eq(arg.score), self.logit.payload.eq(arg.logit)]
+            ports.update({TopOp.SCORE: self.score, TopOp.LOGIT: self.logit})
         with m.Switch(cmd.payload.op):
             for op, port in ports.items():
                 with m.Case(op):
@@ -65,7 +73,8 @@ class CommandMerge(wiring.Component):
     (`geometry.mask_words(matrix)`), never interleaved with another source's. Between commands
     the sources take turns (round robin from the one after the last granted); a command offered
     and not yet taken keeps its source, so the output's payload holds while it waits. Source 0
-    is the host's EMA words, 1 the DCU's commands; a third (the PRU's) is one more source."""
+    is the host's EMA words, 1 the DCU's commands, 2 the PRU's fetch words. `grant` is the
+    source whose word `cmd` offers (the top tells the PRU's words by it)."""
 
     def __init__(self, geometry: EmaGeometry, sources: int = 2):
         if not isinstance(sources, int) or isinstance(sources, bool) or sources < 1:
@@ -74,6 +83,7 @@ class CommandMerge(wiring.Component):
         super().__init__({
             "inputs": In(stream.Signature(ema_command_layout)).array(sources),
             "cmd": Out(stream.Signature(ema_command_layout)),
+            "grant": Out(range(sources)),
         })
 
     def elaborate(self, platform):
@@ -94,6 +104,7 @@ class CommandMerge(wiring.Component):
                             m.d.comb += pick.eq(s)
         sel = Signal(range(n))
         m.d.comb += sel.eq(Mux(locked, owner, pick))
+        m.d.comb += self.grant.eq(sel)
         for s, port in enumerate(self.inputs):
             with m.If(sel == s):
                 m.d.comb += [self.cmd.valid.eq(port.valid), self.cmd.payload.eq(port.payload),

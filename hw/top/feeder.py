@@ -1,8 +1,11 @@
 """The feeder: from the EMA's completions and the descriptors' mask words to the engine's column
 and scale streams, reading the location table and the weight buffer.
 
-Four small components joined by streams, one item per cycle each:
+Five small components joined by streams, one item per cycle each:
 
+0. `Replayer`: the descriptors and completions into the walker, a descriptor pair (an expert's
+   GATE_UP and DOWN) as many times as engine groups use it (a prefill chunk's expert, fetched
+   once, computed for more tokens than one group holds);
 1. `MaskWalker`: per descriptor, its completion (the slot), its mask words, then the scale
    block's item and one item per selected channel, lowest first;
 2. `Locator`: the location-table entry of each item (slot * chan_stride + channel, or the slot's
@@ -14,7 +17,7 @@ Four small components joined by streams, one item per cycle each:
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -23,14 +26,115 @@ from ...contracts.weight_layout import Matrix
 from ..ema.geometry import EmaGeometry
 from ..ema.ports import ReadSignature
 from ..engine.layouts import column_layout, scale_words_layout
-from .layouts import channel_layout, line_layout, word_layout
+from .layouts import channel_layout, job_layout, line_layout, word_layout
 
-__all__ = ["MaskWalker", "Locator", "LineReader", "Router"]
+__all__ = ["Replayer", "MaskWalker", "Locator", "LineReader", "Router"]
 
 
 def _by_matrix(matrix, values: dict):
     """The value of `matrix` (a 1-bit signal) from {Matrix: constant}."""
     return Mux(matrix == Matrix.DOWN, values[Matrix.DOWN], values[Matrix.GATE_UP])
+
+
+class Replayer(wiring.Component):
+    """Passes the feeder's command words (`jobs_in`) and the EMA's completions (`done_in`) on to
+    the `MaskWalker` (`jobs`, `done`), and replays descriptor pairs: a DESCRIPTOR word with
+    `uses` = n >= 2 starts a pair, it and its mask words, then the next descriptor and its mask
+    words (a GATE_UP and a DOWN of one expert: each engine group walks both), which the walker
+    sees n times in all, each time with the same two completions. The first time passes through
+    and is recorded (2 + the two matrices' mask words, 10 words at the bundled model, and 2
+    completions); the replays come from the record and take nothing in. Nothing is fetched
+    again: the completions' slots still hold the columns (the host does not start a new EMA step
+    before the feeder has finished them).
+
+    Relies on the walker's order (a descriptor, its completion, its mask words) to tell which
+    completions belong to the pair, and on the pair being well formed (a descriptor where the
+    second belongs: the PRU's and the host's are). `replay` is high while the walker is served
+    from the record; `again` pulses when a replay's first word is taken, before any of its
+    items reach the engine (the top counts the descriptors the feeder owes it)."""
+
+    def __init__(self, geometry: EmaGeometry, max_uses: int):
+        if max_uses < 1:
+            raise ValueError(f"max_uses is {max_uses}: accepted 1 or more")
+        self._g = geometry
+        self._max_uses = max_uses
+        super().__init__({
+            "jobs_in": In(stream.Signature(job_layout(max_uses))),
+            "done_in": In(stream.Signature(ema_completion_layout)),
+            "jobs": Out(stream.Signature(ema_command_layout)),
+            "done": Out(stream.Signature(ema_completion_layout)),
+            "replay": Out(1),
+            "again": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self._g
+        most_words = max(g.mask_words(mat) for mat in Matrix)
+        size = 2 + 2 * most_words           # two descriptors, each with up to most_words masks
+        record = Array(Signal(ema_command_layout.size, name=f"record{i}") for i in range(size))
+        completions = Array(Signal(ema_completion_layout.size, name=f"completion{i}")
+                            for i in range(2))
+        length = Signal(range(size + 1))        # words of the recorded pair
+        ptr = Signal(range(size + 1))           # the next word recorded or replayed
+        dptr = Signal(range(3))                 # the next completion recorded or replayed
+        left = Signal.like(self.jobs_in.payload.uses)     # replays still owed
+        descriptors = Signal(range(3))          # descriptors of the pair recorded so far
+        words = Signal(range(most_words + 1))   # mask words still expected after a descriptor
+
+        cmd = self.jobs_in.payload.cmd
+        is_desc = cmd.op == EmaOp.DESCRIPTOR
+        cmd_words = _by_matrix(cmd.arg.descriptor.matrix,
+                               {mat: g.mask_words(mat) for mat in Matrix})
+        take = self.jobs.valid & self.jobs.ready
+        take_done = self.done.valid & self.done.ready
+
+        with m.FSM(name="replay"):
+            with m.State("Pass"):
+                m.d.comb += [self.jobs.valid.eq(self.jobs_in.valid),
+                             self.jobs_in.ready.eq(self.jobs.ready),
+                             self.jobs.payload.eq(cmd),
+                             self.done.valid.eq(self.done_in.valid),
+                             self.done_in.ready.eq(self.done.ready),
+                             self.done.payload.eq(self.done_in.payload)]
+                with m.If(take & is_desc & (self.jobs_in.payload.uses >= 2)):
+                    m.d.sync += [record[0].eq(cmd), ptr.eq(1), dptr.eq(0), descriptors.eq(1),
+                                 words.eq(cmd_words), left.eq(self.jobs_in.payload.uses - 1)]
+                    m.next = "Record"
+            with m.State("Record"):
+                # the pair's two completions pass and are kept; the next ones wait
+                m.d.comb += [self.jobs.valid.eq(self.jobs_in.valid),
+                             self.jobs_in.ready.eq(self.jobs.ready),
+                             self.jobs.payload.eq(cmd),
+                             self.done.valid.eq(self.done_in.valid & (dptr < 2)),
+                             self.done_in.ready.eq(self.done.ready & (dptr < 2)),
+                             self.done.payload.eq(self.done_in.payload)]
+                with m.If(take_done):
+                    m.d.sync += [completions[dptr].eq(self.done_in.payload), dptr.eq(dptr + 1)]
+                with m.If(take):
+                    m.d.sync += [record[ptr].eq(cmd), ptr.eq(ptr + 1)]
+                    with m.If(words == 0):      # the second descriptor
+                        m.d.sync += [words.eq(cmd_words), descriptors.eq(2)]
+                    with m.Else():
+                        m.d.sync += words.eq(words - 1)
+                        with m.If((words == 1) & (descriptors == 2)):
+                            m.d.sync += [length.eq(ptr + 1), ptr.eq(0), dptr.eq(0)]
+                            m.next = "Replay"
+            with m.State("Replay"):
+                m.d.comb += [self.replay.eq(1),
+                             self.jobs.valid.eq(1), self.jobs.payload.eq(record[ptr]),
+                             self.done.valid.eq(dptr < 2),
+                             self.done.payload.eq(completions[dptr])]
+                with m.If(take_done):
+                    m.d.sync += dptr.eq(dptr + 1)
+                with m.If(take):
+                    m.d.comb += self.again.eq(ptr == 0)
+                    m.d.sync += ptr.eq(ptr + 1)
+                    with m.If(ptr == length - 1):
+                        m.d.sync += [ptr.eq(0), dptr.eq(0), left.eq(left - 1)]
+                        with m.If(left == 1):
+                            m.next = "Pass"
+        return m
 
 
 class MaskWalker(wiring.Component):

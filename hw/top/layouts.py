@@ -11,8 +11,8 @@ from ...contracts.ema import ema_command_layout
 from ...contracts.top import TopOp
 from ..engine.layouts import act_layout, cand_layout, flush_layout, index_bits
 
-__all__ = ["command_layout", "route_item_layout", "data_item_layout", "cand_item_layout",
-           "channel_layout", "line_layout", "word_layout"]
+__all__ = ["command_layout", "job_layout", "route_item_layout", "data_item_layout",
+           "cand_item_layout", "channel_layout", "line_layout", "word_layout"]
 
 #: a DCU `route` beat and whether it is the last its source gives for the job
 route_item_layout = data.StructLayout({"beat": dcu_route_layout, "last": 1})
@@ -25,13 +25,23 @@ def cand_item_layout(tokens: int) -> data.StructLayout:
     return data.StructLayout({"cand": cand_layout(tokens), "feedback": 1})
 
 
-def command_layout(tokens: int, candidates: int, d_model: int) -> data.StructLayout:
+def command_layout(tokens: int, candidates: int, d_model: int, pru=None) -> data.StructLayout:
     """One beat of the host's command stream: the op and its argument (an EMA command word,
-    one of the engine's `cand`, `x`, `flush` items, or a DCU route or data beat with `last`)."""
-    return data.StructLayout({"op": TopOp, "arg": data.UnionLayout({
-        "ema": ema_command_layout, "cand": cand_layout(tokens),
-        "x": act_layout(candidates, d_model), "flush": flush_layout(tokens),
-        "route": route_item_layout, "data": data_item_layout})})
+    one of the engine's `cand`, `x`, `flush` items, or a DCU route or data beat with `last`;
+    with `pru`, a PruParams, also the PRU's `score` and `logit` items)."""
+    arms = {"ema": ema_command_layout, "cand": cand_layout(tokens),
+            "x": act_layout(candidates, d_model), "flush": flush_layout(tokens),
+            "route": route_item_layout, "data": data_item_layout}
+    if pru is not None:
+        arms.update(score=pru.score_layout, logit=pru.logit_layout)
+    return data.StructLayout({"op": TopOp, "arg": data.UnionLayout(arms)})
+
+
+def job_layout(max_uses: int) -> data.StructLayout:
+    """An EMA command word on its way to the feeder, with `uses`: how many engine groups walk
+    the descriptor pair it starts (meaningful on a pair's first DESCRIPTOR word; 0 and 1 both
+    mean once), up to `max_uses`."""
+    return data.StructLayout({"cmd": ema_command_layout, "uses": unsigned(max_uses.bit_length())})
 
 
 def _item(channels: int, extra: dict) -> data.StructLayout:

@@ -18,11 +18,13 @@ from ..ema.geometry import AXI_ID_WIDTH
 from ..ema.ports import ReadSignature, StreamFIFO
 from ..engine import ExpertEngine
 from ..engine.layouts import act_layout, hidden_scale_layout, moe_layout, sum_layout
+from ..pru import Pru
 from .command import CommandFork, CommandMerge, Dispatcher
 from .feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap, mark_layout,
                        order_layout, weight_record_layout)
-from .feeder import LineReader, Locator, MaskWalker, Router
-from .layouts import command_layout, data_item_layout, route_item_layout
+from .feeder import LineReader, Locator, MaskWalker, Replayer, Router
+from .layouts import command_layout, data_item_layout, job_layout, route_item_layout
+from .prefill import UseCounter
 from .registers import TopRegisters
 
 __all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "DONE_QUEUE_DEPTH",
@@ -77,11 +79,19 @@ class AcceleratorTop(wiring.Component):
     DATA beats) and a DOWN job's header and prune words (ROUTE) instead of the descriptors, the
     step's first job asking for the NEW_STEP, DCU_CAND instead of CAND, each DOWN job after its
     group's GATE_UP job and before that group's CAND and X (docs/blocks/top.md, "The DCU path").
+
+    With `pru` (a PruParams: the prefill path, docs/blocks/top.md "Prefill"): the PRU, its
+    scores and logits from SCORE and LOGIT beats, its routes out on `route` through the
+    `UseCounter`, its fetch words into the merge (source 2) with their `uses`, and the
+    `Replayer` in front of the walker. The host then sends per layer the logits, and after
+    reading the routes the groups of the PRU's experts in ascending order, each expert's tokens
+    in token order.
     """
 
     def __init__(self, layout: WeightLayout, *, ema: dict, candidates: int, lanes: int,
-                 tokens: int):
+                 tokens: int, pru=None):
         self._ema = EmaSystem(layout, **ema)
+        self._pru = pru
         self._dcu = Dcu(layout.d_model, layout.expert_ffn, candidates)
         self._engine = ExpertEngine(layout.d_model, layout.expert_ffn, candidates, lanes,
                                     self._ema.geometry.data_width, tokens)
@@ -89,8 +99,10 @@ class AcceleratorTop(wiring.Component):
         self._sizes = (tokens, candidates)
         d, f = layout.d_model, layout.expert_ffn
         g = self._ema.geometry
+        members = {} if pru is None else {"route": Out(stream.Signature(pru.route_layout))}
         super().__init__({
-            "cmd": In(stream.Signature(command_layout(tokens, candidates, d))),
+            **members,
+            "cmd": In(stream.Signature(command_layout(tokens, candidates, d, pru))),
             "hidden": Out(stream.Signature(act_layout(candidates, f))),
             "hidden_scale": Out(stream.Signature(hidden_scale_layout(candidates))),
             "expert_out": Out(stream.Signature(sum_layout(candidates, d))),
@@ -119,12 +131,22 @@ class AcceleratorTop(wiring.Component):
         ema = m.submodules.ema = self._ema
         engine = m.submodules.engine = self._engine
         g = ema.geometry
-        disp = m.submodules.dispatcher = Dispatcher(tokens, candidates, lay.d_model)
-        # the EMA's commands: the host's EMA words (source 0) and the DCU's (source 1), a whole
-        # command at a time, then to the EMA and the feeder's job queue
-        merge = m.submodules.merge = CommandMerge(g, sources=2)
+        disp = m.submodules.dispatcher = Dispatcher(tokens, candidates, lay.d_model, self._pru)
+        # the EMA's commands: the host's EMA words (source 0), the DCU's (source 1) and with a
+        # PRU its fetch words (source 2), a whole command at a time, then to the EMA and the
+        # feeder's job queue
+        if self._pru is None:
+            max_uses = 1
+        else:
+            p = self._pru
+            pru = m.submodules.pru = Pru(p)
+            uses = m.submodules.uses = UseCounter(p.route_layout, n_experts=p.n_experts,
+                                                  chunk=p.chunk, candidates=candidates,
+                                                  length_bits=p.length_bits)
+            max_uses = uses.max_uses
+        merge = m.submodules.merge = CommandMerge(g, sources=2 if self._pru is None else 3)
         fork = m.submodules.fork = CommandFork()
-        jobs = m.submodules.jobs = StreamFIFO(fork.jobs.payload.shape(), JOB_QUEUE_DEPTH)
+        jobs = m.submodules.jobs = StreamFIFO(job_layout(max_uses), JOB_QUEUE_DEPTH)
         done = m.submodules.done = StreamFIFO(ema.done.payload.shape(), DONE_QUEUE_DEPTH)
         walker = m.submodules.walker = MaskWalker(g)
         locator = m.submodules.locator = Locator(g)
@@ -138,10 +160,41 @@ class AcceleratorTop(wiring.Component):
         connect(m, dcu.cmd, merge.inputs[1])
         connect(m, merge.cmd, fork.cmd)
         connect(m, fork.ema, ema.cmd)
-        connect(m, fork.jobs, jobs.w)
-        connect(m, jobs.r, walker.jobs)
+        # the job queue keeps each word's uses: the PRU's (source 2) from the UseCounter, the
+        # fork passing the merge's word the cycle the merge grants it
+        m.d.comb += [jobs.w.valid.eq(fork.jobs.valid), jobs.w.payload.cmd.eq(fork.jobs.payload),
+                     fork.jobs.ready.eq(jobs.w.ready)]
         connect(m, ema.done, done.w)
-        connect(m, done.r, walker.done)
+        again = Signal()
+        if self._pru is None:
+            m.d.comb += [walker.jobs.valid.eq(jobs.r.valid),
+                         walker.jobs.payload.eq(jobs.r.payload.cmd),
+                         jobs.r.ready.eq(walker.jobs.ready)]
+            connect(m, done.r, walker.done)
+        else:
+            # the PRU's scores and logits from the host; its routes out through the counter,
+            # its fetch words into the merge with their uses; the feeder replays its pairs
+            connect(m, disp.score, pru.i_score)
+            connect(m, disp.logit, pru.i_logit)
+            length = Signal(p.length_bits)
+            with m.If(disp.score.valid & disp.score.ready):
+                m.d.sync += length.eq(disp.score.payload.length)
+            m.d.comb += uses.length.eq(length)
+            connect(m, pru.o_route, uses.i_route)
+            connect(m, uses.o_route, flipped(self.route))
+            connect(m, pru.o_ema, uses.i_cmd)
+            source = merge.inputs[2]
+            m.d.comb += [source.valid.eq(uses.o_cmd.valid),
+                         source.payload.eq(uses.o_cmd.payload.cmd),
+                         uses.o_cmd.ready.eq(source.ready)]
+            with m.If(merge.grant == 2):
+                m.d.comb += jobs.w.payload.uses.eq(uses.o_cmd.payload.uses)
+            replayer = m.submodules.replayer = Replayer(g, max_uses)
+            connect(m, jobs.r, replayer.jobs_in)
+            connect(m, done.r, replayer.done_in)
+            connect(m, replayer.jobs, walker.jobs)
+            connect(m, replayer.done, walker.done)
+            m.d.comb += again.eq(replayer.again)
         connect(m, walker.channels, locator.channels)
         connect(m, locator.lines, reader.lines)
         connect(m, reader.words, router.words)
@@ -202,10 +255,13 @@ class AcceleratorTop(wiring.Component):
         m.d.comb += [regs.csr.addr.eq(self.csr.addr), self.csr.data.eq(regs.csr.data)]
         connect(m, regs.ema, ema.csr)
 
-        # descriptors handed to the feeder and not yet fed to the engine: a NEW_STEP waits for 0
-        pending = Signal(range(JOB_QUEUE_DEPTH + DONE_QUEUE_DEPTH + 8))
+        # descriptors handed to the feeder (a replayed pair's two again) and not yet fed to the
+        # engine: a NEW_STEP waits for 0. A replay is counted when the walker takes its first
+        # word, right after it walked the pair's last item, which reaches the router (and ends
+        # the DOWN) cycles later: the count does not touch 0 between a pair's walks
+        pending = Signal(range(JOB_QUEUE_DEPTH + DONE_QUEUE_DEPTH + 8 + 2 * max_uses))
         issued = fork.jobs.valid & fork.jobs.ready & (fork.jobs.payload.op == EmaOp.DESCRIPTOR)
-        m.d.sync += pending.eq(pending + issued - router.ended)
+        m.d.sync += pending.eq(pending + issued + (again << 1) - router.ended)
         m.d.comb += fork.step_clear.eq(pending == 0)
 
         # a group is in the engine from its last candidate to its last expert output; the
