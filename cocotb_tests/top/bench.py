@@ -20,7 +20,6 @@ This module runs inside the simulator; `edgexpert.cocotb_tests.top.run_bench` st
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import random
 import time
@@ -28,14 +27,13 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiBus
+from cocotb.triggers import ClockCycles
 
-from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
-from edgexpert.cocotb_tests.ema.harness import pause_generator
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.cocotb_tests.top.harness import (PERIOD_NS, feed, read_counters, read_csr,
+                                               weight_memory)
 from edgexpert.cocotb_tests.top.host import batch_commands, expected_outputs, plan_batches
 from edgexpert.contracts.ema import EmaCsr
 from edgexpert.contracts.top import TopCsr
@@ -52,7 +50,6 @@ LAYOUT = TRACE.layout
 D, F = LAYOUT.d_model, LAYOUT.expert_ffn
 GEOMETRY = EmaGeometry(LAYOUT, EMA["data_width"], EMA["buffer_bytes"], EMA["slots"])
 LAYOUTS = layouts(D, F, CANDS, EMA["data_width"], SLOTS)
-PERIOD_NS = 10
 #: counters read after every batch
 COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES,
             "compute": TopCsr.COMPUTE_CYCLES, "groups": TopCsr.GROUPS,
@@ -91,22 +88,6 @@ def rows(selection: str) -> list[int]:
     return pick(draft_pass)[:SLOTS] + pick(verify_pass)[:1]
 
 
-async def read_csr(dut, address: int) -> int:
-    dut.csr__addr.value = address
-    await RisingEdge(dut.clk)
-    await RisingEdge(dut.clk)
-    return dut.csr__data.value.to_unsigned()
-
-
-async def counters(dut) -> dict[str, int]:
-    return {name: await read_csr(dut, int(reg)) for name, reg in COUNTERS.items()}
-
-
-async def _feed(source: StreamSource, values: list[int]):
-    for value in values:
-        await source.send(value)
-
-
 @cocotb.test()
 @cocotb.parametrize(masks=["naive_sd", "edgexpert", "dcu", "dcu_inline"], mode=["none", "random"])
 async def trace_step(dut, masks: str, mode: str):
@@ -122,14 +103,7 @@ async def trace_step(dut, masks: str, mode: str):
                   cocotb.RANDOM_SEED, selection, len(batches),
                   sum(len(b.groups) for b in batches), PARAMS["latency"])
     dut.csr__addr.value = 0
-    ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
-                        size=2**len(dut.m_axi__araddr), latency=PARAMS["latency"],
-                        period_ns=PERIOD_NS)
-    logging.getLogger(f"cocotb.{dut._name}.m_axi_").setLevel(logging.WARNING)
-    ram.write(LAYOUT.base_address, Path(PARAMS["image"]).read_bytes())
-    if mode == "random":
-        ram.ar_pause(pause_generator(rng, 0.3))
-        ram.r_pause(pause_generator(rng, 0.3))
+    weight_memory(dut, PARAMS["image"], LAYOUT.base_address, PARAMS["latency"], rng, mode)
     await start_clock_and_reset(dut, period_ns=PERIOD_NS)
     monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=GEOMETRY.beat_bytes,
                              max_outstanding=EMA["outstanding"])
@@ -137,7 +111,7 @@ async def trace_step(dut, masks: str, mode: str):
     sinks = {p: StreamSink(dut, p, Pauses(mode, rng)) for p in OUTPUTS}
     want = {p: [] for p in OUTPUTS}
     passes: dict[tuple, dict] = {}
-    before = await counters(dut)
+    before = await read_counters(dut, COUNTERS)
     wall = time.time()
     macs = 0
     for batch in batches:
@@ -147,7 +121,7 @@ async def trace_step(dut, masks: str, mode: str):
         expect = expected_outputs(values, batch)
         for p in OUTPUTS:
             want[p] += expect[p]
-        task = cocotb.start_soon(_feed(source, beats))
+        task = cocotb.start_soon(feed(source, beats))
         words = sum(len(g.gate_up) * GEOMETRY.column_beats(0) + len(g.down)
                     * GEOMETRY.column_beats(1) for g in batch.groups)
         bound = 40 * (len(beats) + words + sum(len(v) for v in expect.values())) \
@@ -157,7 +131,7 @@ async def trace_step(dut, masks: str, mode: str):
         batch_macs = sum(len(g.cands) * (len(g.gate_up) * 2 * F + len(g.down) * D)
                          for g in batch.groups)
         macs += batch_macs
-        after = await counters(dut)
+        after = await read_counters(dut, COUNTERS)
         key = (batch.prompt, batch.pass_index)
         entry = passes.setdefault(key, {
             "prompt": batch.prompt, "pass": batch.pass_index, "kind": batch.kind.name.lower(),

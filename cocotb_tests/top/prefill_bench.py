@@ -17,7 +17,6 @@ This module runs inside the simulator; `edgexpert.cocotb_tests.top.run_prefill` 
 
 from __future__ import annotations
 
-import logging
 import os
 import random
 import time
@@ -25,15 +24,14 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiBus
+from cocotb.triggers import ClockCycles
 
-from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
-from edgexpert.cocotb_tests.ema.harness import pause_generator
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.cocotb_tests.top.harness import (PERIOD_NS, feed, read_counters, read_csr,
+                                               weight_memory)
 from edgexpert.cocotb_tests.top.prefill import (expected_group_outputs, expected_moe,
                                                 group_beats, groups_from_routes, logit_beats,
                                                 score_beats)
@@ -53,28 +51,11 @@ LAYOUT = TRACE.layout
 D, F = LAYOUT.d_model, LAYOUT.expert_ffn
 LAYOUTS = layouts(D, F, CANDS, EMA["data_width"], SLOTS)
 CMD = command_layout(SLOTS, CANDS, D, PRU)
-PERIOD_NS = 10
 #: counters read before and after every layer (bench.py reads the same per batch)
 COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES,
             "compute": TopCsr.COMPUTE_CYCLES, "words": TopCsr.WORDS, "beats": EmaCsr.BEATS,
             "bytes": EmaCsr.BYTES}
 _report: dict = {}
-
-
-async def read_csr(dut, address: int) -> int:
-    dut.csr__addr.value = address
-    await RisingEdge(dut.clk)
-    await RisingEdge(dut.clk)
-    return dut.csr__data.value.to_unsigned()
-
-
-async def counters(dut) -> dict[str, int]:
-    return {name: await read_csr(dut, int(reg)) for name, reg in COUNTERS.items()}
-
-
-async def _feed(source: StreamSource, values: list[int]):
-    for value in values:
-        await source.send(value)
 
 
 @cocotb.test()
@@ -89,14 +70,7 @@ async def prefill_chunk(dut, mode: str):
     t = vec.tokens
     assert t <= SLOTS and t <= PRU.chunk, f"{t} tokens: the bench runs one chunk"
     dut.csr__addr.value = 0
-    ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
-                        size=2**len(dut.m_axi__araddr), latency=PARAMS["latency"],
-                        period_ns=PERIOD_NS)
-    logging.getLogger(f"cocotb.{dut._name}.m_axi_").setLevel(logging.WARNING)
-    ram.write(LAYOUT.base_address, Path(PARAMS["image"]).read_bytes())
-    if mode == "random":
-        ram.ar_pause(pause_generator(rng, 0.3))
-        ram.r_pause(pause_generator(rng, 0.3))
+    weight_memory(dut, PARAMS["image"], LAYOUT.base_address, PARAMS["latency"], rng, mode)
     await start_clock_and_reset(dut, period_ns=PERIOD_NS)
     monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=EMA["data_width"] // 8,
                              max_outstanding=EMA["outstanding"])
@@ -105,13 +79,13 @@ async def prefill_chunk(dut, mode: str):
     want = {p: [] for p in OUTPUTS}
     layers = []
     wall = time.time()
-    await _feed(source, score_beats(CMD, vec.scores))
+    await feed(source, score_beats(CMD, vec.scores))
     n_routes = 0
     groups_total = 0
-    before = await counters(dut)
+    before = await read_counters(dut, COUNTERS)
     for layer in range(PRU.n_layers):
         start = sinks["route"].cycles
-        task = cocotb.start_soon(_feed(source, logit_beats(CMD, vec.logits, layer, t,
+        task = cocotb.start_soon(feed(source, logit_beats(CMD, vec.logits, layer, t,
                                                            PRU.beats_per_token)))
         routes_want = sum(int(e >= 0) for e in rows["experts"][:, layer].ravel())
         await sinks["route"].wait_for(n_routes + routes_want, max_cycles=40 * t * 64 + 5000)
@@ -125,14 +99,16 @@ async def prefill_chunk(dut, mode: str):
             want[p] += expect[p]
         want["moe_out"] += expected_moe(rows, layer, t)
         beats = group_beats(CMD, rows, layer, groups, candidates=CANDS, tokens=SLOTS, d_model=D)
-        task = cocotb.start_soon(_feed(source, beats))
+        task = cocotb.start_soon(feed(source, beats))
         words = len(groups) * (D * 2 + F) + 2000
         bound = 40 * (len(beats) + words) + 8 * PARAMS["latency"] * len(groups) + 20_000
         await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=bound)
         await task
-        after = await counters(dut)
+        after = await read_counters(dut, COUNTERS)
+        # whole experts: per candidate every GATE_UP column (2F products) and DOWN column (D)
         layers.append({"layer": layer, "groups": len(groups),
                        "experts": len({g.expert for g in groups}),
+                       "macs": sum(len(g.cands) for g in groups) * (D * 2 * F + F * D),
                        "cycles": sinks["route"].cycles - start,
                        **{k: after[k] - before[k] for k in COUNTERS}})
         before = after
