@@ -29,8 +29,8 @@ from .models import BUNDLED, MoEModelSpec, linear_bytes, model_names, model_spec
 from .passes import Pass, PassCoster, StepPlan
 from .traffic import measured_plan, onchip_plan
 
-__all__ = ["POLICIES", "check_request", "estimate", "plan_step", "plan_prefill", "distinct_experts",
-           "CONTEXT_TOKENS", "RHO_TREE", "RHO_PREFILL"]
+__all__ = ["POLICIES", "check_request", "estimate", "plan_step", "plan_prefill", "prefill_experts",
+           "distinct_experts", "CONTEXT_TOKENS", "RHO_TREE", "RHO_PREFILL"]
 
 #: policies the estimate knows: `edgexpert compare`'s, in its order (golden/policies.py COMPARED)
 POLICIES = ("ar", "naive_sd", "edgexpert", "moe_spec", "s2moe", "specmoe", "specter", "combined")
@@ -292,18 +292,25 @@ def _specter_step(m: MoEModelSpec, config: Config, context: int, resident: int) 
         f"bundled model; {_onchip_slots(m, config)} on-chip expert slots per layer",))
 
 
+def prefill_experts(m: MoEModelSpec, policy: str, config: Config) -> float:
+    """Distinct routed experts one prefill chunk fetches per MoE layer: on the bundled model its
+    measured prefill bytes per prompt token x the chunk (partial last chunks included in that
+    mean); elsewhere the synthetic routing's, cut by EdgeXpert's prompt-wise reuse."""
+    chunk = config.policies.prefill_chunk
+    if m.name == BUNDLED:
+        return BUNDLED_MEASURED[policy][3] * chunk / (m.moe_layers * m.expert_bytes)
+    experts = distinct_experts(m.n_experts, m.top_k, chunk, RHO_PREFILL)
+    if policy == "edgexpert" or (policy == "combined" and config.policies.combined_prefill_reuse):
+        experts *= EDGEXPERT_PREFILL_KEEP
+    return experts
+
+
 def plan_prefill(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS,
                  resident: int = 0) -> StepPlan:
     """One prefill chunk (`policies.prefill_chunk` prompt tokens, each expert streamed once per
     chunk); the head is read by the last chunk only and left out here."""
     chunk = config.policies.prefill_chunk
-    if m.name == BUNDLED:
-        experts = BUNDLED_MEASURED[policy][3] * chunk / (m.moe_layers * m.expert_bytes)
-    else:
-        experts = distinct_experts(m.n_experts, m.top_k, chunk, RHO_PREFILL)
-        if policy == "edgexpert" or (policy == "combined"
-                                     and config.policies.combined_prefill_reuse):
-            experts *= EDGEXPERT_PREFILL_KEEP
+    experts = prefill_experts(m, policy, config)
     # the chunk's tokens attend to the half of the prompt before them on average
     p = _target_pass(m, "prefill", chunk, experts, context // 2, chunk, head=False,
                      resident=resident)

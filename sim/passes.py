@@ -44,7 +44,7 @@ from .dram import DramModel
 
 __all__ = ["MAC_KINDS", "Pass", "StepPlan", "PassCoster", "PassCost", "load_cost_table",
            "COMPUTE_UTILIZATION", "CONTROL_POWER_W", "DEFAULT_COSTS", "compute_cycles",
-           "calibrate_compute"]
+           "calibrate_compute", "calibrate_prefill"]
 
 #: what MACs are counted by: routed and shared experts, attention and router projections and
 #: dense FFNs, attention scores and values, the output head, the draft head
@@ -250,6 +250,48 @@ def calibrate_compute(cycle_file: dict, utilization: float = COMPUTE_UTILIZATION
             "measured_u_max_abs_error": max(abs(p["measured_u_error"]) for p in passes),
             "by_kind": kinds, "passes": passes}
     return {"model_utilization": utilization, "runs": runs}
+
+
+def calibrate_prefill(cycle_file: dict, model_experts: float,
+                      utilization: float = COMPUTE_UTILIZATION) -> dict:
+    """The performance model's prefill against the top with its PRU on one prefill chunk (the
+    cycle file's `prefill` entry, docs/blocks/top.md "Cycle file"), per pause mode and per
+    chunk-layer: the measured busy cycles, memory wait, compute and MACs per cycle; the model's
+    compute cycles for the chunk-layer's MACs at `utilization` and at the measured utilization
+    of the whole-expert decode run (`naive_sd/none`: the same engine on whole experts; None
+    without that run), with their errors; the experts the PRU fetched per chunk-layer against
+    `model_experts` (the model's, sim.estimate.plan_prefill). The peak is the decode runs'
+    (`peak_macs_per_cycle`: both arrays of the same engine). Errors are model / measured - 1.
+    Raises ValueError without a `prefill` entry or decode run, or on a chunk-layer without
+    busy cycles."""
+    if not cycle_file.get("prefill"):
+        raise ValueError("no prefill entry: rerun `edgexpert bench top`")
+    if not cycle_file.get("runs"):
+        raise ValueError("no decode runs to take the array's peak from")
+    peak = next(iter(cycle_file["runs"].values()))["peak_macs_per_cycle"]
+    whole = cycle_file["runs"].get("naive_sd/none")
+    decode_u = whole["macs"] / (whole["cycles"] * peak) if whole else None
+    modes = {}
+    for mode, chunk in sorted(cycle_file["prefill"].items()):
+        busy, macs = chunk["busy_per_layer"], chunk["macs_per_layer"]
+        if busy <= 0:
+            raise ValueError(f"prefill {mode}: no busy cycles")
+        model = compute_cycles(macs, peak, utilization)
+        fitted = None if decode_u is None else compute_cycles(macs, peak, decode_u)
+        modes[mode] = {
+            "tokens": chunk["tokens"], "layers": chunk["layers"], "busy_per_layer": busy,
+            "memory_wait_share": round(chunk["memory_wait_per_layer"] / busy, 4),
+            "macs_per_layer": macs, "macs_per_cycle": round(macs / busy, 3),
+            "utilization": round(macs / (busy * peak), 4),
+            "model_cycles": round(model), "model_error": round(model / busy - 1, 4),
+            "decode_u_cycles": None if fitted is None else round(fitted),
+            "decode_u_error": None if fitted is None else round(fitted / busy - 1, 4),
+            "experts_per_layer": chunk["experts_per_layer"],
+            "model_experts_per_layer": round(model_experts, 2),
+            "experts_error": round(model_experts / chunk["experts_per_layer"] - 1, 4)}
+    return {"model_utilization": utilization, "peak_macs_per_cycle": peak,
+            "decode_utilization": None if decode_u is None else round(decode_u, 4),
+            "modes": modes}
 
 
 class PassCoster:

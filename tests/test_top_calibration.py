@@ -1,5 +1,5 @@
-"""The compute model against the accelerator top's cycle file (sim.passes.calibrate_compute and
-`edgexpert estimate --calibrate`), on a small hand-written cycle file."""
+"""The compute model against the accelerator top's cycle file (sim.passes.calibrate_compute,
+calibrate_prefill and `edgexpert estimate --calibrate`), on a small hand-written cycle file."""
 
 import json
 import os
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from edgexpert.sim.passes import COMPUTE_UTILIZATION, calibrate_compute, compute_cycles
+from edgexpert.sim.passes import (COMPUTE_UTILIZATION, calibrate_compute, calibrate_prefill,
+                                  compute_cycles)
 
 EDGEXPERT = Path(sys.executable).parent / "edgexpert"
 
@@ -59,6 +60,39 @@ def test_a_pass_without_cycles_is_refused():
         calibrate_compute(bad)
 
 
+def with_prefill() -> dict:
+    """The cycle file with a prefill chunk of 4 tokens in 2 layers: 3,400 MACs and 2.5 experts
+    fetched per chunk-layer in 1,000 busy cycles (50 waiting on memory)."""
+    chunk = {"tokens": 4, "layers": 2, "cycles_per_layer": 1100, "busy_per_layer": 1000,
+             "memory_wait_per_layer": 50, "compute_per_layer": 900, "macs_per_layer": 3400,
+             "experts_per_layer": 2.5, "groups_per_layer": 3, "replays": 1, "per_layer": []}
+    return {**cycle_file(), "prefill": {"none": chunk}}
+
+
+def test_the_prefill_model_against_hand_computed_cycles():
+    result = calibrate_prefill(with_prefill(), model_experts=3.0)
+    # the decode run's whole experts: 13,600 MACs / (4,000 cycles x 8 lanes) = 0.425
+    assert result["decode_utilization"] == 0.425 and result["peak_macs_per_cycle"] == 8
+    chunk = result["modes"]["none"]
+    assert chunk["macs_per_cycle"] == 3.4 and chunk["utilization"] == 0.425
+    assert chunk["memory_wait_share"] == 0.05
+    # at 0.8: 3,400 / 6.4 = 531 cycles, 46.9 % short; at the decode's 0.425: 1,000, exact
+    assert chunk["model_cycles"] == 531
+    assert chunk["model_error"] == pytest.approx(-0.4688, abs=1e-4)
+    assert chunk["decode_u_cycles"] == 1000 and chunk["decode_u_error"] == 0
+    # 3 experts in the model against 2.5 fetched: +20 %
+    assert chunk["experts_error"] == pytest.approx(0.2)
+
+
+def test_a_cycle_file_without_a_usable_prefill_entry_is_refused():
+    with pytest.raises(ValueError, match="no prefill entry"):
+        calibrate_prefill(cycle_file(), model_experts=3.0)
+    bad = with_prefill()
+    bad["prefill"]["none"]["busy_per_layer"] = 0
+    with pytest.raises(ValueError, match="prefill none: no busy cycles"):
+        calibrate_prefill(bad, model_experts=3.0)
+
+
 def _estimate(build: Path, *args):
     return subprocess.run([str(EDGEXPERT), "estimate", "--calibrate", *args],
                           capture_output=True, text=True,
@@ -76,6 +110,13 @@ def test_estimate_calibrate_reads_the_cycle_file_and_names_the_missing_ema_bench
     data = json.loads(_estimate(tmp_path, "--json").stdout)
     assert "ema" not in data and data["top"]["runs"]["naive_sd/none"]["model_cycles"] == 2125
     assert any("no EMA benchmark" in note for note in data["notes"])
+    path.write_text(json.dumps(with_prefill()))
+    proc = _estimate(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "prefill model vs the top with its PRU" in proc.stdout
+    prefill = json.loads(_estimate(tmp_path, "--json").stdout)["top"]["prefill"]
+    assert prefill["modes"]["none"]["decode_u_cycles"] == 1000
+    assert prefill["modes"]["none"]["model_experts_per_layer"] > 0
     path.write_text(json.dumps({**cycle_file(), "format": "something-else"}))
     proc = _estimate(tmp_path)
     assert proc.returncode == 2

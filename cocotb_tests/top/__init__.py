@@ -193,13 +193,16 @@ def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
 def prefill_cycles(report: dict) -> dict:
     """The cycle file's `prefill` entry from a prefill bench report: per pause mode, the chunk's
     tokens, and per chunk-layer (mean over the layers) its cycles, the top's counters, the
-    experts fetched, the engine groups and the replays, and every layer's entry."""
+    experts fetched, the engine groups and MACs, MACs per busy cycle, the replays, and every
+    layer's entry."""
     out = {}
     for name, test in sorted(report["tests"].items()):
         layers = test["layers"]
         mean = {f"{k}_per_layer": round(sum(e[k] for e in layers) / len(layers), 1)
                 for k in ("cycles", "busy", "memory_wait", "compute", "beats", "bytes",
-                          "experts", "groups")}
+                          "experts", "groups", "macs")}
+        macs_per_cycle = sum(e["macs"] for e in layers) / sum(e["busy"] for e in layers)
         out[name.split("/")[1]] = {"tokens": test["tokens"], "layers": len(layers), **mean,
+                                   "macs_per_cycle": round(macs_per_cycle, 3),
                                    "replays": test["replays"], "per_layer": layers}
     return out

@@ -20,7 +20,7 @@ def _calibrate(args) -> int:
     `bench top`'s cycle file, each when its file exists (the absent one is named)."""
     from ..contracts.tools import build_root
 
-    load(args)
+    config = load(args)
     ema_path = build_root() / "bench" / "ema" / "summary.json"
     top_path = build_root() / "bench" / "top" / "cycles.json"
     if not ema_path.is_file() and not top_path.is_file():
@@ -33,7 +33,7 @@ def _calibrate(args) -> int:
         notes.append(f"no EMA benchmark at {ema_path} (run `edgexpert bench ema`): the EMA "
                      "cycle model is not checked")
     if top_path.is_file():
-        out["top"] = _calibrate_top(top_path, args.json)
+        out["top"] = _calibrate_top(top_path, config, args.json)
     else:
         notes.append(f"no top cycle file at {top_path} (run `edgexpert bench top`): the compute "
                      "model is not checked")
@@ -60,16 +60,23 @@ def _calibrate_ema(path: Path, quiet: bool) -> tuple[bool, dict]:
     return ok, result
 
 
-def _calibrate_top(path: Path, quiet: bool) -> dict:
+def _calibrate_top(path: Path, config, quiet: bool) -> dict:
     """The compute model (sim.passes.compute_cycles at COMPUTE_UTILIZATION) against the top's
-    measured cycles, pass by pass (a report: no tolerance, docs/performance-model.md)."""
+    measured cycles, pass by pass, and the prefill model against its prefill chunk when the file
+    has one (a report: no tolerance, docs/performance-model.md)."""
     from ..cocotb_tests.top import CYCLES_FORMAT, CYCLES_VERSION
-    from ..sim.passes import calibrate_compute
+    from ..sim.estimate import prefill_experts
+    from ..sim.models import BUNDLED, model_spec
+    from ..sim.passes import calibrate_compute, calibrate_prefill
     try:
         cycles = json.loads(path.read_text())
         if (cycles.get("format"), cycles.get("version")) != (CYCLES_FORMAT, CYCLES_VERSION):
             raise ValueError(f"format {cycles.get('format')!r} version {cycles.get('version')!r}")
         result = calibrate_compute(cycles)
+        if cycles.get("prefill"):
+            # the PRU is EdgeXpert's prompt routing: the model's prefill of that policy
+            experts = prefill_experts(model_spec(BUNDLED), "edgexpert", config)
+            result["prefill"] = calibrate_prefill(cycles, experts)
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path} is not a top cycle file ({exc}): accepted {CYCLES_FORMAT} "
                          f"version {CYCLES_VERSION}; rerun `edgexpert bench top`") from None
@@ -96,7 +103,27 @@ def _calibrate_top(path: Path, quiet: bool) -> dict:
               f"of the measured {run['cycles']:,}; with the measured utilization every pass is "
               f"within {run['measured_u_max_abs_error']:.1%}; memory wait "
               f"{run['memory_wait_share']:.1%} of the cycles")
+    if "prefill" in result:
+        _print_prefill(result["prefill"])
     return result
+
+
+def _print_prefill(prefill: dict) -> None:
+    u, du = prefill["model_utilization"], prefill["decode_utilization"]
+    print(f"\nprefill model vs the top with its PRU: one chunk, per chunk-layer (the model's "
+          f"compute cycles at {u} and at the whole-expert decode run's measured {du}; the "
+          "model's experts per chunk-layer, EdgeXpert's prefill on the bundled model)")
+    print(f"{'pauses':<8}{'tokens':>7}{'MACs':>11}{'busy':>9}{'mem wait':>9}{'MACs/cyc':>9}"
+          f"{f'model@{u}':>11}{'error':>8}{f'model@{du}':>12}{'error':>8}{'experts':>9}"
+          f"{'model':>7}{'error':>8}")
+    for mode, c in prefill["modes"].items():
+        decode = ("" if c["decode_u_cycles"] is None else
+                  f"{c['decode_u_cycles']:>12,}{c['decode_u_error']:>+8.1%}")
+        print(f"{mode:<8}{c['tokens']:>7}{c['macs_per_layer']:>11,.0f}{c['busy_per_layer']:>9,.0f}"
+              f"{c['memory_wait_share']:>9.1%}{c['macs_per_cycle']:>9.1f}"
+              f"{c['model_cycles']:>11,}{c['model_error']:>+8.1%}{decode:>20}"
+              f"{c['experts_per_layer']:>9.1f}{c['model_experts_per_layer']:>7.1f}"
+              f"{c['experts_error']:>+8.1%}")
 
 
 def _measured_runs(args) -> tuple[dict, list, list[str]]:

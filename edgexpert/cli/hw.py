@@ -331,7 +331,8 @@ def cmd_bench_top(args) -> int:
             print(f"prefill chunk ({run['tokens']} tokens, pauses {mode}): "
                   f"{run['cycles_per_layer']:.0f} cycles per chunk-layer (busy "
                   f"{run['busy_per_layer']:.0f}, memory wait {run['memory_wait_per_layer']:.0f}, "
-                  f"compute {run['compute_per_layer']:.0f}), {run['experts_per_layer']:.1f} "
+                  f"compute {run['compute_per_layer']:.0f}), {run['macs_per_cycle']:.1f} MACs "
+                  f"per busy cycle, {run['experts_per_layer']:.1f} "
                   f"experts fetched, {run['groups_per_layer']:.1f} groups, "
                   f"{run['replays']} replays over {run['layers']} layers")
         walls = {sim: simulators[sim]["simulation_s"] for sim in ("icarus", "verilator")}
