@@ -13,6 +13,7 @@ from collections import deque
 import numpy as np
 import pytest
 import torch
+from amaranth.hdl import Module, ResetInserter, Signal
 from amaranth.sim import Simulator
 
 from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, group_items,
@@ -25,22 +26,42 @@ from edgexpert.hw.engine import ExpertEngine
 
 
 def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pressure: float,
-               max_cycles: int = 200_000) -> tuple[dict[str, list[int]], int, dict[str, list[int]]]:
+               max_cycles: int = 200_000, reset_after: int | None = None,
+               ) -> tuple[dict[str, list[int]], int, dict[str, list[int]]]:
     """Drive every input queue and drain every output, each stream paused with probability
     `pressure` per cycle; the flushes go only after every expert output arrived (a group must
     be combined before its token is read). Returns the outputs, the cycles taken and, per
     group, the cycle its last candidate was taken (`start`) and its last expert output left
-    (`end`)."""
+    (`end`). With `reset_after` = k: once k expert outputs are out (groups in flight, sums
+    half combined), a reset of 2 cycles, then every input again from the start; what came out
+    before the reset is dropped."""
     rng = random.Random(seed)
     queues = {name: deque(inputs.get(name, [])) for name in INPUTS}
     expected_out = len(inputs["_expert_out_count"])
     got = {name: [] for name in OUTPUTS}
     cycles = []
     marks = {"start": [], "end": []}
+    rst = Signal()
+    top = Module()
+    top.submodules.engine = ResetInserter(rst)(engine)
 
     async def tb(ctx):
         offered = {name: False for name in INPUTS}
+        pending_reset = reset_after
         for cycle in range(max_cycles):
+            if pending_reset is not None and len(got["expert_out"]) >= pending_reset:
+                pending_reset = None
+                for name in INPUTS:
+                    ctx.set(getattr(engine, name).valid, 0)
+                ctx.set(rst, 1)
+                await ctx.tick().repeat(2)
+                ctx.set(rst, 0)
+                queues.update({name: deque(inputs.get(name, [])) for name in INPUTS})
+                offered = {name: False for name in INPUTS}
+                for name in OUTPUTS:
+                    got[name].clear()
+                for mark in marks.values():
+                    mark.clear()
             for name in INPUTS:
                 port = getattr(engine, name)
                 gated = name == "flush" and len(got["expert_out"]) < expected_out
@@ -74,7 +95,7 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
                 assert not ctx.get(getattr(engine, name).valid), f"extra item on {name}"
             await ctx.tick()
 
-    sim = Simulator(engine)
+    sim = Simulator(top)
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
@@ -113,14 +134,11 @@ def expert_reference(x8, sx: Dyadic, w: ExpertWeights, gu_mask, dn_mask):
     return h8, sh, requant(int_matmul(h8, down), sh, s_dn, 16)
 
 
-@pytest.mark.parametrize("d_model, ffn, cands, lanes, word_bits, pressure", [
-    (10, 3, 3, 2, 32, 0.5),    # padding nibbles in GATE_UP words, two words per DOWN column
-    (8, 8, 2, 16, 64, 0.0),    # one chunk per word, full speed
-    (6, 4, 1, 8, 32, 0.3),     # a single candidate
-    (8, 8, 2, 128, 512, 0.3),  # engine_l128's lanes and word: one chunk, most lanes padding
-])
-def test_engine_matches_golden(d_model, ffn, cands, lanes, word_bits, pressure):
-    seed = d_model * 1000 + ffn * 10 + cands
+def random_groups(d_model: int, ffn: int, cands: int, word_bits: int, slots: int, seed: int):
+    """Six groups (two per expert of three) of random int4 weights, float16 scale words with
+    subnormals, masked GATE_UP and DOWN channels, partial groups, an all-zero input and token
+    slots shared by several experts, then a flush of every slot: the engine's input items and
+    the outputs golden/intops gives for them."""
     rng = np.random.default_rng(seed)
     slots = 4
     layout = WeightLayout(n_layers=1, n_experts=3, d_model=d_model, expert_ffn=ffn)
@@ -131,9 +149,6 @@ def test_engine_matches_golden(d_model, ffn, cands, lanes, word_bits, pressure):
         scales_gate_up=scale_words(rng, 2 * ffn), scales_down=scale_words(rng, d_model))
         for e in range(3)}
     image = memory_image(layout, weights, junk_seed=seed)
-    engine = ExpertEngine(d_model, ffn, cands, lanes, word_bits, slots)
-    lay = layouts(d_model, ffn, cands, word_bits, slots)
-
     inputs = {name: [] for name in INPUTS}
     want = {name: [] for name in OUTPUTS}
     moe = np.zeros((slots, d_model), dtype=np.int64)
@@ -173,17 +188,49 @@ def test_engine_matches_golden(d_model, ffn, cands, lanes, word_bits, pressure):
                        for t in range(slots) for d in range(d_model)]
     inputs["_expert_out_count"] = want["expert_out"]
     inputs["_moe_count"] = len(want["moe_out"])
+    return inputs, want
 
-    got, cycles, marks = run_engine(engine, inputs, seed, pressure)
+
+def check_outputs(got: dict, want: dict, lay: dict) -> None:
     for name in OUTPUTS:
         items = [unpack(lay[name], v) for v in got[name]]
         assert len(items) == len(want[name]), f"{name}: {len(items)} items for {len(want[name])}"
         for i, (g_, w_) in enumerate(zip(items, want[name])):
             assert g_ == w_, f"{name} item {i}: RTL {g_} != golden {w_}"
+
+
+@pytest.mark.parametrize("d_model, ffn, cands, lanes, word_bits, pressure", [
+    (10, 3, 3, 2, 32, 0.5),    # padding nibbles in GATE_UP words, two words per DOWN column
+    (8, 8, 2, 16, 64, 0.0),    # one chunk per word, full speed
+    (6, 4, 1, 8, 32, 0.3),     # a single candidate
+    (8, 8, 2, 128, 512, 0.3),  # engine_l128's lanes and word: one chunk, most lanes padding
+])
+def test_engine_matches_golden(d_model, ffn, cands, lanes, word_bits, pressure):
+    seed = d_model * 1000 + ffn * 10 + cands
+    slots = 4
+    inputs, want = random_groups(d_model, ffn, cands, word_bits, slots, seed)
+    engine = ExpertEngine(d_model, ffn, cands, lanes, word_bits, slots)
+    got, cycles, marks = run_engine(engine, inputs, seed, pressure)
+    check_outputs(got, want, layouts(d_model, ffn, cands, word_bits, slots))
     # groups overlap: each group after the first starts before the one before it has left
     assert len(marks["start"]) == len(marks["end"]) == 6
     overlapped = [nxt < end for nxt, end in zip(marks["start"][1:], marks["end"])]
     assert all(overlapped) if pressure == 0 else any(overlapped), (marks, overlapped)
+
+
+@pytest.mark.parametrize("reset_after, pressure", [(9, 0.0), (40, 0.3), (75, 0.0)])
+def test_a_reset_mid_step_leaves_no_partial_sums(reset_after, pressure):
+    """A reset while groups are in flight: after the first group's first outputs (its DOWN
+    drain, the next group's GATE_UP MACs), after two groups' worth combined, mid-way through
+    the fourth group; then the same groups from the start come out exact, as from a new
+    engine: no accumulator row and no MoE sum keeps what it held before the reset."""
+    d_model, ffn, cands, lanes, word_bits, slots = 10, 3, 3, 2, 32, 4
+    seed = 20261201 + reset_after
+    inputs, want = random_groups(d_model, ffn, cands, word_bits, slots, seed)
+    assert reset_after < len(want["expert_out"])
+    engine = ExpertEngine(d_model, ffn, cands, lanes, word_bits, slots)
+    got, _, _ = run_engine(engine, inputs, seed, pressure, reset_after=reset_after)
+    check_outputs(got, want, layouts(d_model, ffn, cands, word_bits, slots))
 
 
 @pytest.mark.parametrize("kwargs, message", [

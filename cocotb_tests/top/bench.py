@@ -27,7 +27,7 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles
+from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
@@ -88,45 +88,42 @@ def rows(selection: str) -> list[int]:
     return pick(draft_pass)[:SLOTS] + pick(verify_pass)[:1]
 
 
-@cocotb.test()
-@cocotb.parametrize(masks=["naive_sd", "edgexpert", "dcu", "dcu_inline"], mode=["none", "random"])
-async def trace_step(dut, masks: str, mode: str):
-    """The selected trace rows through the top with `masks`, every stream and the AXI read
-    channels paused by `mode`."""
-    name = f"trace_step/{masks}/{mode}"
-    rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
-    selection = PARAMS["selection"]
-    mask_arrays = None if masks == "naive_sd" else MASKED
+def plan(masks: str, selection: str) -> list:
+    return plan_batches(TRACE, None if masks == "naive_sd" else MASKED, rows(selection), CANDS,
+                        SLOTS, GEOMETRY)
+
+
+def commands(batch, masks: str) -> list[int]:
+    return batch_commands(TRACE, batch, candidates=CANDS, tokens=SLOTS,
+                          dcu=KEEP if masks in DCU_ORDERS else None,
+                          order=DCU_ORDERS.get(masks, "ahead"))
+
+
+def bound(batch, beats: list[int], expect: dict) -> int:
+    """Cycles a batch may take before the bench calls it a hang."""
+    words = sum(len(g.gate_up) * GEOMETRY.column_beats(0) + len(g.down)
+                * GEOMETRY.column_beats(1) for g in batch.groups)
+    return 40 * (len(beats) + words + sum(len(v) for v in expect.values())) \
+        + 8 * PARAMS["latency"] * (len(batch.steps) + len(batch.groups)) + 5000
+
+
+async def play(dut, batches: list, masks: str, source: StreamSource,
+               sinks: dict[str, StreamSink]) -> tuple[dict, dict, int]:
+    """Every batch's commands, each once the one before has all its MoE sums out; the host
+    reads the counters after each batch. Returns the expected outputs, the per-pass entries
+    (the counters summed over the pass's layers) and the MACs."""
     values = TRACE if masks == "naive_sd" else MASKED
-    batches = plan_batches(TRACE, mask_arrays, rows(selection), CANDS, SLOTS, GEOMETRY)
-    dut._log.info("%s: seed %d, selection %s: %d batches, %d groups, latency %d", name,
-                  cocotb.RANDOM_SEED, selection, len(batches),
-                  sum(len(b.groups) for b in batches), PARAMS["latency"])
-    dut.csr__addr.value = 0
-    weight_memory(dut, PARAMS["image"], LAYOUT.base_address, PARAMS["latency"], rng, mode)
-    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
-    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=GEOMETRY.beat_bytes,
-                             max_outstanding=EMA["outstanding"])
-    source = StreamSource(dut, "cmd", Pauses(mode, rng), rng)
-    sinks = {p: StreamSink(dut, p, Pauses(mode, rng)) for p in OUTPUTS}
     want = {p: [] for p in OUTPUTS}
     passes: dict[tuple, dict] = {}
     before = await read_counters(dut, COUNTERS)
-    wall = time.time()
     macs = 0
     for batch in batches:
-        beats = batch_commands(TRACE, batch, candidates=CANDS, tokens=SLOTS,
-                               dcu=KEEP if masks in DCU_ORDERS else None,
-                               order=DCU_ORDERS.get(masks, "ahead"))
+        beats = commands(batch, masks)
         expect = expected_outputs(values, batch)
         for p in OUTPUTS:
             want[p] += expect[p]
         task = cocotb.start_soon(feed(source, beats))
-        words = sum(len(g.gate_up) * GEOMETRY.column_beats(0) + len(g.down)
-                    * GEOMETRY.column_beats(1) for g in batch.groups)
-        bound = 40 * (len(beats) + words + sum(len(v) for v in expect.values())) \
-            + 8 * PARAMS["latency"] * (len(batch.steps) + len(batch.groups)) + 5000
-        await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=bound)
+        await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=bound(batch, beats, expect))
         await task
         batch_macs = sum(len(g.cands) * (len(g.gate_up) * 2 * F + len(g.down) * D)
                          for g in batch.groups)
@@ -151,9 +148,12 @@ async def trace_step(dut, masks: str, mode: str):
     for p in OUTPUTS:
         await sinks[p].wait_for(len(want[p]), max_cycles=1000)
     await ClockCycles(dut.clk, 50)
-    wall = time.time() - wall
-    # every item compared; the mismatches are counted (the report says how many) before the
-    # test fails on the first one
+    return want, passes, macs
+
+
+def compare(dut, name: str, masks: str, sinks: dict[str, StreamSink], want: dict) -> dict:
+    """Every output item against the reference; the mismatches are counted (the report says
+    how many) before the test fails on the first one. Returns the counts."""
     mismatches, first = {}, None
     for p in OUTPUTS:
         sinks[p].stop()
@@ -167,10 +167,41 @@ async def trace_step(dut, masks: str, mode: str):
     if first is not None:
         dut._log.error("%s: mismatches %s", name, mismatches)
     assert first is None, first
+    return mismatches
+
+
+async def check_idle(dut, monitor: AxiReadMonitor) -> None:
+    """The top idle without an error, the EMA without a latched error, no burst left open."""
     status = await read_csr(dut, int(TopCsr.STATUS))
     assert status == 0, f"STATUS {status:#x}: busy (bit 0) or a completion not OK (bit 1)"
     assert await read_csr(dut, int(EmaCsr.STATUS)) & 2 == 0, "the EMA latched an error"
     monitor.assert_drained()
+
+
+@cocotb.test()
+@cocotb.parametrize(masks=["naive_sd", "edgexpert", "dcu", "dcu_inline"], mode=["none", "random"])
+async def trace_step(dut, masks: str, mode: str):
+    """The selected trace rows through the top with `masks`, every stream and the AXI read
+    channels paused by `mode`."""
+    name = f"trace_step/{masks}/{mode}"
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
+    selection = PARAMS["selection"]
+    batches = plan(masks, selection)
+    dut._log.info("%s: seed %d, selection %s: %d batches, %d groups, latency %d", name,
+                  cocotb.RANDOM_SEED, selection, len(batches),
+                  sum(len(b.groups) for b in batches), PARAMS["latency"])
+    dut.csr__addr.value = 0
+    weight_memory(dut, PARAMS["image"], LAYOUT.base_address, PARAMS["latency"], rng, mode)
+    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
+    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=GEOMETRY.beat_bytes,
+                             max_outstanding=EMA["outstanding"])
+    source = StreamSource(dut, "cmd", Pauses(mode, rng), rng)
+    sinks = {p: StreamSink(dut, p, Pauses(mode, rng)) for p in OUTPUTS}
+    wall = time.time()
+    want, passes, macs = await play(dut, batches, masks, source, sinks)
+    wall = time.time() - wall
+    mismatches = compare(dut, name, masks, sinks, want)
+    await check_idle(dut, monitor)
     monitor.stop()
     # every AR's address and length: the host's and the DCU's masks must fetch alike (sorted:
     # the `dcu` order fetches the next group's GATE_UP before this group's DOWN)
@@ -188,6 +219,68 @@ async def trace_step(dut, masks: str, mode: str):
         "macs_per_cycle": round(macs / cycles, 3), "wall_s": round(wall, 2),
         "items_checked": {p: len(want[p]) for p in OUTPUTS}, "mismatches": mismatches,
         "passes": sorted(passes.values(), key=lambda e: (e["prompt"], e["pass"]))}
+    _write_report(selection)
+
+
+@cocotb.test()
+@cocotb.parametrize(cut=["fetch", "combine"])
+async def reset_mid_step(dut, cut: str):
+    """A reset in the middle of the selection's first batch, with the DCU choosing the masks
+    under random pauses: at `cut` "fetch" with bursts half delivered and no output yet; at
+    "combine" once the first group's expert outputs are out and the next group's GATE_UP MACs
+    run (its partial sums in the accumulators, the first group's in the MoE sums). After it
+    every counter and STATUS is 0, and the whole selection from the start comes out equal to
+    the reference, item for item: nothing the reset cut off is left in the EMA, the feeder, the
+    DCU or the engine."""
+    name, masks = f"reset_mid_step/{cut}", "dcu"
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
+    batches = plan(masks, PARAMS["selection"])
+    dut.csr__addr.value = 0
+    weight_memory(dut, PARAMS["image"], LAYOUT.base_address, PARAMS["latency"], rng, "random")
+    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
+    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=GEOMETRY.beat_bytes,
+                             max_outstanding=EMA["outstanding"])
+    source = StreamSource(dut, "cmd", Pauses("random", rng), rng)
+    sinks = {p: StreamSink(dut, p, Pauses("random", rng)) for p in OUTPUTS}
+    first = batches[0]
+    expect = expected_outputs(MASKED, first)
+    beats = commands(first, masks)
+    # "combine": the first group's expert outputs and one of the next group's
+    outputs = len(first.groups[0].cands) * D + 1
+    assert len(expect["expert_out"]) > outputs, "the first batch has a single group"
+    task = cocotb.start_soon(feed(source, beats))
+    if cut == "combine":
+        await sinks["expert_out"].wait_for(outputs, max_cycles=bound(first, beats, expect))
+    else:
+        for _ in range(bound(first, beats, expect)):
+            await RisingEdge(dut.clk)
+            if monitor.outstanding and monitor.beats >= 8:
+                break
+        assert monitor.outstanding, "no burst in flight to reset in"
+    at_reset = {"expert_out": len(sinks["expert_out"].items),
+                "moe_out": len(sinks["moe_out"].items), "bursts_open": monitor.outstanding,
+                "commands_sent": source.sent}
+    task.cancel()
+    source.idle()
+    for sink in sinks.values():
+        sink.stop()
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    counters = await read_counters(dut, {**COUNTERS, "status": TopCsr.STATUS})
+    assert all(v == 0 for v in counters.values()), f"not cleared by the reset: {counters}"
+    source = StreamSource(dut, "cmd", Pauses("random", rng), rng)
+    sinks = {p: StreamSink(dut, p, Pauses("random", rng)) for p in OUTPUTS}
+    want, _, _ = await play(dut, batches, masks, source, sinks)
+    mismatches = compare(dut, name, masks, sinks, want)
+    await check_idle(dut, monitor)
+    monitor.stop()
+    _report[name] = {"at_reset": at_reset, "items_checked": {p: len(want[p]) for p in OUTPUTS},
+                     "mismatches": mismatches}
+    _write_report(PARAMS["selection"])
+
+
+def _write_report(selection: str) -> None:
     write_bench_report({"case": {k: PARAMS[k] for k in ("ema", "candidates", "lanes", "tokens")},
                         "latency": PARAMS["latency"], "selection": selection,
                         "seed": int(os.environ["COCOTB_RANDOM_SEED"]), "tests": _report})

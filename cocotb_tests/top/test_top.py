@@ -16,16 +16,26 @@ from edgexpert.sim.runner import SIMULATORS
 
 #: the CI's tests per simulator (CI time: Icarus simulates the top about 4x slower): whole
 #: experts without pauses on both; on Verilator also EdgeXpert's masks sent by the host and
-#: chosen by the DCU in the top, both under random pauses on every stream and AXI channel. The
-#: benchmark runs all eight on the whole step
+#: chosen by the DCU in the top, both under random pauses on every stream and AXI channel, and
+#: a reset in the middle of a batch. The benchmark runs the eight trace_step runs on the whole
+#: step
 CI_TESTS = {"icarus": ("trace_step/naive_sd/none",),
             "verilator": ("trace_step/naive_sd/none", "trace_step/edgexpert/random",
-                          "trace_step/dcu/random")}
+                          "trace_step/dcu/random", "reset_mid_step/fetch",
+                          "reset_mid_step/combine")}
+
+
+#: the parameters of each parametrized test, in the order the report's names give them
+_PARAMETERS = {"trace_step": ("masks", "mode"), "reset_mid_step": ("cut",)}
 
 
 def _filter(names) -> str:
-    """cocotb's names of parametrized tests: trace_step/masks=.../mode=..."""
-    return "|".join("trace_step/masks={}/mode={}".format(*name.split("/")[1:]) for name in names)
+    """cocotb's names of the report's tests: trace_step/naive_sd/none is
+    trace_step/masks=naive_sd/mode=none."""
+    def cocotb_name(name: str) -> str:
+        test, *values = name.split("/")
+        return "/".join([test] + [f"{k}={v}" for k, v in zip(_PARAMETERS[test], values)])
+    return "|".join(map(cocotb_name, names))
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
@@ -35,6 +45,13 @@ def test_top(simulator: str):
     ran = result.report["tests"]
     # every test that should have run reported its measurements: none silently skipped
     assert sorted(ran) == sorted(names)
+    if "reset_mid_step/fetch" in ran:
+        # cut with bursts open before any output, and with groups in flight; the rerun whole
+        fetch, combine = ran.pop("reset_mid_step/fetch"), ran.pop("reset_mid_step/combine")
+        assert fetch["at_reset"]["bursts_open"] > 0 and fetch["at_reset"]["expert_out"] == 0
+        assert combine["at_reset"]["expert_out"] > 0 and combine["at_reset"]["moe_out"] == 0
+        for reset in (fetch, combine):
+            assert reset["items_checked"] == ran["trace_step/dcu/random"]["items_checked"]
     for entry in ran.values():
         assert entry["items_checked"]["moe_out"] > 0 and entry["items_checked"]["hidden"] > 0
         assert entry["memory_wait"] + entry["compute"] <= entry["cycles"]
@@ -65,7 +82,8 @@ def _same_as_host_masks(host: dict, dcu: dict) -> None:
 def test_top_whole_step():
     """Every row of the trace's decode step (draft and verification passes, all layers), both
     masks, with and without pauses, on Verilator at the bundled hardware."""
-    result = run_bench("bundled", "verilator", seed=20261129, selection="step")
+    result = run_bench("bundled", "verilator", seed=20261129, selection="step",
+                       test_filter="trace_step")
     ran = result.report["tests"]
     assert sorted(ran) == bench_tests()
     trace = read_trace(Path(prepare_vectors()["trace"]))

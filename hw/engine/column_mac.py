@@ -35,9 +35,13 @@ class ColumnMac(wiring.Component):
        during the Drain (the activation memory is not read then), so its Mac starts as soon as
        the Drain ends.
 
-    The activation memory (depth `channels`, one int8 per candidate) and the accumulator memory
-    (depth n_chunks x candidates, `lanes` int32) have asynchronous read ports: the products of a
-    cycle use what that cycle's address reads.
+    The activation memory (depth `channels`, one int8 per candidate) has an asynchronous read
+    port: the products of a cycle use what that cycle's address reads. The accumulators are
+    registers next to the multipliers, a row of `lanes` int32 per (candidate, chunk): a cycle
+    reads one row through a multiplexer and writes back only that row's enabled lanes. An SRAM
+    there (as before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the engine's
+    energy per MAC at 28 nm (docs/blocks/engine.md, synthesis). The reset clears every row, so a
+    group cut off by a reset leaves no partial sums behind.
     """
 
     def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int):
@@ -72,15 +76,23 @@ class ColumnMac(wiring.Component):
         cpw, wpc, n_chunks = self.chunks_per_word, self.words_per_column, self.n_chunks
         m.submodules.act_mem = act_mem = Memory(
             shape=data.ArrayLayout(signed(8), cands), depth=n_ch, init=[])
-        m.submodules.acc_mem = acc_mem = Memory(
-            shape=data.ArrayLayout(signed(ACC_WIDTH), lanes), depth=n_chunks * cands, init=[])
         act_wr = act_mem.write_port(granularity=1)
         act_rd = act_mem.read_port(domain="comb")
-        # a write enable per lane (its 32 bits), not one for the whole 2,048-bit word: the drain
-        # enables one lane at a time, so no single net drives every bit's enable (the engine's
-        # critical path at 28 nm was that fan-out, docs/blocks/engine.md, synthesis)
-        acc_wr = acc_mem.write_port(granularity=1)
-        acc_rd = acc_mem.read_port(domain="comb")
+        # the accumulator rows: `acc_addr` selects the row read (acc_rd) and written (acc_wr),
+        # with a write enable per lane (its 32 bits) so that the drain clears one lane at a time
+        acc_layout = data.ArrayLayout(signed(ACC_WIDTH), lanes)
+        rows = [Signal(acc_layout, name=f"acc_{r}") for r in range(n_chunks * cands)]
+        acc_addr = Signal(range(len(rows)))
+        acc_rd = Signal(acc_layout)
+        acc_wr = Signal(acc_layout)
+        acc_wr_en = Signal(lanes)
+        with m.Switch(acc_addr):
+            for r, row in enumerate(rows):
+                with m.Case(r):
+                    m.d.comb += acc_rd.eq(row)
+                    for i in range(lanes):
+                        with m.If(acc_wr_en[i]):
+                            m.d.sync += row[i].eq(acc_wr[i])
 
         last_cand = Signal(index_bits(cands))
         cand = Signal(index_bits(cands))
@@ -121,10 +133,9 @@ class ColumnMac(wiring.Component):
                 w = [chunk_bits[4 * i:4 * i + 4].as_signed() for i in range(lanes)]
                 x = act_rd.data[cand]
                 m.d.comb += [act_rd.addr.eq(col.channel),
-                             acc_rd.addr.eq(cand * n_chunks + g),
-                             acc_wr.addr.eq(cand * n_chunks + g),
-                             acc_wr.en.eq((self.columns.valid & (g < n_chunks)).replicate(lanes))]
-                m.d.comb += [acc_wr.data[i].eq(acc_rd.data[i] + x * w[i]) for i in range(lanes)]
+                             acc_addr.eq(cand * n_chunks + g),
+                             acc_wr_en.eq((self.columns.valid & (g < n_chunks)).replicate(lanes))]
+                m.d.comb += [acc_wr[i].eq(acc_rd[i] + x * w[i]) for i in range(lanes)]
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
                 with m.If(self.columns.valid):
                     with m.If(cand == last_cand):
@@ -145,25 +156,24 @@ class ColumnMac(wiring.Component):
                 shift = lanes.bit_length() - 1   # lanes divides a power of two: one itself
                 addr = cand * n_chunks + (out >> shift)
                 # AND-OR selection as a balanced tree (log2(lanes) levels of OR)
-                terms = [Mux(lane_hot[i], acc_rd.data[i], 0) for i in range(lanes)]
+                terms = [Mux(lane_hot[i], acc_rd[i], 0) for i in range(lanes)]
                 while len(terms) > 1:
                     terms = [a | b for a, b in zip(terms[::2], terms[1::2])] + terms[len(terms) & ~1:]
                 value = terms[0]
                 last_out = out == outs - 1
                 m.d.comb += [
-                    acc_rd.addr.eq(addr),
+                    acc_addr.eq(addr),
                     self.sums.valid.eq(1),
                     self.sums.payload.candidate.eq(cand),
                     self.sums.payload.index.eq(out),
                     self.sums.payload.value.eq(value),
                     self.sums.payload.last.eq((cand == last_cand) & last_out),
-                    acc_wr.addr.eq(addr),
-                    acc_wr.data.eq(0),
+                    acc_wr.eq(0),
                 ]
                 with m.If(self.sums.ready):
                     # each lane is cleared as it leaves; the candidate's last output also clears
                     # the lanes of its last word beyond the outputs (padding products)
-                    m.d.comb += acc_wr.en.eq(lane_hot | last_out.replicate(lanes))
+                    m.d.comb += acc_wr_en.eq(lane_hot | last_out.replicate(lanes))
                     m.d.sync += lane_hot.eq(Mux(last_out, 1, lane_hot.rotate_left(1)))
                     m.d.sync += out.eq(out + 1)
                     with m.If(out == outs - 1):

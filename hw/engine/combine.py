@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -19,9 +19,14 @@ class Combine(wiring.Component):
 
     A memory of `tokens` x d_model int32 sums (wrapping like int32 registers; the contract keeps
     the residual in int32) takes one `y` value per cycle; `group_done` pulses with the group's
-    last. `flush` asks for token t's sums: they leave on `moe_out` (d = 0..D-1, one per cycle)
-    and are cleared as they leave. A flush waits while `y` is valid; `y` waits during a flush.
-    `token[c]` and `weight[c]` are candidate c's, held by the caller for the group.
+    last. `flush` asks for token t's sums: they leave on `moe_out` (d = 0..D-1, one per cycle).
+    A flush waits while `y` is valid; `y` waits during a flush. `token[c]` and `weight[c]` are
+    candidate c's, held by the caller for the group; a candidate's values come in index order
+    (the DOWN drain's).
+    A register bit per slot, not the memory, says a slot is empty: set by the reset and by the
+    slot's flush, cleared by the last value of the first candidate written into it. An empty
+    slot's sums read as 0, so the first candidate writes its terms over whatever the memory
+    holds, a flush writes nothing back, and a reset mid-step leaves no partial sums behind.
     Width: |y * g| <= 2**31 * 2**16, the rounded shift leaves at most 2**31.
     """
 
@@ -44,31 +49,36 @@ class Combine(wiring.Component):
         d_model = self._d
         m.submodules.sums = sums = Memory(shape=signed(Q16_WIDTH), depth=self._t * d_model, init=[])
         wr, rd = sums.write_port(), sums.read_port(domain="comb")
+        empty = Signal(self._t, init=(1 << self._t) - 1)
         token = Signal(index_bits(self._t))
         d = Signal(range(d_model))
         with m.FSM(name="phase"):
             with m.State("Combine"):
                 item = self.y.payload
-                address = self.token[item.candidate] * d_model + item.index
+                slot = self.token[item.candidate]
+                address = slot * d_model + item.index
                 weighted = (item.value * self.weight[item.candidate] + (1 << 15)) >> 16
                 m.d.comb += [self.y.ready.eq(1), rd.addr.eq(address), wr.addr.eq(address),
-                             wr.data.eq(rd.data + weighted), wr.en.eq(self.y.valid),
+                             wr.data.eq(Mux(empty.bit_select(slot, 1), 0, rd.data) + weighted),
+                             wr.en.eq(self.y.valid),
                              self.group_done.eq(self.y.valid & item.last),
                              self.flush.ready.eq(~self.y.valid)]
+                with m.If(self.y.valid & (item.index == d_model - 1)):
+                    m.d.sync += empty.bit_select(slot, 1).eq(0)
                 with m.If(self.flush.valid & ~self.y.valid):
                     m.d.sync += [token.eq(self.flush.payload.token), d.eq(0)]
                     m.next = "Flush"
             with m.State("Flush"):
-                address = token * d_model + d
-                m.d.comb += [rd.addr.eq(address), wr.addr.eq(address), wr.data.eq(0),
+                m.d.comb += [rd.addr.eq(token * d_model + d),
                              self.moe_out.valid.eq(1),
                              self.moe_out.payload.token.eq(token),
                              self.moe_out.payload.index.eq(d),
-                             self.moe_out.payload.value.eq(rd.data),
+                             self.moe_out.payload.value.eq(
+                                 Mux(empty.bit_select(token, 1), 0, rd.data)),
                              self.moe_out.payload.last.eq(d == d_model - 1)]
                 with m.If(self.moe_out.ready):
-                    m.d.comb += wr.en.eq(1)
                     m.d.sync += d.eq(d + 1)
                     with m.If(d == d_model - 1):
+                        m.d.sync += empty.bit_select(token, 1).eq(1)
                         m.next = "Combine"
         return m
