@@ -34,7 +34,8 @@ from .sim.stimulus import Stimulus, mac_lane_stimulus
 from .sim.top_stimulus import top_stimulus
 
 __all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step",
-           "dcu_parameters", "engine_parameters", "engine_large_parameters", "top_parameters"]
+           "dcu_parameters", "engine_parameters", "engine_large_parameters", "top_parameters",
+           "accelerator_parameters"]
 
 
 @dataclass(frozen=True)
@@ -153,9 +154,24 @@ def _engine(config: Config, **override) -> ExpertEngine:
         raise ConfigError(f"hardware.engine: {exc}") from None
 
 
+def accelerator_parameters(config: Config) -> dict:
+    """The synthesized top's parameters: the benches' top (`top_parameters`: EMA system, DCU,
+    engine) with its PRU (`pru_parameters`, as a dict) and a token slot per token of a prefill
+    chunk, as the prefill bench builds it (cocotb_tests/top `prefill_hardware`): the whole
+    accelerator of docs/blocks/top.md."""
+    hw = top_parameters(config)
+    return {**hw, "tokens": max(hw["tokens"], config.policies.prefill_chunk),
+            "pru": pru_parameters(config)}
+
+
 def _top(config: Config) -> AcceleratorTop:
+    params = accelerator_parameters(config)
     try:
-        return AcceleratorTop(WeightLayout.for_model(config.model), **top_parameters(config))
+        pru = PruParams(**params.pop("pru"))
+    except ValueError as exc:  # budgets or chunk the config ranges alone cannot rule out
+        raise ConfigError(f"pru: {exc}") from None
+    try:
+        return AcceleratorTop(WeightLayout.for_model(config.model), **params, pru=pru)
     except ValueError as exc:
         raise ConfigError(f"hardware.ema: {exc}") from None
     except TypeError as exc:
@@ -206,12 +222,12 @@ BLOCKS: dict[str, Block] = {
     ),
     "top": Block(
         "top",
-        "accelerator top: a host command stream driving the EMA system, the feeder (location "
-        "table and weight buffer to the engine's column streams) and the expert engine, with "
-        "status and cycle counters (memories cut out: buffer, location table, residency, the "
-        "engine's)",
+        "accelerator top: a host command stream driving the EMA system, the DCU, the PRU, the "
+        "feeder (location table and weight buffer to the engine's column streams) and the "
+        "expert engine, with status and cycle counters (memories cut out: buffer, location "
+        "table, residency, the engine's)",
         _top,
-        top_parameters,
+        accelerator_parameters,
         top_stimulus,
     ),
     "ema_system": Block(
