@@ -110,18 +110,20 @@ def _calibrate_top(path: Path, config, quiet: bool) -> dict:
 
 def _print_prefill(prefill: dict) -> None:
     u, du = prefill["model_utilization"], prefill["decode_utilization"]
-    print(f"\nprefill model vs the top with its PRU: one chunk, per chunk-layer (the model's "
-          f"compute cycles at {u} and at the whole-expert decode run's measured {du}; the "
-          "model's experts per chunk-layer, EdgeXpert's prefill on the bundled model)")
+    at_du = "" if du is None else f" and at the whole-expert decode run's measured {du:.3f}"
+    print(f"\nprefill model vs the top with its PRU, per chunk-layer: the model's compute cycles "
+          f"at {u}{at_du}; the experts the chunk fetched against the model's mean chunk "
+          "(EdgeXpert's prefill on the bundled model)")
     print(f"{'pauses':<8}{'tokens':>7}{'MACs':>11}{'busy':>9}{'mem wait':>9}{'MACs/cyc':>9}"
-          f"{f'model@{u}':>11}{'error':>8}{f'model@{du}':>12}{'error':>8}{'experts':>9}"
-          f"{'model':>7}{'error':>8}")
+          f"{f'model@{u}':>12}{'error':>8}"
+          + ("" if du is None else f"{f'model@{du:.3f}':>13}{'error':>8}")
+          + f"{'experts':>9}{'model':>7}{'error':>8}")
     for mode, c in prefill["modes"].items():
         decode = ("" if c["decode_u_cycles"] is None else
-                  f"{c['decode_u_cycles']:>12,}{c['decode_u_error']:>+8.1%}")
+                  f"{c['decode_u_cycles']:>13,}{c['decode_u_error']:>+8.1%}")
         print(f"{mode:<8}{c['tokens']:>7}{c['macs_per_layer']:>11,.0f}{c['busy_per_layer']:>9,.0f}"
               f"{c['memory_wait_share']:>9.1%}{c['macs_per_cycle']:>9.1f}"
-              f"{c['model_cycles']:>11,}{c['model_error']:>+8.1%}{decode:>20}"
+              f"{c['model_cycles']:>12,}{c['model_error']:>+8.1%}{decode}"
               f"{c['experts_per_layer']:>9.1f}{c['model_experts_per_layer']:>7.1f}"
               f"{c['experts_error']:>+8.1%}")
 
