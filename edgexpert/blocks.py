@@ -205,8 +205,9 @@ BLOCKS: dict[str, Block] = {
     "engine": Block(
         "engine",
         "expert engine: GATE_UP and DOWN MAC arrays, requantization, SiLU, quantize_vec and "
-        "the routing-weighted combine of one expert for a group of candidates (memories cut "
-        "out: activations, accumulators, scales, sigmoid table, MoE sums)",
+        "the routing-weighted combine of one expert for a group of candidates, accumulators "
+        "in registers (memories cut out: activations, scales, sigmoid table, gate and h "
+        "buffers, MoE sums)",
         _engine,
         engine_parameters,
         engine_stimulus,

@@ -37,6 +37,8 @@ CACTI's limits, and the rule for memories below them (never dropped, the entry s
 - The block is whole bytes: a width that is not a multiple of 8 is rounded up to whole bytes for
   the array (the port stays the declared width). Energy per bit is energy per access / declared
   width, so the padding counts against the memory.
+- A port narrower than a byte (a 1-bit queue) has no organisation in CACTI: it is asked for as
+  an 8-bit port, the rule says so, and energy per bit is still per declared bit.
 
 Leakage is per bank in CACTI's output (one bank plus the routing to the banks); a banked memory's
 is that times the banks, which counts the routing more than once (an overestimate by the
@@ -82,6 +84,9 @@ TEMPERATURE_K = 300
 MIN_ROWS_PER_BANK = 32
 #: CACTI: "Cache size must >=64" bytes per bank (io.cc)
 MIN_BYTES_PER_BANK = 64
+#: CACTI 7 finds no data array organisation for a narrower port (measured: a 1-bit x 64 RAM
+#: fails with "no valid data array organizations found", the same with an 8-bit port runs)
+MIN_PORT_BITS = 8
 #: CACTI's largest bank count it is asked for here (its UCA bank count must be a power of two)
 _MAX_BANKS = 64
 #: CACTI's CSV columns read, with the factor to SI units
@@ -147,8 +152,13 @@ class SramSpec:
         if block * 8 != self.width_bits:
             notes.append(f"{self.width_bits}-bit words stored as {block} byte"
                          + ("s" if block > 1 else ""))
+        # CACTI finds no organisation for a port narrower than a byte (a 1-bit x 64 RAM fails,
+        # the same array with an 8-bit port is costed): such a port is asked for as 8 bits
+        port = max(self.width_bits, MIN_PORT_BITS)
+        if port != self.width_bits:
+            notes.append(f"its {self.width_bits}-bit port costed as {port} bits")
         inputs = {"size_bytes": block * rows * self.banks, "block_bytes": block,
-                  "width_bits": self.width_bits, "rows_per_bank": rows, "banks": self.banks,
+                  "width_bits": port, "rows_per_bank": rows, "banks": self.banks,
                   "read_ports": self.read_ports, "write_ports": self.write_ports,
                   "rw_ports": self.rw_ports}
         return inputs, "; ".join(notes) or "as declared"

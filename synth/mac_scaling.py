@@ -17,14 +17,14 @@ What the fits assume:
   fixed part on the measured points: the larger array does 25 % more MACs per cycle in its
   stimulus window for 35 % more energy per cycle.
 - The engine's own memories: one whose CACTI area is the same at both points is fixed; one that
-  grows with the lanes (accumulators, scale blocks) is taken at the smaller point's width,
-  banked: per MAC, its area there over that point's N. CACTI's cost of one wider word is not
-  linear (a 4096-bit accumulator word is 3.9 times the area of a 2048-bit one), and a real
-  array would bank it.
+  grows with the lanes (the scale blocks, a weight word wide; the accumulators are registers,
+  in the logic) is taken at the smaller point's width, banked: per MAC, its area there over
+  that point's N. CACTI's cost of one wider word is not linear (the 512-bit scale block is 3.3
+  times the area of the 256-bit one), and a real array would bank it.
 - SRAM energy, at the smaller point's widths (banked, as for the area): reads per MAC of the
-  array per cycle (the accumulator memories, nearly all of the reads, read a whole word every
-  cycle, busy or not), writes per MAC done (each MAC writes its 32-bit sum), times the MACs busy:
-  EdgeXpert's MAC count times a stated utilization.
+  array per cycle (the scale blocks, most of the reads, read a whole word every cycle, busy or
+  not), writes per MAC done, times the MACs busy: EdgeXpert's MAC count times a stated
+  utilization.
 - The logic's 28 nm energy is the 180 nm measurement times the Stillmaker & Baas factor at the
   table's supply (scaling.py); the SRAM's is CACTI's energy per bit times the bits the stimulus
   read and wrote.
@@ -169,7 +169,7 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
         "area_m2": logic_area + engine_sram + shared_area,
         "logic_power_w": logic_w, "sram_power_w": sram_w + shared_leak,
         "power_w": logic_w + sram_w + shared_leak,
-        # what EdgeXpert's register accumulators would leave: the logic and the shared SRAM
+        # the logic and the shared SRAM alone: the engine's own memories left out
         "power_without_engine_sram_w": logic_w + shared_leak,
         "energy_per_mac_j": (logic_w + sram_w + shared_leak) / (busy * clock),
         "fmax_hz": min(small.fmax_hz, large.fmax_hz),

@@ -75,6 +75,11 @@ def test_memories_below_cactis_minimum_are_costed_as_its_smallest_bank(build_dir
     assert cost.spec["bits"] == 148
     # a 1-byte word needs 64 rows to reach 64 bytes
     assert sram_cost(SramSpec(8, 40, rw_ports=1)).cacti_inputs["rows_per_bank"] == 64
+    # a 1-bit queue (the top's): CACTI has no organisation for a 1-bit port, so 8 bits are asked
+    bit = sram_cost(SramSpec(1, 16, read_ports=1, write_ports=1))
+    assert bit.cacti_inputs["width_bits"] == 8 and bit.cacti_inputs["rows_per_bank"] == 64
+    assert bit.rule.endswith("its 1-bit port costed as 8 bits") and bit.area_m2 > 0
+    assert bit.read_energy_per_bit_j == pytest.approx(bit.read_energy_j)
 
 
 @pytest.mark.parametrize("kwargs, message", [
