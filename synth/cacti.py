@@ -44,9 +44,12 @@ Leakage is per bank in CACTI's output (one bank plus the routing to the banks); 
 is that times the banks, which counts the routing more than once (an overestimate by the
 routing's share).
 
-Results are cached under build/cacti/<key>/ (the config, CACTI's output and result.json). The key
-hashes the config, the binary and the technology files it reads; CACTI's search is
-deterministic (the debug build runs one search thread), so a repeat reads the cache.
+Results are cached under build/cacti/<key>/ (the config, CACTI's output and result.json: CACTI's
+figures for the array asked for). The key hashes the config, the binary and the technology files
+it reads; CACTI's search is deterministic (the debug build runs one search thread), so a repeat
+reads the cache. Memories of different shapes may share a run (below the smallest bank, or under
+a byte wide): what depends on the memory itself (its rule, energy per declared bit, leakage
+times its banks) is computed per memory, not cached.
 """
 
 from __future__ import annotations
@@ -69,14 +72,14 @@ from ..contracts.tools import ToolError, build_root, cacti_path, require
 from .scaling import TARGET_NODE_NM
 
 __all__ = ["CACTI_7", "CACTI_VERSION", "SramSpec", "SramCost", "sram_cost", "describe",
-           "cacti_settings", "MIN_ROWS_PER_BANK", "MIN_BYTES_PER_BANK"]
+           "cacti_settings", "MIN_ROWS_PER_BANK", "MIN_BYTES_PER_BANK", "MIN_PORT_BITS"]
 
 CACTI_7 = ("CACTI 7 (R. Balasubramonian, A. B. Kahng, N. Muralimanohar, A. Shafiee, V. Srinivas, "
            "ACM TACO 14(2), 2017)")
 #: printed in the banner of every run of the build scripts/setup.sh makes
 CACTI_VERSION = "7.0.3DD"
 #: results format of this module; bump to invalidate the cache
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 TECHNOLOGY_UM = TARGET_NODE_NM / 1000
 CELL_TYPE = "itrs-lstp"
 TEMPERATURE_K = 300
@@ -238,6 +241,23 @@ def _parse(csv_text: str, where: str) -> dict[str, float]:
 def sram_cost(spec: SramSpec) -> SramCost:
     """CACTI's area, timing, energy and leakage of `spec` at 28 nm (cached, see module doc)."""
     inputs, rule = spec.modelled()
+    values, key, cached = _cacti_run(inputs)
+    per_bank = values["leakage_per_bank_w"]
+    # the run is CACTI's array; what depends on the memory asked for is computed here: memories
+    # of different shapes can share one run (two below the smallest bank, or a 4-bit and an
+    # 8-bit queue asked for with an 8-bit port)
+    return SramCost(
+        spec={**asdict(spec), "bits": spec.bits}, cacti_inputs=inputs, rule=rule,
+        leakage_w=per_bank * spec.banks,
+        read_energy_per_bit_j=values["read_energy_j"] / spec.width_bits,
+        write_energy_per_bit_j=values["write_energy_j"] / spec.width_bits,
+        key=key, source=f"{CACTI_7}, {CACTI_VERSION} run on this machine", cached=cached,
+        **{k: v for k, v in values.items() if k != "leakage_per_bank_w"})
+
+
+def _cacti_run(inputs: dict) -> tuple[dict[str, float], str, bool]:
+    """CACTI's figures for `inputs` (SramSpec.modelled), its cache key, and whether they came
+    from the cache."""
     require("cacti")
     binary = cacti_path().resolve()
     stat = binary.stat()
@@ -251,7 +271,7 @@ def sram_cost(spec: SramSpec) -> SramCost:
     work = root / key
     result_file = work / "result.json"
     if result_file.is_file():
-        return SramCost(**json.loads(result_file.read_text()), cached=True)
+        return json.loads(result_file.read_text())["cacti"], key, True
 
     root.mkdir(parents=True, exist_ok=True)
     # run in a fresh folder and rename it into place, so parallel runs never share a file
@@ -270,17 +290,10 @@ def sram_cost(spec: SramSpec) -> SramCost:
         raise ToolError(f"CACTI found no organisation for {inputs} (exit {proc.returncode}: "
                         f"{last[-1] if last else 'no output'}); see {tmp / 'cacti.log'}")
     values = _parse(out.read_text(), str(out))
-    per_bank = values.pop("leakage_per_bank_w")
-    cost = SramCost(
-        spec={**asdict(spec), "bits": spec.bits}, cacti_inputs=inputs, rule=rule,
-        leakage_w=per_bank * spec.banks,
-        read_energy_per_bit_j=values["read_energy_j"] / spec.width_bits,
-        write_energy_per_bit_j=values["write_energy_j"] / spec.width_bits,
-        key=key, source=f"{CACTI_7}, {CACTI_VERSION} run on this machine", **values)
-    stored = cost.to_json()
-    (tmp / "result.json").write_text(json.dumps(stored, indent=2, sort_keys=True))
+    (tmp / "result.json").write_text(json.dumps({"inputs": inputs, "cacti": values}, indent=2,
+                                                sort_keys=True))
     try:
         os.rename(tmp, work)
     except OSError:  # another process stored the same run first: its result is identical
         shutil.rmtree(tmp, ignore_errors=True)
-    return cost
+    return values, key, False

@@ -73,13 +73,22 @@ def test_memories_below_cactis_minimum_are_costed_as_its_smallest_bank(build_dir
     # energy per bit is per declared bit
     assert cost.read_energy_per_bit_j == pytest.approx(cost.read_energy_j / 37)
     assert cost.spec["bits"] == 148
-    # a 1-byte word needs 64 rows to reach 64 bytes
-    assert sram_cost(SramSpec(8, 40, rw_ports=1)).cacti_inputs["rows_per_bank"] == 64
+    # a 1-byte word needs 64 rows to reach 64 bytes; a deeper memory of the same width shares
+    # the run, but keeps its own shape and rule
+    forty = sram_cost(SramSpec(8, 40, rw_ports=1))
+    sixty_four = sram_cost(SramSpec(8, 64, rw_ports=1))
+    assert forty.cacti_inputs["rows_per_bank"] == 64 and sixty_four.key == forty.key
+    assert sixty_four.cached and sixty_four.spec["depth"] == 64 and sixty_four.rule == "as declared"
+    assert forty.spec["depth"] == 40 and forty.rule.startswith("40 rows per bank is below")
     # a 1-bit queue (the top's): CACTI has no organisation for a 1-bit port, so 8 bits are asked
     bit = sram_cost(SramSpec(1, 16, read_ports=1, write_ports=1))
     assert bit.cacti_inputs["width_bits"] == 8 and bit.cacti_inputs["rows_per_bank"] == 64
     assert bit.rule.endswith("its 1-bit port costed as 8 bits") and bit.area_m2 > 0
     assert bit.read_energy_per_bit_j == pytest.approx(bit.read_energy_j)
+    # ... the run an 8-bit queue of 64 rows makes: the same array, energy per its own bit
+    byte = sram_cost(SramSpec(8, 64, read_ports=1, write_ports=1))
+    assert byte.key == bit.key and byte.rule == "as declared"
+    assert byte.read_energy_per_bit_j == pytest.approx(bit.read_energy_per_bit_j / 8)
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -145,7 +145,8 @@ def test_memories_are_cut_out_and_costed(config):
     assert rules["buf"] == ("16 rows per bank is below CACTI's minimum bank (32 rows, 64 bytes): "
                             "costed as 64 rows, an overestimate")
     assert rules["regs"].startswith("4 rows per bank is below") and rules["regs"].endswith(
-        "costed as 64 rows, an overestimate; 4-bit words stored as 1 byte")
+        "costed as 64 rows, an overestimate; 4-bit words stored as 1 byte; its 4-bit port "
+        "costed as 8 bits")
     sram_area = buf.area_m2 + regs.area_m2
     assert scaled["sram_area_mm2"] == pytest.approx(sram_area * 1e6)
     assert scaled["area_mm2"] == pytest.approx(scaled["logic_area_mm2"] + sram_area * 1e6)
