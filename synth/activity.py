@@ -18,6 +18,13 @@ flow computes the activity of every net itself and annotates every pin:
    such flip-flops is simulated cycle by cycle instead. Nets that depend on an input missing from
    the trace are "unknown" and get the configured default activity.
 
+With clock gates (synth/clock_gating.py: an inverter on the clock, a latch open while the clock
+is low, an AND of the clock and the latch), sampled once per cycle before the rising edge:
+the latch shows the enable of the same cycle, so it is evaluated as a buffer; a flip-flop on a
+gated clock loads only in the cycles whose enable is 1 (Q[k+1] = en[k] ? D[k] : Q[k]); the
+inverted and gated clocks are clock nets, left to OpenSTA, each gated clock with its own
+clock whose rate is the share of cycles it is enabled (`Evaluation.clock_gates`).
+
 Activity is toggles per clock cycle, duty the fraction of cycles a net is high.
 """
 
@@ -28,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..contracts.tools import ToolError
-from .liberty import Function, Library, compile_function
+from .liberty import Cell, Function, Library, Pin, compile_function
 from .netlist import Netlist, NetlistCell, data_input_bits
 
 __all__ = ["Trace", "read_vcd", "Evaluation", "evaluate", "activity_tcl"]
@@ -147,8 +154,84 @@ class Evaluation:
     activity: dict[int, tuple[float, float]]  # net bit -> (toggles per cycle, duty)
     high_cycles: dict[int, int]  # net bit -> cycles it is high
     unknown: set[int]  # nets whose values could not be computed
-    clock_bits: set[int]
+    clock_bits: set[int]  # the clock and the nets of clock gates derived from it
     stats: dict = field(default_factory=dict)
+    #: per clock gate: the cell driving its gated clock, that output pin, and the cycles enabled
+    clock_gates: list[tuple[str, str, int]] = field(default_factory=list)
+
+
+#: a combinational stand-in for a clock gate's latch: it shows its enable in the same cycle
+_TRANSPARENT = "edgexpert-transparent-latch"
+
+
+@dataclass(frozen=True)
+class _Gating:
+    """The clock gates of a netlist, by structure (see the module doc)."""
+    clock_nets: set[int]  # inverted and gated clocks
+    gate_cells: set[str]  # the inverters, latches and ANDs of the gates
+    buffers: list[NetlistCell]  # each latch as a _TRANSPARENT cell, D -> Q
+    enable: dict[str, int]  # gated flip-flop -> the enable bit its gate holds
+    gates: list[tuple[str, str, int]]  # (AND cell, its output pin, the enable bit)
+
+
+def _truth(lib, pin_values: dict[str, int]) -> int | None:
+    outputs = [p for p in lib.outputs if lib.pins[p].function]
+    if len(outputs) != 1:
+        return None
+    compiled, names = _compiled(lib.pins[outputs[0]].function)
+    return compiled({n: pin_values.get(n, 0) for n in names}, 1) & 1
+
+
+def _find_gating(netlist: Netlist, library: Library, clock_bits: set[int]) -> _Gating:
+    lib_of = {c.name: library.cell(c.type) for c in netlist.cells}
+    inverted, latches, gate_cells = {}, {}, set()
+    for c in netlist.cells:
+        lib = lib_of[c.name]
+        if lib.state is None and len(lib.inputs) == 1 and c.pins.get(lib.inputs[0]) in clock_bits \
+                and _truth(lib, {lib.inputs[0]: 0}) == 1 and _truth(lib, {lib.inputs[0]: 1}) == 0:
+            out = c.pins.get(lib.outputs[0])
+            if isinstance(out, int):
+                inverted[out] = c.name
+    for c in netlist.cells:
+        lib = lib_of[c.name]
+        st = lib.state
+        if st is not None and st.kind == "latch" and c.pins.get(st.clocked_on) in inverted:
+            (q_pin,) = [p for p in lib.outputs if lib.pins[p].function == st.state]
+            latches[c.pins[q_pin]] = (c, st.next_state, inverted[c.pins[st.clocked_on]])
+    gates = {}
+    for c in netlist.cells:
+        lib = lib_of[c.name]
+        if lib.state is not None or len(lib.inputs) != 2:
+            continue
+        a, b = (c.pins.get(p) for p in lib.inputs)
+        clock_pin, other = ((lib.inputs[0], b) if a in clock_bits else
+                            (lib.inputs[1], a) if b in clock_bits else (None, None))
+        if clock_pin is None or other not in latches:
+            continue
+        other_pin = [p for p in lib.inputs if p != clock_pin][0]
+        if all(_truth(lib, {clock_pin: x, other_pin: y}) == (x & y) for x in (0, 1) for y in (0, 1)):
+            out_pin = lib.outputs[0]
+            gates[c.pins[out_pin]] = (c.name, out_pin, other)
+    used = {en for _, _, en in gates.values()}
+    buffers = []
+    for q, (cell, d_pin, inverter) in latches.items():
+        if q in used:
+            gate_cells |= {cell.name, inverter}
+            buffers.append(NetlistCell(cell.name, _TRANSPARENT, {"A": cell.pins.get(d_pin),
+                                                                  "Y": q}))
+    gate_cells |= {name for name, _, _ in gates.values()}
+    enable = {}
+    for c in netlist.cells:
+        st = lib_of[c.name].state
+        if st is not None and st.kind == "ff" and c.pins.get(st.clocked_on) in gates:
+            enable[c.name] = gates[c.pins[st.clocked_on]][2]
+    clock_nets = set(gates) | {b for b, name in inverted.items() if name in gate_cells}
+    return _Gating(clock_nets, gate_cells, buffers, enable, list(gates.values()))
+
+
+def _with_transparent(library: Library) -> Library:
+    cell = Cell(_TRANSPARENT, 0.0, {"A": Pin("A", "input"), "Y": Pin("Y", "output", "A")})
+    return Library(library.name, {**library.cells, _TRANSPARENT: cell})
 
 
 def evaluate(netlist: Netlist, library: Library, trace: Trace,
@@ -175,6 +258,9 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
         return None
 
     clock_bits = {b for b in netlist.inputs.get(clock, []) if isinstance(b, int)}
+    gating = _find_gating(netlist, library, clock_bits)
+    library = _with_transparent(library)
+    cells = [c for c in netlist.cells if c.name not in gating.gate_cells] + gating.buffers
     inputs_total = inputs_traced = 0
     for port, i, bit in data_input_bits(netlist, clock):
         inputs_total += 1
@@ -186,8 +272,9 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
             known.add(bit)
             inputs_traced += 1
 
-    sequential = [c for c in netlist.cells if library.cell(c.type).state is not None]
-    combinational = [c for c in netlist.cells if library.cell(c.type).state is None]
+    sequential = [c for c in cells if library.cell(c.type).state is not None]
+    combinational = [c for c in cells if library.cell(c.type).state is None]
+    enable = gating.enable
     order = _topological(combinational, library)
 
     # the value each state element holds: from the trace where its output net is named there
@@ -209,7 +296,8 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
     def settle(unknown_state: set[str]) -> dict[str, tuple[int, bool]]:
         _drive_state_outputs(sequential, library, state, values, known, unknown_state, mask)
         _evaluate_combinational(order, library, values, known, mask)
-        return {c.name: _next_state(c, library.cell(c.type), values, known, mask)
+        return {c.name: _next_state(c, library.cell(c.type), values, known, mask,
+                                    enable.get(c.name), state[c.name])
                 for c in sequential}
 
     # Untraced state elements follow the netlist (Q[k+1] = D[k]) with the traced ones fixed; then
@@ -222,7 +310,8 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
         for _ in range(max_passes):
             moving = False
             for cell in untraced:
-                nxt = _next_state(cell, library.cell(cell.type), values, known, mask)[0]
+                nxt = _next_state(cell, library.cell(cell.type), values, known, mask,
+                                  enable.get(cell.name), state[cell.name])[0]
                 new = ((nxt << 1) | (state[cell.name] & 1)) & mask
                 moving |= new != state[cell.name]
                 state[cell.name] = new
@@ -231,7 +320,7 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
                 break
         else:
             # feedback among untraced elements settles one cycle per pass: simulate them instead
-            _simulate_cycles(untraced, order, library, state, values, cycles)
+            _simulate_cycles(untraced, order, library, state, values, cycles, enable)
             simulated |= {c.name for c in untraced}
         wrong = {}
         for name, (nxt, ok) in settle(set()).items():
@@ -258,9 +347,11 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
     activity = {bit: (((v ^ (v >> 1)) & pair_mask).bit_count() / max(cycles - 1, 1),
                       v.bit_count() / cycles)
                 for bit, v in values.items() if bit in known}
+    clock_bits = clock_bits | gating.clock_nets
     nets = {b for c in netlist.cells for b in c.pins.values() if isinstance(b, int)} - clock_bits
     unknown = nets - set(activity)
     high = {bit: v.bit_count() for bit, v in values.items() if bit in known}
+    gates = [(cell, pin, high.get(en, 0)) for cell, pin, en in gating.gates]
     return Evaluation(cycles, activity, high, unknown, clock_bits, {
         "cycles": cycles,
         "input_bits": inputs_total, "input_bits_from_trace": inputs_traced,
@@ -272,7 +363,8 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
         "state_names_disagreeing": len(from_trace) - len(agree),
         "nets": len(nets), "nets_evaluated": len(nets) - len(unknown),
         "nets_default_activity": len(unknown),
-    })
+        "clock_gates": len(gates), "gated_flip_flops": len(enable),
+    }, gates)
 
 
 def _drivers(cells, library: Library) -> dict[int, NetlistCell]:
@@ -324,9 +416,11 @@ def _drive_state_outputs(sequential, library, state, values, known, unknown_stat
                 (known.discard if cell.name in unknown_state else known.add)(bit)
 
 
-def _simulate_cycles(flops, order, library: Library, state, values, cycles) -> None:
+def _simulate_cycles(flops, order, library: Library, state, values, cycles,
+                     enable: dict[str, int]) -> None:
     """Cycle by cycle, the state of `flops` (untraced, in feedback): only the logic between
-    their outputs and their next-state inputs is evaluated, one bit per cycle."""
+    their outputs and their next-state inputs (and the enables of their clock gates) is
+    evaluated, one bit per cycle."""
     driver = _drivers(order, library)
     names = {c.name for c in flops}
     outputs = {}  # output bit -> (flop name, output function, liberty cell)
@@ -337,6 +431,7 @@ def _simulate_cycles(flops, order, library: Library, state, values, cycles) -> N
                 outputs[cell.pins[pin]] = (cell.name, _compiled(lib.pins[pin].function)[0], lib)
     cone, seen = set(), set()
     stack = [cell.pins.get(p) for cell in flops for p in library.cell(cell.type).inputs]
+    stack += [enable[cell.name] for cell in flops if cell.name in enable]
     while stack:
         bit = stack.pop()
         if not isinstance(bit, int) or bit in seen:
@@ -365,7 +460,8 @@ def _simulate_cycles(flops, order, library: Library, state, values, cycles) -> N
                     bits[bit] = compiled(_pin_values(cell, pins, bits, bits, 1)[0], 1)
         for cell in flops:
             history[cell.name] |= current[cell.name] << t
-            current[cell.name] = _next_state(cell, library.cell(cell.type), bits, bits, 1)[0]
+            current[cell.name] = _next_state(cell, library.cell(cell.type), bits, bits, 1,
+                                             enable.get(cell.name), current[cell.name])[0]
     state.update(history)
 
 
@@ -395,12 +491,18 @@ def _evaluate_combinational(order, library: Library, values, known, mask):
             (known.add if ok else known.discard)(bit)
 
 
-def _next_state(cell, lib, values, known, mask) -> tuple[int, bool]:
-    """The value the state element takes at the next edge, per cycle, and whether it is known."""
+def _next_state(cell, lib, values, known, mask, enable: int | None = None,
+                current: int = 0) -> tuple[int, bool]:
+    """The value the state element takes at the next edge, per cycle, and whether it is known.
+    Behind a clock gate with `enable` (a net bit), it keeps `current` where the enable is 0."""
     spec = lib.state
     nxt, names = _compiled(spec.next_state)
     env, ok = _pin_values(cell, names, values, known, mask)
     value = nxt(env, mask)
+    if enable is not None:
+        en = values.get(enable, 0)
+        value = (value & en) | (current & ~en)
+        ok = ok and enable in known
     for expr, forced in ((spec.clear, 0), (spec.preset, mask)):
         if expr:
             f, n = _compiled(expr)
@@ -412,8 +514,11 @@ def _next_state(cell, lib, values, known, mask) -> tuple[int, bool]:
 
 
 def activity_tcl(netlist: Netlist, instances: dict[str, str], evaluation: Evaluation,
-                 default_activity: float) -> str:
-    """Tcl that annotates every pin of the power netlist with its net's activity and duty."""
+                 default_activity: float, clock_period_ns: float | None = None) -> str:
+    """Tcl that annotates every pin of the power netlist with its net's activity and duty, and
+    gives each gated clock a clock of its own at the rate it is enabled (`clock_period_ns`, the
+    main clock's, is needed when there are clock gates). OpenSTA takes a clock network's
+    activity from its clock, not from annotations (checked on this build), hence the clocks."""
     pins: dict[int, list[str]] = {}
     for cell in netlist.cells:
         for pin, bit in cell.pins.items():
@@ -425,4 +530,14 @@ def activity_tcl(netlist: Netlist, instances: dict[str, str], evaluation: Evalua
     for bit in sorted(pins):
         act, duty = evaluation.activity.get(bit, (default_activity, 0.5))
         lines.append(f"edgexpert_annotate {act:.6g} {duty:.6g} {{{' '.join(pins[bit])}}}")
+    by_cycles: dict[int, list[str]] = {}
+    for cell, pin, enabled in evaluation.clock_gates:
+        by_cycles.setdefault(enabled, []).append(f"{instances[cell]}/{pin}")
+    if by_cycles and clock_period_ns is None:
+        raise ValueError("the netlist has clock gates: activity_tcl needs clock_period_ns")
+    for i, (enabled, gated) in enumerate(sorted(by_cycles.items())):
+        # ticks in `enabled` of the window's cycles; one never enabled counts one tick (a bound)
+        period = clock_period_ns * evaluation.cycles / max(enabled, 1)
+        lines.append(f"create_clock -name edgexpert_gated{i} -period {period:.6g} "
+                     f"[get_pins {{{' '.join(gated)}}}]")
     return "\n".join(lines) + "\n"

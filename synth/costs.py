@@ -108,8 +108,10 @@ def build_cost_table(report: dict) -> dict:
     costs: dict[str, dict] = {}
     for name, block in report["blocks"].items():
         m, s = block["measured_180nm"], block["scaled_28nm"]
+        gated = (f"; {m['clock_gating']['gates']} clock gates" if m.get("clock_gating")
+                 else "")
         run = (f"synth {name} key {block['key']} ({m['node']}; "
-               f"{', '.join(f'{k}={v}' for k, v in block['parameters'].items())})")
+               f"{', '.join(f'{k}={v}' for k, v in block['parameters'].items())}{gated})")
         area = f"area x{scaling['area']:.4f} (Stillmaker & Baas 2017, 28 nm)"
         if block["memories"]:
             area += " + a CACTI 7 run at 28 nm per memory (the memories' sram_area entries)"

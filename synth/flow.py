@@ -2,6 +2,7 @@
 (OpenSTA).
 
 Flow: Amaranth component -> RTLIL -> (memories cut out, synth/memories.py) -> Yosys `synth`,
+(with `synth.clock_gating`: clock gates inserted between two Yosys runs, synth/clock_gating.py)
 `dfflibmap`, `abc` with a buffering script -> `stat` (cells, area) and a gate netlist -> OpenSTA
 (worst slack, critical path) -> with a stimulus: Amaranth simulation (VCD) -> activity of every net
 (synth/activity.py) -> OpenSTA power -> energy per operation.
@@ -14,8 +15,9 @@ nets, and one net cost 1.6 ns here. `&fraig -x` is left out: on an 8-pair lane i
 Results are cached under build/synth/<top>/<key>/ where the key hashes everything that can change
 them: the RTLIL, the rendered scripts, the liberty file, the Yosys and OpenSTA versions, and for
 power the stimulus (the source of its module and its parameters), its seed and length and the
-default activity. A repeat with the same inputs reads the cached result without running a tool
-or a simulation.
+default activity, and with clock gating on, the gating code and its smallest group (off, the key
+is what it was before gating existed). A repeat with the same inputs reads the cached result
+without running a tool or a simulation.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ..sim.stimulus import Stimulus, simulate
 from ..contracts.tools import ToolError, build_root, liberty_path, require
 from . import memories as mem
 from .activity import activity_tcl, evaluate, read_vcd
+from .clock_gating import gate_clocks
 from .liberty import read_liberty
 from .netlist import PAD_PREFIX, power_netlist_verilog, read_netlist
 
@@ -66,6 +69,8 @@ class SynthResult:
     tools: dict[str, str]
     memories: list[dict] = field(default_factory=list)
     power: dict | None = None
+    #: with `synth.clock_gating`: gates, gated flip-flops, enable flip-flops left ungated
+    clock_gating: dict | None = None
     cached: bool = field(default=False, compare=False)
     work_dir: str = field(default="", compare=False)
 
@@ -94,14 +99,23 @@ def parse_stat(stat_json: str, stat_txt: str, top: str) -> tuple[int, float, dic
 
 
 def parse_sta_report(text: str) -> tuple[float, str, str]:
-    """(worst slack ns, startpoint, endpoint) from the OpenSTA run of scripts/sta.tcl."""
+    """(worst slack ns, startpoint, endpoint) from the OpenSTA run of scripts/sta.tcl. OpenSTA
+    reports the worst path of each path group (with clock gates, `clock_gating_default` comes
+    before `clk`): the critical path is the one whose slack is the worst."""
     slack = re.search(r"^edgexpert-worst-slack-ns (\S+)$", text, re.M)
-    start = re.search(r"^Startpoint: (\S+)", text, re.M)
-    end = re.search(r"^Endpoint: (\S+)", text, re.M)
-    if not (slack and start and end):
+    paths = []
+    for block in re.split(r"^(?=Startpoint: )", text, flags=re.M)[1:]:
+        start = re.search(r"^Startpoint: (\S+)", block, re.M)
+        end = re.search(r"^Endpoint: (\S+)", block, re.M)
+        path_slack = re.search(r"^\s*(-?[0-9.]+)\s+slack", block, re.M)
+        if start and end:
+            paths.append((float(path_slack.group(1)) if path_slack else float("inf"),
+                          start.group(1), end.group(1)))
+    if not (slack and paths):
         raise ToolError("OpenSTA output has no worst slack or critical path: "
                         + (text.strip().splitlines() or ["(empty)"])[-1])
-    return float(slack.group(1)), start.group(1), end.group(1)
+    _, start, end = min(paths, key=lambda p: p[0])  # the first of equal slacks
+    return float(slack.group(1)), start, end
 
 
 def name_registers(point: str, netlist: str) -> str:
@@ -157,10 +171,14 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
     scripts = ["synth.ys", "abc.script", "sta.tcl"] + (["power.tcl"] if stimulus else [])
     power_inputs = ([stimulus.fingerprint(), options.activity_cycles, options.activity_seed,
                      options.default_activity] if stimulus else ["no power"])
+    # clock gating adds to the key only when on, so the keys of ungated runs stay as they were
+    gating = ([resources.files(__package__).joinpath("clock_gating.py").read_text(),
+               options.clock_gating_min_bits] if options.clock_gating else [])
     digest = hashlib.sha256()
     for part in (str(FLOW_VERSION), rtlil_text, yosys.version, sta.version,
                  hashlib.sha256(liberty.read_bytes()).hexdigest(),
-                 *(_script(n).substitute(values) for n in scripts), *map(str, power_inputs)):
+                 *(_script(n).substitute(values) for n in scripts), *map(str, power_inputs),
+                 *map(str, gating)):
         digest.update(part.encode())
         digest.update(b"\0")
     key = digest.hexdigest()[:20]
@@ -183,8 +201,12 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
     (work / "synth.ys").write_text(_script("synth.ys").substitute(values))
     (work / "sta.tcl").write_text(_script("sta.tcl").substitute(values))
 
-    _run([yosys.location, "-q", "-l", str(work / "yosys.log"), str(work / "synth.ys")],
-         work / "yosys.out", "yosys synthesis of " + top)
+    gates = None
+    if options.clock_gating:
+        gates = _synthesize_gated(work, top, yosys.location, options.clock_gating_min_bits)
+    else:
+        _run([yosys.location, "-q", "-l", str(work / "yosys.log"), str(work / "synth.ys")],
+             work / "yosys.out", "yosys synthesis of " + top)
     cells, area, counts = parse_stat(files["stat_json"].read_text(), files["stat_txt"].read_text(),
                                      top)
     sta_out = _run([sta.location, "-no_splash", "-exit", str(work / "sta.tcl")],
@@ -207,11 +229,34 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
         flip_flops=sum(n for cell, n in counts.items() if cell.startswith("DFF")),
         node="osu018 180 nm, 1.8 V (typical liberty corner)", key=key,
         tools={"yosys": yosys.version, "opensta": sta.version, "liberty": str(liberty)},
-        memories=[m.to_json() for m in memories], power=power, work_dir=str(work))
+        memories=[m.to_json() for m in memories], power=power, clock_gating=gates,
+        work_dir=str(work))
     stored = result.to_json()
     del stored["cached"], stored["work_dir"]
     result_file.write_text(json.dumps(stored, indent=2, sort_keys=True))
     return result
+
+
+def _synthesize_gated(work: Path, top: str, yosys: str, min_bits: int) -> dict:
+    """synth.ys in two Yosys runs with the clock gates inserted between them: up to the generic
+    netlist of `synth -flatten` (written as JSON), then from `dfflibmap` on, on the gated one."""
+    script = (work / "synth.ys").read_text()
+    head, mapping = re.split(r"^(?=dfflibmap )", script, maxsplit=1, flags=re.M)
+    generic, gated = work / f"{top}_generic.json", work / f"{top}_gated.json"
+    (work / "synth_generic.ys").write_text(f"{head}write_json {generic}\n")
+    # the JSON holds the liberty's cells as black boxes (the first run read them), the gates' too
+    (work / "synth_gated.ys").write_text(f"read_json {gated}\nhierarchy -top {top}\n{mapping}")
+    _run([yosys, "-q", "-l", str(work / "yosys_generic.log"), str(work / "synth_generic.ys")],
+         work / "yosys_generic.out", "yosys synthesis (generic) of " + top)
+    netlist = json.loads(generic.read_text())
+    stats = gate_clocks(netlist, top, min_bits)
+    gated.write_text(json.dumps(netlist))
+    _run([yosys, "-q", "-l", str(work / "yosys.log"), str(work / "synth_gated.ys")],
+         work / "yosys.out", "yosys mapping of the clock-gated " + top)
+    # the two generic netlists are hundreds of MB for the engine; the mapped one stays
+    generic.unlink()
+    gated.unlink()
+    return stats
 
 
 def _cut_memories(rtlil_text: str, top: str, work: Path, rtlil_file: Path, liberty: Path,
@@ -275,7 +320,8 @@ def _power(component, top: str, options: SynthConfig, stimulus: Stimulus,
     verilog, instances = power_netlist_verilog(netlist, CLOCK)
     (work / f"{top}_power.v").write_text(verilog)
     (work / "activity.tcl").write_text(
-        activity_tcl(netlist, instances, evaluation, options.default_activity))
+        activity_tcl(netlist, instances, evaluation, options.default_activity,
+                     options.clock_period_ns))
     values = {**values, "power_netlist": str(work / f"{top}_power.v"),
               "activity_tcl": str(work / "activity.tcl")}
     (work / "power.tcl").write_text(_script("power.tcl").substitute(values))

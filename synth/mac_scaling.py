@@ -13,9 +13,10 @@ What the fits assume:
   once at EdgeXpert's size: one expert pipeline feeding all the MACs.
 - Logic energy per clock cycle is linear in N, `fixed + per_mac x N`, at the stimulus's
   activity: a lane costs the same per cycle busy or idle (clocked registers, broadcast operands).
-  The opposite assumption, an idle lane free (energy linear in the MACs done), gives a negative
-  fixed part on the measured points: the larger array does 25 % more MACs per cycle in its
-  stimulus window for 35 % more energy per cycle.
+  The opposite reading of the same two points, an idle lane free (energy linear in the MACs
+  done), is reported beside it (`power_idle_free_w`), or marked refuted where it gives a
+  negative fixed part. Without clock gates the first is nearer the truth (every flip-flop is
+  clocked every cycle); with them the second (a row is clocked only when it loads).
 - The engine's own memories: one whose CACTI area is the same at both points is fixed; one that
   grows with the lanes (the scale blocks, a weight word wide; the accumulators are registers,
   in the logic) is taken at the smaller point's width, banked: per MAC, its area there over
@@ -69,6 +70,7 @@ class EnginePoint:
     sram_read_energy_per_cycle_j: float
     sram_write_energy_per_mac_j: float
     fmax_hz: float
+    clock_gated: bool               # synthesized with `synth.clock_gating`
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,8 @@ def engine_point(table: CostTable, block: str) -> EnginePoint:
         per_cycle_180 * factor,
         table.cost(f"{block}.sram_read_energy_per_mac").value * macs_per_cycle,
         table.cost(f"{block}.sram_write_energy_per_mac").value,
-        table.cost(f"{block}.fmax").value)
+        table.cost(f"{block}.fmax").value,
+        "clock gates" in table.cost(f"{block}.area_180nm").source)
 
 
 def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
@@ -140,6 +143,10 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
     if not 0 < utilization <= 1:
         raise CostTableError(f"utilization {utilization!r} is out of range: accepted 0 < u <= 1")
     small, large = engine_point(table, SMALL_POINT), engine_point(table, LARGE_POINT)
+    if small.clock_gated != large.clock_gated:
+        raise CostTableError(f"{SMALL_POINT} and {LARGE_POINT} differ in clock gating in the cost "
+                             "table: accepted two points synthesized alike (`synth --all` with "
+                             "one synth.clock_gating)")
     fixed = {name for name, area in small.memory_areas_m2.items()
              if large.memory_areas_m2.get(name) == area}
     fits = {
@@ -151,6 +158,11 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
             / small.peak_macs),
         "logic_energy_j": fit_line(small.peak_macs, small.logic_energy_per_cycle_j,
                                    large.peak_macs, large.logic_energy_per_cycle_j),
+        # the other reading of the same two points: per MAC done, an idle lane free
+        "logic_energy_per_mac_done_j": fit_line(small.macs_per_cycle,
+                                                small.logic_energy_per_cycle_j,
+                                                large.macs_per_cycle,
+                                                large.logic_energy_per_cycle_j),
         "sram_read_energy_j": Line(0.0, small.sram_read_energy_per_cycle_j / small.peak_macs),
         "sram_write_energy_j": Line(0.0, small.sram_write_energy_per_mac_j),
     }
@@ -161,6 +173,9 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
     logic_area = fits["logic_area_m2"].at(n)
     engine_sram = fits["engine_sram_area_m2"].at(n)
     logic_w = fits["logic_energy_j"].at(n) * clock
+    done = fits["logic_energy_per_mac_done_j"]
+    # a negative fixed part refutes "an idle lane is free" on these points (no figure then)
+    idle_free_w = done.at(busy) * clock if done.fixed >= 0 else None
     sram_w = (fits["sram_read_energy_j"].at(n) + fits["sram_write_energy_j"].at(busy)) * clock
     ours = {
         "logic_area_m2": logic_area, "engine_sram_area_m2": engine_sram,
@@ -171,6 +186,8 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
         "power_w": logic_w + sram_w + shared_leak,
         # the logic and the shared SRAM alone: the engine's own memories left out
         "power_without_engine_sram_w": logic_w + shared_leak,
+        "logic_power_idle_free_w": idle_free_w,
+        "power_idle_free_w": None if idle_free_w is None else idle_free_w + sram_w + shared_leak,
         "energy_per_mac_j": (logic_w + sram_w + shared_leak) / (busy * clock),
         "fmax_hz": min(small.fmax_hz, large.fmax_hz),
     }
@@ -179,7 +196,7 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
     return {"points": {p.block: asdict(p) for p in (small, large)},
             "fits": {name: asdict(line) for name, line in fits.items()},
             "fixed_memories": sorted(fixed), "macs": n, "clock_hz": clock,
-            "utilization": utilization, "node": table.node,
+            "utilization": utilization, "node": table.node, "clock_gated": small.clock_gated,
             "shared_sram_kib": EDGEXPERT["sram_kib"], "ours": ours, "edgexpert": theirs,
             "ratio": {k: ours[k] / theirs[k] for k in ("logic_area_m2", "sram_area_m2",
                                                        "area_m2", "power_w")}}
@@ -205,6 +222,9 @@ def scaling_table(result: dict) -> str:
               f"{f['engine_sram_area_m2']['per_mac'] * 1e12:.1f} um2 |",
               f"| logic energy per cycle | {format_si(f['logic_energy_j']['fixed'], 'J')} | "
               f"{format_si(f['logic_energy_j']['per_mac'], 'J')} |",
+              f"| logic energy per cycle, per MAC done (an idle lane free) | "
+              f"{format_si(f['logic_energy_per_mac_done_j']['fixed'], 'J')} | "
+              f"{format_si(f['logic_energy_per_mac_done_j']['per_mac'], 'J')} per MAC done |",
               f"| SRAM reads per cycle | | {format_si(f['sram_read_energy_j']['per_mac'], 'J')} |",
               f"| SRAM writes per MAC done | | "
               f"{format_si(f['sram_write_energy_j']['per_mac'], 'J')} |"]
@@ -220,8 +240,14 @@ def scaling_table(result: dict) -> str:
               f"{r['sram_area_m2']:.2f} |",
               f"| total area | {o['area_m2'] * 1e6:.2f} mm2 | {t['area_m2'] * 1e6:.1f} mm2 | "
               f"{r['area_m2']:.2f} |",
-              f"| power ({o['logic_power_w']:.3g} W logic + {o['sram_power_w']:.3g} W SRAM) | "
+              f"| power, a lane busy or idle alike ({o['logic_power_w']:.3g} W logic + "
+              f"{o['sram_power_w']:.3g} W SRAM) | "
               f"{o['power_w']:.3g} W | {t['power_w']:.2f} W | {r['power_w']:.1f} |",
+              (f"| power, an idle lane free ({o['logic_power_idle_free_w']:.3g} W logic) | "
+               f"{o['power_idle_free_w']:.3g} W | {t['power_w']:.2f} W | "
+               f"{o['power_idle_free_w'] / t['power_w']:.1f} |"
+               if o["power_idle_free_w"] is not None else
+               "| power, an idle lane free | refuted by the points (a negative fixed part) | | |"),
               f"| power without the engine's memories | {o['power_without_engine_sram_w']:.3g} W "
               f"| {t['power_w']:.2f} W | {o['power_without_engine_sram_w'] / t['power_w']:.2f} |",
               f"| energy per MAC done | {format_si(o['energy_per_mac_j'], 'J')} | "
@@ -229,5 +255,7 @@ def scaling_table(result: dict) -> str:
               f"{o['energy_per_mac_j'] / t['energy_per_mac_j']:.1f} |",
               "", f"Our fmax at 28 nm is {o['fmax_hz'] / 1e6:.0f} MHz (the slower point); power is "
               f"at EdgeXpert's {result['clock_hz'] / 1e6:.0f} MHz (docs/synthesis.md, \"Scaling to "
-              "EdgeXpert's 8K MACs\")."]
+              "EdgeXpert's 8K MACs\"). Both points were synthesized "
+              + ("with clock gates (synth.clock_gating)." if result["clock_gated"] else
+                 "without clock gates (synth.clock_gating off).")]
     return "\n".join(lines)

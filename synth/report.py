@@ -50,6 +50,8 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
         "area_um2": result.area_um2, "critical_path_ns": result.critical_path_ns,
         "fmax_hz": result.fmax_hz, "startpoint": result.startpoint, "endpoint": result.endpoint,
     }
+    if result.clock_gating is not None:
+        measured["clock_gating"] = result.clock_gating
     accesses = {a["name"]: a for a in (power or {}).get("memory_accesses", [])}
     memories, sram_area, sram_read, sram_write = [], 0.0, 0.0, 0.0
     for m in result.memories:
@@ -187,7 +189,10 @@ def markdown_report(report: dict) -> str:
                     f"{power} | {e180} | {e28} |")
         notes.append(f"- **{name}** (key `{b['key']}`): critical path "
                      f"{m['critical_path_ns']:.3f} ns from {m['startpoint']} to {m['endpoint']}; "
-                     f"{m['flip_flops']} flip-flops.")
+                     f"{m['flip_flops']} flip-flops"
+                     + (f", {m['clock_gating']['gates']:,} clock gates over "
+                        f"{m['clock_gating']['gated_flip_flops']:,} of them"
+                        if m.get("clock_gating") else "") + ".")
         if b["power_measured"]:
             a = m["activity"]
             notes.append(

@@ -73,6 +73,11 @@ def test_the_fits_and_the_8k_point_come_out_as_computed_by_hand():
     assert ours["logic_power_w"] == pytest.approx(41.6e-9 * F * 800e6)
     assert ours["sram_power_w"] == pytest.approx((12.288e-9 + 16.384e-9) * 800e6 + 5e-5)
     assert ours["power_without_engine_sram_w"] == pytest.approx(41.6e-9 * F * 800e6 + 5e-5)
+    # an idle lane free: (1.92 - 1.28) nJ over 32 more MACs done = 20 pJ per MAC done, 0.64 nJ
+    # fixed; 4096 MACs done per cycle
+    assert fits["logic_energy_per_mac_done_j"] == pytest.approx({"fixed": 0.64e-9 * F,
+                                                                 "per_mac": 20e-12 * F})
+    assert ours["logic_power_idle_free_w"] == pytest.approx(82.56e-9 * F * 800e6)
     assert ours["energy_per_mac_j"] == pytest.approx(ours["power_w"] / (4096 * 800e6))
     assert ours["fmax_hz"] == 4.5e8
     assert result["ratio"]["area_m2"] == pytest.approx(52.4 / 9.3)
@@ -116,3 +121,16 @@ def test_the_report_page_gets_the_scaling_or_says_what_to_run(tmp_path):
     assert lines[2].startswith("Not measured yet: the cost table has no 'engine_l128': run ")
     (tmp_path / "synth" / "costs.json").write_text(json.dumps(made_up_table()))
     assert "| total area | 52.40 mm2 | 9.3 mm2 | 5.63 |" in "\n".join(_scaling(tmp_path))
+
+
+def test_points_synthesized_with_and_without_clock_gates_are_not_fitted_together():
+    table = made_up_table()
+    assert scale_to_edgexpert(load_table_data(table, "made up"))["clock_gated"] is False
+    area = table["costs"]["engine_l128.area_180nm"]
+    area["source"] = "synth engine_l128 (lanes=128; 1564 clock gates)"
+    with pytest.raises(CostTableError, match="differ in clock gating"):
+        scale_to_edgexpert(load_table_data(table, "made up"))
+    table["costs"]["engine.area_180nm"]["source"] = "synth engine (lanes=64; 1309 clock gates)"
+    gated = scale_to_edgexpert(load_table_data(table, "made up"))
+    assert gated["clock_gated"] is True
+    assert scaling_table(gated).endswith("with clock gates (synth.clock_gating).")

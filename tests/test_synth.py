@@ -33,8 +33,25 @@ def test_parse_stat():
         parse_stat(STAT_JSON, "=== lane ===\n", "lane")
 
 
+#: two path groups, the clock gates' first (OpenSTA's order) but not the worst
+STA_GROUPS = """Startpoint: cg0_latch (positive level-sensitive latch clocked by clk')
+Endpoint: cg0_gate (rising clock gating-check end-point clocked by clk)
+Path Group: **clock_gating_default**
+             2.9632   slack (MET)
+
+
+Startpoint: _486028_ (rising edge-triggered flip-flop clocked by clk)
+Endpoint: _487870_ (rising edge-triggered flip-flop clocked by clk)
+Path Group: clk
+            -7.4616   slack (VIOLATED)
+
+edgexpert-worst-slack-ns -7.4615506996126095
+"""
+
+
 def test_parse_sta_report():
     assert parse_sta_report(STA_OUT) == (7.25, "_12_", "o_stream__payload[3]")
+    assert parse_sta_report(STA_GROUPS) == (-7.4615506996126095, "_486028_", "_487870_")
     with pytest.raises(ToolError, match="no worst slack"):
         parse_sta_report("Error: cannot read netlist\n")
 

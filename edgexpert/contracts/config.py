@@ -237,6 +237,10 @@ class SynthConfig:
                                      "stimulus's int8/int4 operands (sim/stimulus.py)")
     target_vdd_v: float = _float(0.7, 1.0, 1.0, "supply voltage of the 28 nm node the 180 nm "
                                  "figures are scaled to (EdgeXpert: 1.0 V)")
+    clock_gating: bool = _bool(False, "gate the clock of every group of enable flip-flops "
+                               "(synth/clock_gating.py), as a commercial flow does")
+    clock_gating_min_bits: int = _int(1, 1024, 4, "the smallest group of flip-flops sharing "
+                                      "an enable that gets a clock gate")
 
 
 #: the fastest speed bin of each DRAM type sim/dram.py models, MT/s per pin: LPDDR4X-4266
