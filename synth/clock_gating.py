@@ -50,11 +50,9 @@ def gate_clocks(netlist: dict, top: str, min_bits: int) -> dict:
         raise ValueError(f"clock gating min_bits = {min_bits} is out of range: accepted >= 1")
     module = netlist["modules"][top]
     cells, names = module["cells"], module["netnames"]
-    next_bit = 1 + max((b for c in cells.values() for bits in c["connections"].values()
-                        for b in bits if isinstance(b, int)),
-                       default=1)
-    next_bit = max(next_bit, 1 + max((b for n in names.values() for b in n["bits"]
-                                      if isinstance(b, int)), default=1))
+    used = [*(bits for c in cells.values() for bits in c["connections"].values()),
+            *(n["bits"] for n in names.values())]
+    next_bit = 1 + max((b for bits in used for b in bits if isinstance(b, int)), default=1)
 
     groups: dict[tuple, list[str]] = {}
     for name, cell in cells.items():

@@ -31,9 +31,9 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
-from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
-from edgexpert.cocotb_tests.top.harness import (PERIOD_NS, feed, read_counters, read_csr,
-                                               weight_memory)
+from edgexpert.cocotb_tests.streams import StreamSink, StreamSource
+from edgexpert.cocotb_tests.top.harness import (command_streams, feed, read_counters, read_csr,
+                                               start_top)
 from edgexpert.cocotb_tests.top.host import batch_commands, expected_outputs, plan_batches
 from edgexpert.contracts.ema import EmaCsr
 from edgexpert.contracts.top import TopCsr
@@ -190,13 +190,8 @@ async def trace_step(dut, masks: str, mode: str):
     dut._log.info("%s: seed %d, selection %s: %d batches, %d groups, latency %d", name,
                   cocotb.RANDOM_SEED, selection, len(batches),
                   sum(len(b.groups) for b in batches), PARAMS["latency"])
-    dut.csr__addr.value = 0
-    weight_memory(dut, PARAMS["image"], LAYOUT.base_address, PARAMS["latency"], rng, mode)
-    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
-    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=GEOMETRY.beat_bytes,
-                             max_outstanding=EMA["outstanding"])
-    source = StreamSource(dut, "cmd", Pauses(mode, rng), rng)
-    sinks = {p: StreamSink(dut, p, Pauses(mode, rng)) for p in OUTPUTS}
+    monitor = await start_top(dut, PARAMS, LAYOUT.base_address, rng, mode)
+    source, sinks = command_streams(dut, OUTPUTS, mode, rng)
     wall = time.time()
     want, passes, macs = await play(dut, batches, masks, source, sinks)
     wall = time.time() - wall
@@ -235,13 +230,8 @@ async def reset_mid_step(dut, cut: str):
     name, masks = f"reset_mid_step/{cut}", "dcu"
     rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
     batches = plan(masks, PARAMS["selection"])
-    dut.csr__addr.value = 0
-    weight_memory(dut, PARAMS["image"], LAYOUT.base_address, PARAMS["latency"], rng, "random")
-    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
-    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=GEOMETRY.beat_bytes,
-                             max_outstanding=EMA["outstanding"])
-    source = StreamSource(dut, "cmd", Pauses("random", rng), rng)
-    sinks = {p: StreamSink(dut, p, Pauses("random", rng)) for p in OUTPUTS}
+    monitor = await start_top(dut, PARAMS, LAYOUT.base_address, rng, "random")
+    source, sinks = command_streams(dut, OUTPUTS, "random", rng)
     first = batches[0]
     expect = expected_outputs(MASKED, first)
     beats = commands(first, masks)
@@ -269,8 +259,7 @@ async def reset_mid_step(dut, cut: str):
     dut.rst.value = 0
     counters = await read_counters(dut, {**COUNTERS, "status": TopCsr.STATUS})
     assert all(v == 0 for v in counters.values()), f"not cleared by the reset: {counters}"
-    source = StreamSource(dut, "cmd", Pauses("random", rng), rng)
-    sinks = {p: StreamSink(dut, p, Pauses("random", rng)) for p in OUTPUTS}
+    source, sinks = command_streams(dut, OUTPUTS, "random", rng)
     want, _, _ = await play(dut, batches, masks, source, sinks)
     mismatches = compare(dut, name, masks, sinks, want)
     await check_idle(dut, monitor)

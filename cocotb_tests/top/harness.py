@@ -1,6 +1,7 @@
 """What the top's two benches (bench.py: decode steps, prefill_bench.py: a prefill chunk) share:
-the clock, the CSR port's reads, the counters, feeding a list of command beats, and the
-external memory holding the weight image. Runs inside the simulator."""
+the clock, the CSR port's reads, the counters, feeding a list of command beats, the external
+memory holding the weight image, the start-up, and the command and output streams. Runs inside
+the simulator."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from cocotb.triggers import RisingEdge
 from cocotbext.axi import AxiBus
 
 from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
+from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.ema.harness import pause_generator
-from edgexpert.cocotb_tests.streams import StreamSource
+from edgexpert.cocotb_tests.streams import (Pauses, StreamSink, StreamSource,
+                                            start_clock_and_reset)
 
-__all__ = ["PERIOD_NS", "read_csr", "read_counters", "feed", "weight_memory"]
+__all__ = ["PERIOD_NS", "read_csr", "read_counters", "feed", "weight_memory", "start_top",
+           "command_streams"]
 
 PERIOD_NS = 10
 #: share of cycles the memory pauses AR and R in the random mode (as the EMA bench)
@@ -51,3 +55,21 @@ def weight_memory(dut, image: Path, base_address: int, latency: int, rng,
         ram.ar_pause(pause_generator(rng, MEMORY_PAUSE))
         ram.r_pause(pause_generator(rng, MEMORY_PAUSE))
     return ram
+
+
+async def start_top(dut, params: dict, base_address: int, rng, mode: str) -> AxiReadMonitor:
+    """The CSR port at address 0, the weight memory (`weight_memory`, from the bench's `params`:
+    image, latency, the EMA's width and outstanding reads), the clock and the reset; returns the
+    AXI protocol monitor watching the master from then on."""
+    dut.csr__addr.value = 0
+    weight_memory(dut, params["image"], base_address, params["latency"], rng, mode)
+    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
+    ema = params["ema"]
+    return AxiReadMonitor(dut, "m_axi", beat_bytes=ema["data_width"] // 8,
+                          max_outstanding=ema["outstanding"])
+
+
+def command_streams(dut, outputs, mode: str, rng) -> tuple[StreamSource, dict[str, StreamSink]]:
+    """The `cmd` driver and a sink per output port, all paused by `mode`."""
+    return (StreamSource(dut, "cmd", Pauses(mode, rng), rng),
+            {p: StreamSink(dut, p, Pauses(mode, rng)) for p in outputs})

@@ -26,12 +26,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles
 
-from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
-from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
-from edgexpert.cocotb_tests.top.harness import (PERIOD_NS, feed, read_counters, read_csr,
-                                               weight_memory)
+from edgexpert.cocotb_tests.top.harness import (command_streams, feed, read_counters, read_csr,
+                                               start_top)
 from edgexpert.cocotb_tests.top.prefill import (expected_group_outputs, expected_moe,
                                                 group_beats, groups_from_routes, logit_beats,
                                                 score_beats)
@@ -69,13 +67,8 @@ async def prefill_chunk(dut, mode: str):
     rows = TRACE.prompt(0)
     t = vec.tokens
     assert t <= SLOTS and t <= PRU.chunk, f"{t} tokens: the bench runs one chunk"
-    dut.csr__addr.value = 0
-    weight_memory(dut, PARAMS["image"], LAYOUT.base_address, PARAMS["latency"], rng, mode)
-    await start_clock_and_reset(dut, period_ns=PERIOD_NS)
-    monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=EMA["data_width"] // 8,
-                             max_outstanding=EMA["outstanding"])
-    source = StreamSource(dut, "cmd", Pauses(mode, rng), rng)
-    sinks = {p: StreamSink(dut, p, Pauses(mode, rng)) for p in ("route",) + OUTPUTS}
+    monitor = await start_top(dut, PARAMS, LAYOUT.base_address, rng, mode)
+    source, sinks = command_streams(dut, ("route",) + OUTPUTS, mode, rng)
     want = {p: [] for p in OUTPUTS}
     layers = []
     wall = time.time()
