@@ -5,7 +5,7 @@ cocotb benches all elaborate exactly the same RTL for the same config. Most bloc
 `config.hardware`; the EMA controller also needs the model's shape, which fixes its memory map.
 
 For the cost flow (`edgexpert synth`, docs/synthesis.md) a block also names its stimulus: a
-function from the whole configuration to an `edgexpert.sim.stimulus.Stimulus`, which says what one
+function from the whole configuration to an `edgexpert.sim.stimuli.common.Stimulus`, which says what one
 operation of the block is (a MAC, a byte fetched, a coalescing decision) and drives the block in
 simulation for the switching activity behind its power and energy per operation. A block without
 one is still synthesized and timed; its report says that power was not measured.
@@ -25,13 +25,13 @@ from .hw.engine import ExpertEngine
 from .hw.top import AcceleratorTop, top_parameters
 from .hw.mac_lane import MacLane
 from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams, pick_register_for
-from .sim.dcu_stimulus import dcu_stimulus
-from .sim.ema_stimulus import ema_stimulus
-from .sim.engine_stimulus import engine_stimulus
-from .sim.models import model_spec
-from .sim.pru_stimulus import pru_stimulus
-from .sim.stimulus import Stimulus, mac_lane_stimulus
-from .sim.top_stimulus import top_stimulus
+from .sim.stimuli.dcu import dcu_stimulus
+from .sim.stimuli.ema import ema_stimulus
+from .sim.stimuli.engine import engine_stimulus
+from .sim.perf.models import model_spec
+from .sim.stimuli.pru import pru_stimulus
+from .sim.stimuli.common import Stimulus, mac_lane_stimulus
+from .sim.stimuli.top import top_stimulus
 
 __all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step",
            "dcu_parameters", "engine_parameters", "engine_large_parameters", "top_parameters",
@@ -67,7 +67,7 @@ def _ema(config: Config, with_memories: bool):
         raise ConfigError(f"hardware.ema: {exc}") from None
 
 
-#: the PRU at the scale of Qwen3-30B-A3B's routing (128 experts, top-8; sim.models has the shape)
+#: the PRU at the scale of Qwen3-30B-A3B's routing (128 experts, top-8; sim.perf.models has the shape)
 PRU_LARGE_MODEL = "qwen3-30b-a3b"
 
 
@@ -81,7 +81,7 @@ def pru_experts_per_step(config: Config, **model) -> int:
     """Whole experts of the model (`model` overrides its shape) one step of the configured EMA
     holds; at least 1: an expert larger than the buffer is still one step (the EMA then fails
     it BUFFER_FULL; docs/blocks/pru.md, limits)."""
-    from .golden.pru import experts_per_step
+    from .golden.blocks.pru import experts_per_step
     shape = {k: getattr(config.model, k) for k in ("n_layers", "n_experts", "d_model",
                                                     "expert_ffn", "n_shared_experts")}
     layout = WeightLayout(**{**shape, **{k: v for k, v in model.items() if k in shape}})

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from amaranth.back import rtlil, verilog
 
-from ..contracts.tools import ToolError, require
+from ..support.tools import ToolError, require
 
 __all__ = ["EmittedRtl", "emit_rtl", "write_if_changed"]
 

@@ -5,7 +5,7 @@ flag. The lane multiplies pairwise, sums the products of the beat in an adder tr
 sum into an int32 accumulator. The beat flagged `last` closes the dot product: the accumulated
 value leaves on the output stream and the accumulator restarts from zero.
 
-Contract (mirrored by `edgexpert.golden.a8w4.dot_a8w4`):
+Contract (mirrored by `edgexpert.golden.integer.a8w4.dot_a8w4`):
 - products are exact (int8 x int4 fits 12 bits), beat sums are exact;
 - the accumulator wraps modulo 2**32 (two's complement), as an int32 register does;
 - one beat per cycle when the output is not back-pressured; latency from the `last` beat's

@@ -2,7 +2,7 @@
 contiguous in DRAM? A golden-side measurement (docs/blocks/dcu.md, "Channel order").
 
 The order: per (layer, expert, matrix), the input channels sorted by how often the golden
-selection (golden/dcu.py at the configured coalescing ratio) picks them on training-split text,
+selection (golden/blocks/dcu.py at the configured coalescing ratio) picks them on training-split text,
 most often first (ties to the lower channel). Stored that way, column j would lie at slot
 rank[j], so a selection's bursts are the runs of its slots instead of its channels.
 
@@ -28,15 +28,15 @@ from tqdm import tqdm
 
 from edgexpert.contracts.config import load_config
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout, channel_runs
-from edgexpert.golden import dcu
-from edgexpert.golden.checkpoint import load_checkpoint
-from edgexpert.golden.corpus import load_corpus
-from edgexpert.golden.decode import decode_speculative
-from edgexpert.golden.int_model import quantize_model
-from edgexpert.golden.masks import depth_groups
-from edgexpert.golden.policies import selected_count
-from edgexpert.golden.prompts import PROMPT_TOKENS, load_prompts
-from edgexpert.golden.traces import build_trace
+from edgexpert.golden.blocks import dcu
+from edgexpert.golden.lm.checkpoint import load_checkpoint
+from edgexpert.golden.lm.corpus import load_corpus
+from edgexpert.golden.decoding.decode import decode_speculative
+from edgexpert.golden.integer.int_model import quantize_model
+from edgexpert.golden.traces.masks import depth_groups
+from edgexpert.golden.policies.registry import selected_count
+from edgexpert.golden.lm.prompts import PROMPT_TOKENS, load_prompts
+from edgexpert.golden.traces.decode_trace import build_trace
 
 #: the bus the EMA bench uses (docs/blocks/ema.md): 256 bits
 BEAT_BYTES = 32
@@ -44,7 +44,7 @@ BEAT_BYTES = 32
 
 def training_prompts(corpus, tokenizer, count: int) -> list[list[int]]:
     """`count` prompts of PROMPT_TOKENS tokens from training-split files, chosen as the bundled
-    prompts are from held-out ones (golden/prompts.py, select_prompts): files of at least three
+    prompts are from held-out ones (golden/lm/prompts.py, select_prompts): files of at least three
     prompts' tokens in the order of their paths' SHA-256, a third into each file."""
     chosen = []
     for f in sorted((f for f in corpus.files if not f.heldout),

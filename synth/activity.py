@@ -34,7 +34,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contracts.tools import ToolError
+from ..support.tools import ToolError
 from .liberty import Cell, Function, Library, Pin, compile_function
 from .netlist import Netlist, NetlistCell, data_input_bits
 

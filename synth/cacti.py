@@ -68,7 +68,7 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
-from ..contracts.tools import ToolError, build_root, cacti_path, require
+from ..support.tools import ToolError, build_root, cacti_path, require
 from .scaling import TARGET_NODE_NM
 
 __all__ = ["CACTI_7", "CACTI_VERSION", "SramSpec", "SramCost", "sram_cost", "describe",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..contracts.config import ConfigError
-from ..contracts.tools import build_root
+from ..support.tools import build_root
 from .cacti import describe
 
 __all__ = ["SCHEMA", "UNITS", "Cost", "CostTable", "CostTableError", "build_cost_table",

@@ -34,8 +34,8 @@ from string import Template
 from amaranth.back import rtlil
 
 from ..contracts.config import SynthConfig
-from ..sim.stimulus import Stimulus, simulate
-from ..contracts.tools import ToolError, build_root, liberty_path, require
+from ..sim.stimuli.common import Stimulus, simulate
+from ..support.tools import ToolError, build_root, liberty_path, require
 from . import memories as mem
 from .activity import activity_tcl, evaluate, read_vcd
 from .clock_gating import gate_clocks

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..contracts.tools import ToolError
+from ..support.tools import ToolError
 
 __all__ = ["Pin", "StateElement", "Cell", "Library", "read_liberty", "compile_function"]
 

@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..contracts.tools import ToolError
+from ..support.tools import ToolError
 from .memories import net_names
 
 __all__ = ["Bit", "NetlistCell", "Netlist", "read_netlist", "data_input_bits", "power_netlist_verilog",

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from ..contracts.config import Config
-from ..contracts.progress import progress_bar
-from ..contracts.tools import build_root
+from ..support.progress import progress_bar
+from ..support.tools import build_root
 from .cacti import CACTI_7, SramSpec, cacti_settings, sram_cost
 from .costs import build_cost_table, write_cost_table
 from .flow import SynthResult, synthesize

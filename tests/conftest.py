@@ -34,7 +34,7 @@ def policy_overrides(small_model) -> list[str]:
 def loud_model():
     """Makes a random model of a config whose experts are scaled up, so that what they compute
     (and what a policy changes in it) shows in the logits."""
-    from edgexpert.golden.model import MoEModel
+    from edgexpert.golden.lm.model import MoEModel
 
     def make(config, seed: int):
         torch.manual_seed(seed)

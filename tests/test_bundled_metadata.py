@@ -1,6 +1,6 @@
 """Bundled metadata holds only what reproduces an artefact (hashes, settings, relative names,
 versions): no JSON file shipped with the package records an absolute path of the machine that
-wrote it, nor a wall time (golden/checkpoint.py)."""
+wrote it, nor a wall time (golden/lm/checkpoint.py)."""
 
 import json
 from pathlib import Path, PurePosixPath, PureWindowsPath

@@ -2,7 +2,7 @@
 
 import pytest
 
-from edgexpert.contracts.tools import ToolError, cacti_path, check_tools
+from edgexpert.support.tools import ToolError, cacti_path, check_tools
 from edgexpert.synth.cacti import (MIN_BYTES_PER_BANK, MIN_ROWS_PER_BANK, SramSpec, describe,
                                    sram_cost)
 

@@ -246,7 +246,7 @@ def test_plot_titles_name_the_changed_settings():
 
 
 def test_ablate_help_lists_every_study():
-    from edgexpert.golden.ablate import STUDIES
+    from edgexpert.golden.studies.ablate import STUDIES
     out = run("ablate", "--help").stdout
     assert all(f"  {name} " in out for name in STUDIES)
 
@@ -280,22 +280,22 @@ def fake_policy_run(monkeypatch, tmp_path):
 
     import edgexpert.cli.plot
     import edgexpert.cli.policies
-    import edgexpert.golden.ablate
-    import edgexpert.golden.evaluate
-    import edgexpert.golden.prefill
+    import edgexpert.golden.studies.ablate
+    import edgexpert.golden.studies.evaluate
+    import edgexpert.golden.policies.prefill
     from edgexpert.cli.policies import COMPARE_COLUMNS
     metrics = {key: 1 for key, _ in COMPARE_COLUMNS}
-    # what sim/traffic.py prices: one plain pass per token
+    # what sim/perf/traffic.py prices: one plain pass per token
     metrics.update(tokens=10, steps=10, pass_kinds={"ar": {
         "runs_per_step": 1.0, "tokens": 1.0, "context": 10.0, "expert_bytes": 1000.0}})
     titles = []
     monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
     monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
         types.SimpleNamespace(model=None), [[1, 2]], [[3, 4]], 0))
-    monkeypatch.setattr(edgexpert.golden.prefill, "load_encoder", lambda model: (None, {}))
+    monkeypatch.setattr(edgexpert.golden.policies.prefill, "load_encoder", lambda model: (None, {}))
     monkeypatch.setattr(edgexpert.cli.policies, "eagle_head", lambda ckpt, config, needed=False: None)
-    monkeypatch.setattr(edgexpert.golden.evaluate, "compare", lambda *a: {"ar": metrics})
-    monkeypatch.setattr(edgexpert.golden.ablate, "run_study", lambda *a, **k: {"x": metrics})
+    monkeypatch.setattr(edgexpert.golden.studies.evaluate, "compare", lambda *a: {"ar": metrics})
+    monkeypatch.setattr(edgexpert.golden.studies.ablate, "run_study", lambda *a, **k: {"x": metrics})
     monkeypatch.setattr(edgexpert.cli.plot, "tradeoff_plot",
                         lambda result, path, title: titles.append(title) or path)
     return titles
@@ -317,7 +317,7 @@ def test_compare_and_ablate_write_under_build_and_print_json(fake_policy_run, tm
 
 
 def test_estimate_covers_every_full_size_model_and_policy(tmp_path):
-    from edgexpert.sim.estimate import POLICIES
+    from edgexpert.sim.perf.estimate import POLICIES
     full_size = ("olmoe-1b-7b", "qwen3-30b-a3b", "deepseek-v2-lite", "granite-1b-a400m",
                  "mixtral-8x7b")
     rows = json.loads(run("estimate", "--json",
@@ -387,17 +387,17 @@ def test_progress_bars_go_to_stderr_only_and_quiet_stops_them(monkeypatch, tmp_p
 
     import edgexpert.cli.plot
     import edgexpert.cli.policies
-    import edgexpert.golden.evaluate as evaluate
-    import edgexpert.golden.prefill
+    import edgexpert.golden.studies.evaluate as evaluate
+    import edgexpert.golden.policies.prefill
     from edgexpert.cli import main
     from edgexpert.cli.policies import COMPARE_COLUMNS
-    from edgexpert.contracts.progress import is_quiet, set_quiet
+    from edgexpert.support.progress import is_quiet, set_quiet
     metrics = {**{key: 1 for key, _ in COMPARE_COLUMNS}, "ema_bytes_per_token_decode": 2,
-               # what sim/traffic.py prices: one plain pass per token
+               # what sim/perf/traffic.py prices: one plain pass per token
                "tokens": 10, "steps": 10, "pass_kinds": {"ar": {
                    "runs_per_step": 1.0, "tokens": 1.0, "context": 10.0, "expert_bytes": 1.0}}}
     monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
-    monkeypatch.setattr(edgexpert.golden.prefill, "load_encoder", lambda model: (None, {}))
+    monkeypatch.setattr(edgexpert.golden.policies.prefill, "load_encoder", lambda model: (None, {}))
     monkeypatch.setattr(edgexpert.cli.policies, "eagle_head", lambda ckpt, config, needed=False: None)
     monkeypatch.setattr(edgexpert.cli.plot, "tradeoff_plot", lambda result, path, title: path)
     monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
@@ -477,7 +477,7 @@ def test_the_demo_runs_a_whole_decode_step_through_the_top_bit_exact():
     assert top["layers"] == 4 and top["passes"] == 4
     assert set(top["by_kind"]) == {"draft", "verify"} and top["by_kind"]["draft"]["passes"] == 3
     from edgexpert.contracts.config import load_config
-    from edgexpert.contracts.tools import build_root
+    from edgexpert.support.tools import build_root
     assert top["items_checked"]["moe_out"] == top["rows_checked"] * load_config().model.d_model
     assert top["memory_wait"] + top["compute"] <= top["cycles"]
     assert 0 < top["macs_per_cycle"] <= top["peak_macs_per_cycle"]

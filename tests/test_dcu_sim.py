@@ -2,7 +2,7 @@
 # (constructors rejected on purpose leave their component unused)
 """The DCU in Amaranth's simulator: random jobs (group sizes 1 and the maximum, ties, all-zero
 inputs, pruning, one-word and partial-word matrices) with random pauses on both inputs and on
-the output; every command word equals the golden selection's (golden/dcu.py) as the EMA
+the output; every command word equals the golden selection's (golden/blocks/dcu.py) as the EMA
 contract encodes it. The cocotb bench (cocotb_tests/dcu/) replays golden traces on Icarus and
 Verilator."""
 
@@ -15,7 +15,7 @@ from amaranth.sim import Simulator
 from edgexpert.contracts.dcu import DcuJob, encode_job
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
-from edgexpert.golden import dcu as golden
+from edgexpert.golden.blocks import dcu as golden
 from edgexpert.hw.dcu import Dcu
 
 

@@ -1,8 +1,8 @@
-"""The DRAM model (sim/dram.py) on patterns whose answer is computed by hand here."""
+"""The DRAM model (sim/perf/dram.py) on patterns whose answer is computed by hand here."""
 
 import pytest
 
-from edgexpert.sim.dram import DEVICES, LPDDR4X_4266, LPDDR5_6400, DramModel, device_for
+from edgexpert.sim.perf.dram import DEVICES, LPDDR4X_4266, LPDDR5_6400, DramModel, device_for
 
 # EdgeXpert's point (configs/default.yaml): LPDDR4X, 2 x16 channels at 4000 MT/s = 16 GB/s
 RATE = 4000

@@ -1,4 +1,4 @@
-"""The EAGLE draft head (golden/eagle.py): deterministic training tied to its checkpoint, the
+"""The EAGLE draft head (golden/decoding/eagle.py): deterministic training tied to its checkpoint, the
 training-time test matching how the tree drafts, lossless drafting on both paths, the bundled
 head, the draft setting of the policies and the bytes an eagle draft pass costs."""
 
@@ -11,14 +11,14 @@ import torch
 
 from edgexpert.contracts.config import ConfigError, DecodeConfig, load_config
 from edgexpert.contracts.weight_layout import WeightLayout
-from edgexpert.golden.checkpoint import load_checkpoint, weights_sha256
-from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative, summarize
-from edgexpert.golden.eagle import (EagleError, EagleHead, EagleSettings, bundled_eagle_dir,
+from edgexpert.golden.lm.checkpoint import load_checkpoint, weights_sha256
+from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative, summarize
+from edgexpert.golden.decoding.eagle import (EagleError, EagleHead, EagleSettings, bundled_eagle_dir,
                                     draft_vocabulary, load_eagle, save_eagle, train_eagle)
-from edgexpert.golden.int_model import IntModel
-from edgexpert.golden.model import KVCache, MoEModel
-from edgexpert.golden.policies import PAPER_DRAFT, build_policy
-from edgexpert.golden.policy import Policy
+from edgexpert.golden.integer.int_model import IntModel
+from edgexpert.golden.lm.model import KVCache, MoEModel
+from edgexpert.golden.policies.registry import PAPER_DRAFT, build_policy
+from edgexpert.golden.decoding.policy import Policy
 
 #: a head for the two-layer test model, trained for a few steps on a short random stream
 TINY = EagleSettings(fused=(0, 1), ffn=32, window=24, batch=2, steps=3, unroll=3,
@@ -168,7 +168,7 @@ def test_combined_drafts_with_the_head_on_chip_over_its_own_tree_losslessly(smal
 
 
 def test_the_studies_that_draft_with_the_head_build_every_setting(small):
-    from edgexpert.golden.ablate import study_settings
+    from edgexpert.golden.studies.ablate import study_settings
     config, model, _ = small
     layout = WeightLayout.for_model(model.cfg)
     head, _ = _train(small)
@@ -209,9 +209,9 @@ def test_the_bundled_head_belongs_to_the_bundled_checkpoint(bundled):
 def test_the_integer_head_drafts_what_the_float_head_drafts_mostly(bundled):
     """The A8W4 head on the integer target's features against the float head on the same ones:
     int4 weights move its features, rarely its top choice (89% on this prompt when written)."""
-    from edgexpert.golden.corpus import load_corpus
-    from edgexpert.golden.eagle import IntEagleHead
-    from edgexpert.golden.prompts import load_prompts
+    from edgexpert.golden.lm.corpus import load_corpus
+    from edgexpert.golden.decoding.eagle import IntEagleHead
+    from edgexpert.golden.lm.prompts import load_prompts
     ckpt, head, _ = bundled
     target = IntModel(ckpt.model)
     policy = Policy(WeightLayout.for_model(ckpt.model.cfg), DecodeConfig())
@@ -237,8 +237,8 @@ def test_the_integer_head_drafts_what_the_float_head_drafts_mostly(bundled):
 
 @pytest.mark.parametrize("path", ["float", "int"])
 def test_bundled_eagle_drafting_is_lossless_on_every_bundled_prompt(bundled, path):
-    from edgexpert.golden.corpus import load_corpus
-    from edgexpert.golden.prompts import load_prompts
+    from edgexpert.golden.lm.corpus import load_corpus
+    from edgexpert.golden.lm.prompts import load_prompts
     ckpt, head, _ = bundled
     cfg = DecodeConfig(max_new_tokens=10)
     engine = FloatEngine(ckpt.model) if path == "float" else IntModel(ckpt.model)
@@ -252,8 +252,8 @@ def test_bundled_eagle_drafting_is_lossless_on_every_bundled_prompt(bundled, pat
 @pytest.mark.benchmark
 def test_draft_train_reproduces_the_bundled_head(bundled, tmp_path):
     """`edgexpert draft train` with the bundled head's settings (minutes)."""
-    from edgexpert.golden.corpus import load_corpus
-    from edgexpert.golden.train import token_streams
+    from edgexpert.golden.lm.corpus import load_corpus
+    from edgexpert.golden.lm.train import token_streams
     ckpt, head, meta = bundled
     raw = dict(meta["settings"])
     settings = EagleSettings(**{**raw, "fused": tuple(raw["fused"])})

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from amaranth.lib import data
 
-from edgexpert.golden.ema import SCALE, EmaReference, split_bursts
+from edgexpert.golden.blocks.ema import SCALE, EmaReference, split_bursts
 from edgexpert.contracts.ema import (Completion, Descriptor, EmaError, EmaOp, EmaStatus,
                                     ema_command_layout, ema_completion_layout,
                                     ema_status_layout, encode_descriptor)

@@ -14,7 +14,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from edgexpert.contracts.ema import Descriptor, encode_step
-from edgexpert.golden.ema import SCALE, EmaReference, split_bursts
+from edgexpert.golden.blocks.ema import SCALE, EmaReference, split_bursts
 from edgexpert.hw.ema import EmaController, EmaSystem
 from edgexpert.contracts.ema import EmaCsr, EmaStatus
 from edgexpert.contracts.weight_image import memory_image, random_weights

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 # (constructors rejected on purpose leave their component unused)
-"""The expert engine in Amaranth's simulator against numbers from golden/intops on small random
+"""The expert engine in Amaranth's simulator against numbers from golden/integer/intops.py on small random
 parameters: hidden values and scales, expert outputs and MoE sums bit for bit, with masked
 columns, partial groups, an all-zero input, padding in column words and random back-pressure.
 
@@ -20,7 +20,7 @@ from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, gr
                                                 layouts, unpack)
 from edgexpert.contracts.weight_image import ExpertWeights, memory_image
 from edgexpert.contracts.weight_layout import WeightLayout
-from edgexpert.golden.intops import (I64, Dyadic, fp16_dyadic, int_matmul, quantize_vec, requant,
+from edgexpert.golden.integer.intops import (I64, Dyadic, fp16_dyadic, int_matmul, quantize_vec, requant,
                                      rshift, sigmoid_q15)
 from edgexpert.hw.engine import ExpertEngine
 
@@ -121,7 +121,7 @@ def decode(words: np.ndarray) -> Dyadic:
 
 
 def expert_reference(x8, sx: Dyadic, w: ExpertWeights, gu_mask, dn_mask):
-    """docs/contracts.md step 3 with golden/intops, masked input channels giving no products."""
+    """docs/contracts.md step 3 with golden/integer/intops.py, masked input channels giving no products."""
     f = w.gate.shape[0]
     gate = torch.from_numpy(w.gate * gu_mask[None, :]).to(torch.float64)
     up = torch.from_numpy(w.up * gu_mask[None, :]).to(torch.float64)
@@ -138,7 +138,7 @@ def random_groups(d_model: int, ffn: int, cands: int, word_bits: int, slots: int
     """Six groups (two per expert of three) of random int4 weights, float16 scale words with
     subnormals, masked GATE_UP and DOWN channels, partial groups, an all-zero input and token
     slots shared by several experts, then a flush of every slot: the engine's input items and
-    the outputs golden/intops gives for them."""
+    the outputs golden/integer/intops.py gives for them."""
     rng = np.random.default_rng(seed)
     slots = 4
     layout = WeightLayout(n_layers=1, n_experts=3, d_model=d_model, expert_ffn=ffn)

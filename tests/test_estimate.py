@@ -1,4 +1,4 @@
-"""sim/estimate.py and sim/passes.py: bounds every estimate must obey, and plain decoding of the
+"""sim/perf/estimate.py and sim/perf/passes.py: bounds every estimate must obey, and plain decoding of the
 bundled model by hand."""
 
 from dataclasses import replace
@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from edgexpert.contracts.config import load_config
-from edgexpert.sim.estimate import POLICIES, estimate
-from edgexpert.sim.models import model_names
+from edgexpert.sim.perf.estimate import POLICIES, estimate
+from edgexpert.sim.perf.models import model_names
 
 MODELS = ["bundled", "olmoe-1b-7b", "qwen3-30b-a3b", "deepseek-v2-lite", "granite-1b-a400m",
           "mixtral-8x7b"]
@@ -124,8 +124,8 @@ def test_a_resident_share_reads_fewer_bytes_and_is_checked(config):
 
 
 def test_double_buffering_by_hand(config):
-    from edgexpert.sim.models import bundled_spec
-    from edgexpert.sim.passes import COMPUTE_UTILIZATION, Pass, PassCoster
+    from edgexpert.sim.perf.models import bundled_spec
+    from edgexpert.sim.perf.passes import COMPUTE_UTILIZATION, Pass, PassCoster
     platform = config.platform
     coster = PassCoster(platform, bundled_spec().layout, cost_table={})
     nbytes = 1 << 20                                    # 4 tiles of half the 512 KiB SRAM
@@ -142,9 +142,9 @@ def test_double_buffering_by_hand(config):
 
 
 def test_combined_on_a_full_size_model_streams_a_head_too_large_for_the_sram(config):
-    from edgexpert.sim.estimate import COMBINED_TREE_SHARE, plan_step
-    from edgexpert.sim.models import model_spec
-    from edgexpert.sim.traffic import staging_bytes
+    from edgexpert.sim.perf.estimate import COMBINED_TREE_SHARE, plan_step
+    from edgexpert.sim.perf.models import model_spec
+    from edgexpert.sim.perf.traffic import staging_bytes
     qwen = model_spec("qwen3-30b-a3b")
     row, = estimate(config, ["qwen3-30b-a3b"], ["combined"])
     # Qwen3's EAGLE-3 head is megabytes: the SRAM left by the landing buffer keeps weights

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgexpert.golden.a8w4 import dot_a8w4, wrap_int32
+from edgexpert.golden.integer.a8w4 import dot_a8w4, wrap_int32
 
 
 def test_matches_exact_integer_dot_products():

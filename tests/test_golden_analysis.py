@@ -4,10 +4,10 @@ routing skew, same-depth co-activation."""
 import torch
 
 from edgexpert.contracts.config import load_config
-from edgexpert.golden.analysis import coactivation, compare_paths, routing_skew
-from edgexpert.golden.decode import decode_speculative
-from edgexpert.golden.int_model import IntModel
-from edgexpert.golden.model import MoEModel
+from edgexpert.golden.studies.analysis import coactivation, compare_paths, routing_skew
+from edgexpert.golden.decoding.decode import decode_speculative
+from edgexpert.golden.integer.int_model import IntModel
+from edgexpert.golden.lm.model import MoEModel
 
 
 def test_analysis(small_model):

@@ -5,9 +5,9 @@ import hashlib
 
 import pytest
 
-from edgexpert.golden.checkpoint import bundled_checkpoint_dir, load_checkpoint
-from edgexpert.golden.corpus import load_corpus
-from edgexpert.golden.train import eval_windows, heldout_loss, token_streams
+from edgexpert.golden.lm.checkpoint import bundled_checkpoint_dir, load_checkpoint
+from edgexpert.golden.lm.corpus import load_corpus
+from edgexpert.golden.lm.train import eval_windows, heldout_loss, token_streams
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_safetensors_follow_the_umask_with_safetensors_bytes(tmp_path):
     import torch
     from safetensors.torch import save
 
-    from edgexpert.golden.checkpoint import save_tensors
+    from edgexpert.golden.lm.checkpoint import save_tensors
     tensors = {"a": torch.arange(6, dtype=torch.float16).view(2, 3), "b": torch.ones(4)}
     umask = os.umask(0o022)
     try:

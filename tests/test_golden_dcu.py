@@ -1,12 +1,12 @@
-"""The DCU's integer contract (golden/dcu.py, docs/contracts.md "Depth coalescing"): the scale
+"""The DCU's integer contract (golden/blocks/dcu.py, docs/contracts.md "Depth coalescing"): the scale
 alignment, the stated bounds, the one selection rule with its ties and the pruning mask, and the
 policy's float selection going through it."""
 
 import pytest
 import torch
 
-from edgexpert.golden import dcu
-from edgexpert.golden.policies import integer_inputs, salient_channels, selected_count
+from edgexpert.golden.blocks import dcu
+from edgexpert.golden.policies.registry import integer_inputs, salient_channels, selected_count
 
 
 def test_equal_real_scales_give_equal_weights():

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import load_config
-from edgexpert.golden.decode import (FloatEngine, Tree, _accept, build_tree, decode_ar,
+from edgexpert.golden.decoding.decode import (FloatEngine, Tree, _accept, build_tree, decode_ar,
                                      decode_speculative, prefill, summarize)
-from edgexpert.golden.int_model import IntModel
-from edgexpert.golden.model import MoEModel
+from edgexpert.golden.integer.int_model import IntModel
+from edgexpert.golden.lm.model import MoEModel
 from edgexpert.contracts.weight_layout import WeightLayout
 
 DECODE = ["decode.max_new_tokens=20", "decode.max_depth=4", "decode.max_candidates=16",

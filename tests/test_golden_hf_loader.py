@@ -13,9 +13,9 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
-from edgexpert.golden.hf_loader import HFLoadError, hf_model_config, load_hf_checkpoint
-from edgexpert.golden.int_model import quantize_model
+from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative
+from edgexpert.golden.lm.hf_loader import HFLoadError, hf_model_config, load_hf_checkpoint
+from edgexpert.golden.integer.int_model import quantize_model
 from edgexpert.contracts.config import load_config
 
 D, H, KV, HD, F, E, K, V, L = 32, 4, 2, 8, 16, 8, 2, 64, 2
@@ -61,7 +61,7 @@ def hf_tensors(kind: str, gen: torch.Generator) -> dict:
 
 def reference_logits(kind: str, t: dict, hf: dict, tokens: torch.Tensor) -> torch.Tensor:
     """The architectures as their papers / reference code describe them, written independently
-    of golden/model.py."""
+    of golden/lm/model.py."""
     eps = hf["rms_norm_eps"]
     rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
     s = len(tokens)

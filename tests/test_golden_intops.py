@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from edgexpert.golden.intops import (Dyadic, bitlength, dyadic_mul, fp16_dyadic, isqrt,
+from edgexpert.golden.integer.intops import (Dyadic, bitlength, dyadic_mul, fp16_dyadic, isqrt,
                                      quantize_vec, rsqrt_dyadic, rshift, sigmoid_q15, softmax_q16)
 
 

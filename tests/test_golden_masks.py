@@ -7,11 +7,11 @@ import torch
 
 from edgexpert.contracts.config import load_config
 from edgexpert.contracts.trace import PassKind
-from edgexpert.golden.decode import decode_speculative
-from edgexpert.golden.int_model import IntModel
-from edgexpert.golden.masks import coalesced_masks
-from edgexpert.golden.model import MoEModel
-from edgexpert.golden.traces import build_trace
+from edgexpert.golden.decoding.decode import decode_speculative
+from edgexpert.golden.integer.int_model import IntModel
+from edgexpert.golden.traces.masks import coalesced_masks
+from edgexpert.golden.lm.model import MoEModel
+from edgexpert.golden.traces.decode_trace import build_trace
 from edgexpert.contracts.weight_layout import Matrix
 
 DECODE = ["decode.max_new_tokens=8", "decode.max_depth=3", "decode.max_candidates=10",

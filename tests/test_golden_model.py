@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import load_config
-from edgexpert.golden.int_model import IntModel, quantize_weight
-from edgexpert.golden.model import KVCache, MoEModel
+from edgexpert.golden.integer.int_model import IntModel, quantize_weight
+from edgexpert.golden.lm.model import KVCache, MoEModel
 
 
 

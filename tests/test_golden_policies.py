@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import load_config
-from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
-from edgexpert.golden.evaluate import quality, run_policy, teacher_forced
-from edgexpert.golden.policies import Autoregressive, CoalescingHook, EdgeXpert, MoESpec
-from edgexpert.golden.policy import PassFetches, Policy
-from edgexpert.golden.prune import pruning_masks
+from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative
+from edgexpert.golden.studies.evaluate import quality, run_policy, teacher_forced
+from edgexpert.golden.policies.registry import Autoregressive, CoalescingHook, EdgeXpert, MoESpec
+from edgexpert.golden.decoding.policy import PassFetches, Policy
+from edgexpert.golden.lm.prune import pruning_masks
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
 
@@ -115,7 +115,7 @@ def test_run_policy_reports_greedy_match(setting):
 
 
 def test_channel_policies_need_the_float_path(setting):
-    from edgexpert.golden.int_model import IntModel
+    from edgexpert.golden.integer.int_model import IntModel
     config, model, _, layout = setting
     with pytest.raises(ValueError, match="channel policies run on the float path"):
         decode_speculative(IntModel(model), [4, 5], config.decode,
@@ -123,7 +123,7 @@ def test_channel_policies_need_the_float_path(setting):
 
 
 def test_compare_reports_every_policy_with_the_promised_keys(setting, policy_overrides):
-    from edgexpert.golden.evaluate import compare
+    from edgexpert.golden.studies.evaluate import compare
     _, model, _, _ = setting
     config = load_config(overrides=policy_overrides + ["policies.moe_spec_budget=4",
                                                            "policies.eval_prompt_tokens=6"])
@@ -140,7 +140,7 @@ def test_compare_reports_every_policy_with_the_promised_keys(setting, policy_ove
 
 def test_bad_budget_names_the_key(setting, small_model):
     from edgexpert.contracts.config import ConfigError
-    from edgexpert.golden.policies import build_policies
+    from edgexpert.golden.policies.registry import build_policies
     _, model, _, layout = setting
     config = load_config(overrides=small_model + ["policies.moe_spec_budget=12"])
     with pytest.raises(ConfigError, match="policies.moe_spec_budget: budget = 12 is out of range: accepted 2..8"):
@@ -148,7 +148,7 @@ def test_bad_budget_names_the_key(setting, small_model):
 
 
 def test_registry_builds_every_policy_by_its_name_from_the_config(setting, policy_overrides):
-    from edgexpert.golden.policies import COMPARED, POLICIES, build_policy, build_policies
+    from edgexpert.golden.policies.registry import COMPARED, POLICIES, build_policy, build_policies
     _, model, _, layout = setting
     config = load_config(overrides=policy_overrides + ["policies.moe_spec_budget=4",
                                                        "policies.prefill_chunk=5",

@@ -7,13 +7,13 @@ import json
 import pytest
 
 from edgexpert.contracts.config import load_config
-from edgexpert.golden.checkpoint import load_checkpoint
-from edgexpert.golden.corpus import load_corpus
-from edgexpert.golden.decode import FloatEngine, decode_ar, decode_speculative
-from edgexpert.golden.int_model import quantize_model
-from edgexpert.golden.prompts import (PROMPT_TOKENS, PromptError, load_prompts, prompts_file,
+from edgexpert.golden.lm.checkpoint import load_checkpoint
+from edgexpert.golden.lm.corpus import load_corpus
+from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative
+from edgexpert.golden.integer.int_model import quantize_model
+from edgexpert.golden.lm.prompts import (PROMPT_TOKENS, PromptError, load_prompts, prompts_file,
                                       read_prompt_file, text_prompts)
-from edgexpert.golden.tokenizer import EOT
+from edgexpert.golden.lm.tokenizer import EOT
 
 
 @pytest.fixture(scope="module")

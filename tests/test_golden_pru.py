@@ -1,4 +1,4 @@
-"""The PRU's integer contract (golden.pru): classes in Q.16, the shared set, budgeted routing,
+"""The PRU's integer contract (golden.blocks.pru): classes in Q.16, the shared set, budgeted routing,
 the renormalized weights, the tie rule and the per-chunk fetch commands."""
 
 import pytest
@@ -6,8 +6,8 @@ import torch
 
 from edgexpert.contracts.ema import EmaOp, ema_command_layout
 from edgexpert.contracts.weight_layout import WeightLayout
-from edgexpert.golden import pru
-from edgexpert.golden.pru import MAJOR, MINOR, TRIVIAL
+from edgexpert.golden.blocks import pru
+from edgexpert.golden.blocks.pru import MAJOR, MINOR, TRIVIAL
 
 
 def test_classes_compare_score_times_length_in_q16():

@@ -1,4 +1,4 @@
-"""EdgeXpert's pruning mask with recovery training (golden/prune.py): the pruned columns stay
+"""EdgeXpert's pruning mask with recovery training (golden/lm/prune.py): the pruned columns stay
 zero through fine-tuning, the run is deterministic, the checkpoint records its parent and is
 refused with any other, pruned channels are never fetched, and quality can be measured against
 another model than the one the policy runs on."""
@@ -10,16 +10,16 @@ import torch
 
 from edgexpert.cli import main
 from edgexpert.contracts.config import load_config
-from edgexpert.golden.checkpoint import CheckpointError, load_checkpoint, weights_sha256
-from edgexpert.golden.corpus import load_corpus
-from edgexpert.golden.decode import FloatEngine
-from edgexpert.golden.evaluate import quality
-from edgexpert.golden.model import MoEModel
-from edgexpert.golden.policies import CoalescingHook, build_policies
-from edgexpert.golden.policy import Policy
-from edgexpert.golden.prune import (MASK_RULE, bundled_pruned_dir, load_pruned_checkpoint,
+from edgexpert.golden.lm.checkpoint import CheckpointError, load_checkpoint, weights_sha256
+from edgexpert.golden.lm.corpus import load_corpus
+from edgexpert.golden.decoding.decode import FloatEngine
+from edgexpert.golden.studies.evaluate import quality
+from edgexpert.golden.lm.model import MoEModel
+from edgexpert.golden.policies.registry import CoalescingHook, build_policies
+from edgexpert.golden.decoding.policy import Policy
+from edgexpert.golden.lm.prune import (MASK_RULE, bundled_pruned_dir, load_pruned_checkpoint,
                                     pruning_masks, recover)
-from edgexpert.golden.train import token_streams, train
+from edgexpert.golden.lm.train import token_streams, train
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
 TRAIN = ["train.batch_size=2", "train.steps=2", "train.warmup_steps=1", "train.eval_windows=2",

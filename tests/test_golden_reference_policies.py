@@ -5,12 +5,12 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import ConfigError, load_config
-from edgexpert.golden.decode import FloatEngine, Tree, decode_ar, decode_speculative
-from edgexpert.golden.model import LayerTrace
-from edgexpert.golden.policies import (AdaptiveExpansion, Combined, ResidentAR, S2MoE, SpecMoE,
+from edgexpert.golden.decoding.decode import FloatEngine, Tree, decode_ar, decode_speculative
+from edgexpert.golden.lm.model import LayerTrace
+from edgexpert.golden.policies.registry import (AdaptiveExpansion, Combined, ResidentAR, S2MoE, SpecMoE,
                                        Specter, affinity_order, on_chip_slots, quantized_experts,
                                        reuse_aware_router)
-from edgexpert.golden.policy import ExpertSlots, hottest
+from edgexpert.golden.decoding.policy import ExpertSlots, hottest
 from edgexpert.contracts.weight_layout import WeightLayout
 
 PROMPT = [4, 5, 6, 7, 8, 9, 10, 11]
@@ -190,7 +190,7 @@ def test_on_chip_buffer_must_hold_an_expert(setting):
 
 
 def test_every_study_builds_its_settings(setting, policy_overrides):
-    from edgexpert.golden.ablate import STUDIES, run_study, study_settings
+    from edgexpert.golden.studies.ablate import STUDIES, run_study, study_settings
     _, model, _, layout, _ = setting
     config = load_config(overrides=policy_overrides + ["policies.eval_prompt_tokens=6"])
     for study in STUDIES:

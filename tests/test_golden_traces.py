@@ -9,10 +9,10 @@ import torch
 
 from edgexpert.contracts.config import load_config
 from edgexpert.contracts.trace import PassKind, TraceError, read_trace, write_trace
-from edgexpert.golden.decode import FloatEngine, decode_speculative
-from edgexpert.golden.int_model import IntModel
-from edgexpert.golden.model import MoEModel
-from edgexpert.golden.traces import build_trace
+from edgexpert.golden.decoding.decode import FloatEngine, decode_speculative
+from edgexpert.golden.integer.int_model import IntModel
+from edgexpert.golden.lm.model import MoEModel
+from edgexpert.golden.traces.decode_trace import build_trace
 
 DECODE = ["decode.max_new_tokens=6", "decode.max_depth=3", "decode.max_candidates=8",
           "decode.width=3", "decode.branch=2"]

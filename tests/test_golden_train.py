@@ -6,9 +6,9 @@ import json
 import pytest
 
 from edgexpert.contracts.config import load_config
-from edgexpert.golden.checkpoint import CheckpointError, load_checkpoint
-from edgexpert.golden.corpus import load_corpus
-from edgexpert.golden.train import eval_windows, heldout_loss, token_streams, train
+from edgexpert.golden.lm.checkpoint import CheckpointError, load_checkpoint
+from edgexpert.golden.lm.corpus import load_corpus
+from edgexpert.golden.lm.train import eval_windows, heldout_loss, token_streams, train
 
 TINY = ["model.vocab_size=300", "model.d_model=32", "model.n_layers=1", "model.n_heads=2",
         "model.n_experts=4", "model.top_k=2", "model.expert_ffn=16", "model.max_seq_len=64",

@@ -1,4 +1,4 @@
-"""The prefill encoder on the A8W4 integer path (golden/int_encoder.py): its integer LayerNorm
+"""The prefill encoder on the A8W4 integer path (golden/integer/int_encoder.py): its integer LayerNorm
 and GELU against torch's, determinism and shapes, the bundled encoder's integer scores against
 its float ones, and the `policies.prefill_encoder` setting."""
 
@@ -7,13 +7,13 @@ import torch
 import torch.nn.functional as F
 
 from edgexpert.contracts.config import ConfigError, load_config
-from edgexpert.golden.checkpoint import load_checkpoint
-from edgexpert.golden.corpus import load_corpus
-from edgexpert.golden.int_encoder import IntTokenEncoder, gelu_q16, layernorm_q8
-from edgexpert.golden.intops import I64
-from edgexpert.golden.prefill import (EncoderSettings, TokenEncoder, load_encoder, prefill_routing,
+from edgexpert.golden.lm.checkpoint import load_checkpoint
+from edgexpert.golden.lm.corpus import load_corpus
+from edgexpert.golden.integer.int_encoder import IntTokenEncoder, gelu_q16, layernorm_q8
+from edgexpert.golden.integer.intops import I64
+from edgexpert.golden.policies.prefill import (EncoderSettings, TokenEncoder, load_encoder, prefill_routing,
                                       scoring_encoder, spearman, token_classes)
-from edgexpert.golden.prompts import load_prompts
+from edgexpert.golden.lm.prompts import load_prompts
 
 
 def _q16(x: torch.Tensor) -> torch.Tensor:
@@ -112,8 +112,8 @@ def test_integer_twin_of_a_small_encoder():
 
 def test_compare_encoders_counts_the_moves(bundled):
     """`edgexpert prefill encoders`' measurement on two short windows."""
-    from edgexpert.golden.decode import FloatEngine
-    from edgexpert.golden.prefill_calibration import compare_encoders
+    from edgexpert.golden.decoding.decode import FloatEngine
+    from edgexpert.golden.studies.prefill_calibration import compare_encoders
 
     encoder, twin, prompts = bundled
     model = load_checkpoint().model

@@ -1,6 +1,7 @@
-"""Imports go one way (docs/architecture.md, "Layers"): the contracts at the bottom; hw/ and
-golden/ above them and blind to each other; sim/ above both; synth/ and the benches above sim/;
-the block registry above those; the command line on top. The test reads every module's imports
+"""Imports go one way (docs/architecture.md, "Layers"): the contracts and support at the bottom;
+hw/ and golden/ above them and blind to each other, golden/'s subpackages in one order; sim/'s
+performance model above golden/ and blind to hw/, its RTL stimuli above both; synth/ and the
+benches above sim/; the block registry above those; the command line on top. The test reads every module's imports
 with `ast` (function-local ones included, so a cycle cannot hide behind one) and fails on an
 import that is not allowed and on any cycle between modules."""
 
@@ -11,19 +12,37 @@ import importlib.util
 from pathlib import Path
 
 #: package (or module) -> the project packages it may import, besides itself and `edgexpert`
+_CORE = {"edgexpert.contracts", "edgexpert.support"}
+_GOLDEN = {"edgexpert.golden"} | {f"edgexpert.golden.{sub}" for sub in
+                                  ("lm", "integer", "blocks", "decoding", "policies", "traces",
+                                   "studies")}
+_SIM = {"edgexpert.sim.perf", "edgexpert.sim.stimuli"}
 ALLOWED = {
+    "edgexpert.support": set(),
     "edgexpert.contracts": set(),
-    "edgexpert.hw": {"edgexpert.contracts"},
-    "edgexpert.golden": {"edgexpert.contracts"},
-    "edgexpert.sim": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden"},
-    "edgexpert.synth": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden",
-                        "edgexpert.sim"},
-    "edgexpert.cocotb_tests": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden",
-                               "edgexpert.sim"},
-    "edgexpert.blocks": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden",
-                         "edgexpert.sim"},
-    "edgexpert.cli": {"edgexpert.contracts", "edgexpert.hw", "edgexpert.golden", "edgexpert.sim",
-                      "edgexpert.synth", "edgexpert.cocotb_tests", "edgexpert.blocks"},
+    "edgexpert.hw": _CORE,
+    # golden/ by concern, each above the ones it builds on: the model, its integer path, the
+    # block references, decoding, the policies, then what is written or studied with them
+    "edgexpert.golden": _CORE,
+    "edgexpert.golden.lm": _CORE,
+    "edgexpert.golden.integer": _CORE | {"edgexpert.golden.lm"},
+    "edgexpert.golden.blocks": _CORE | {"edgexpert.golden.integer"},
+    "edgexpert.golden.decoding": _CORE | {"edgexpert.golden.lm", "edgexpert.golden.integer"},
+    "edgexpert.golden.policies": _CORE | {"edgexpert.golden.lm", "edgexpert.golden.integer",
+                                          "edgexpert.golden.blocks", "edgexpert.golden.decoding"},
+    "edgexpert.golden.traces": _CORE | {"edgexpert.golden.lm", "edgexpert.golden.integer",
+                                        "edgexpert.golden.blocks", "edgexpert.golden.decoding",
+                                        "edgexpert.golden.policies"},
+    "edgexpert.golden.studies": _CORE | _GOLDEN - {"edgexpert.golden.studies"},
+    # sim/: the performance model never sees the RTL; the RTL stimuli never see the model
+    "edgexpert.sim": _CORE,
+    "edgexpert.sim.perf": _CORE | _GOLDEN,
+    "edgexpert.sim.stimuli": _CORE | _GOLDEN | {"edgexpert.hw"},
+    "edgexpert.synth": _CORE | {"edgexpert.hw"} | _GOLDEN | _SIM,
+    "edgexpert.cocotb_tests": _CORE | {"edgexpert.hw"} | _GOLDEN | _SIM,
+    "edgexpert.blocks": _CORE | {"edgexpert.hw"} | _GOLDEN | _SIM,
+    "edgexpert.cli": _CORE | {"edgexpert.hw", "edgexpert.synth", "edgexpert.cocotb_tests",
+                              "edgexpert.blocks"} | _GOLDEN | _SIM,
     "edgexpert.__main__": {"edgexpert.cli"},
 }
 
@@ -128,7 +147,7 @@ def test_no_import_cycle_between_modules():
 def test_the_checker_sees_a_planted_upward_import(tmp_path):
     """The walk resolves relative imports: a hw module importing golden is caught."""
     planted = tmp_path / "planted.py"
-    planted.write_text("def f():\n    from ..golden.model import MoEModel\n")
-    modules = {"edgexpert.golden.model": planted}
-    assert imports_of("edgexpert.hw.planted", planted, modules) == {"edgexpert.golden.model"}
-    assert unit_of("edgexpert.golden.model") not in ALLOWED[unit_of("edgexpert.hw.planted")]
+    planted.write_text("def f():\n    from ..golden.lm.model import MoEModel\n")
+    modules = {"edgexpert.golden.lm.model": planted}
+    assert imports_of("edgexpert.hw.planted", planted, modules) == {"edgexpert.golden.lm.model"}
+    assert unit_of("edgexpert.golden.lm.model") not in ALLOWED[unit_of("edgexpert.hw.planted")]

@@ -9,7 +9,7 @@ import pytest
 import torch
 from amaranth.sim import Simulator
 
-from edgexpert.golden.a8w4 import dot_a8w4
+from edgexpert.golden.integer.a8w4 import dot_a8w4
 from edgexpert.hw.mac_lane import MacLane
 
 

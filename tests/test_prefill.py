@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import ConfigError, DecodeConfig, load_config
-from edgexpert.golden.checkpoint import weights_sha256
-from edgexpert.golden.decode import FloatEngine, run_pass
-from edgexpert.golden.model import KVCache, LayerTrace, MoEModel, route
-from edgexpert.golden.policies import EdgeXpert
-from edgexpert.golden.policy import Policy, chunked_expert_fetches
-from edgexpert.golden.prefill import (MAJOR, MINOR, MODEL_HASH_FORM, TRIVIAL, EncoderError,
+from edgexpert.golden.lm.checkpoint import weights_sha256
+from edgexpert.golden.decoding.decode import FloatEngine, run_pass
+from edgexpert.golden.lm.model import KVCache, LayerTrace, MoEModel, route
+from edgexpert.golden.policies.registry import EdgeXpert
+from edgexpert.golden.decoding.policy import Policy, chunked_expert_fetches
+from edgexpert.golden.policies.prefill import (MAJOR, MINOR, MODEL_HASH_FORM, TRIVIAL, EncoderError,
                                       EncoderSettings, PrefillRouting, TokenEncoder, load_encoder,
                                       prefill_pass, prefill_quality, random_classes, save_encoder,
                                       shared_set_route, spearman, token_classes, train_encoder)
-from edgexpert.golden.prefill_calibration import choose, default_grid, pareto_front, sweep
+from edgexpert.golden.studies.prefill_calibration import choose, default_grid, pareto_front, sweep
 from edgexpert.contracts.weight_layout import WeightLayout
 
 TINY = EncoderSettings(width=16, heads=2, layers=2, window=16, train_windows=16, heldout_windows=4,
@@ -136,7 +136,7 @@ def test_encoder_training_is_deterministic_and_round_trips(small, tmp_path):
 
 
 def test_bundled_encoder_loads_and_refuses_another_model(small, tmp_path):
-    from edgexpert.golden.checkpoint import load_checkpoint
+    from edgexpert.golden.lm.checkpoint import load_checkpoint
     ckpt = load_checkpoint()
     encoder, meta = load_encoder(ckpt.model)
     assert meta["heldout_spearman"] > 0.3 and meta["model_sha256"] == weights_sha256(ckpt.model, **MODEL_HASH_FORM)
@@ -249,7 +249,7 @@ def test_prefill_config_errors_are_one_line(override, message):
 
 
 def test_prefill_budget_is_checked_against_the_routed_model(small_model):
-    from edgexpert.golden.prefill import prefill_routing
+    from edgexpert.golden.policies.prefill import prefill_routing
     # a model with a smaller top-k loads with the default budgets: only routing it checks them
     config = load_config(overrides=[o for o in small_model if "prefill_budget" not in o])
     assert config.policies.prefill_budget_minor > config.model.top_k

@@ -7,17 +7,17 @@ import torch
 from edgexpert.contracts.config import load_config
 from edgexpert.contracts.prefill_trace import (PrefillTraceError, read_prefill_trace,
                                                write_prefill_trace)
-from edgexpert.golden import pru
-from edgexpert.golden.prefill_trace import build_prefill_trace, prefill_settings, synthetic_prefill_trace
+from edgexpert.golden.blocks import pru
+from edgexpert.golden.traces.prefill_trace import build_prefill_trace, prefill_settings, synthetic_prefill_trace
 
 
 @pytest.fixture(scope="module")
 def bundled_trace(tmp_path_factory):
-    from edgexpert.golden.checkpoint import load_checkpoint
-    from edgexpert.golden.corpus import load_corpus
-    from edgexpert.golden.int_model import quantize_model
-    from edgexpert.golden.prefill import load_encoder
-    from edgexpert.golden.prompts import load_prompts
+    from edgexpert.golden.lm.checkpoint import load_checkpoint
+    from edgexpert.golden.lm.corpus import load_corpus
+    from edgexpert.golden.integer.int_model import quantize_model
+    from edgexpert.golden.policies.prefill import load_encoder
+    from edgexpert.golden.lm.prompts import load_prompts
 
     torch.set_num_threads(1)
     ckpt = load_checkpoint()
@@ -74,12 +74,12 @@ def test_bundled_trace_moe_layer_matches_an_independent_reference(bundled_trace)
 
 def test_trace_with_the_integer_encoder_takes_its_scores(tmp_path):
     """policies.prefill_encoder=int: the scores are the integer encoder's, the source says so."""
-    from edgexpert.golden.checkpoint import load_checkpoint
-    from edgexpert.golden.corpus import load_corpus
-    from edgexpert.golden.int_encoder import IntTokenEncoder
-    from edgexpert.golden.int_model import quantize_model
-    from edgexpert.golden.prefill import load_encoder
-    from edgexpert.golden.prompts import load_prompts
+    from edgexpert.golden.lm.checkpoint import load_checkpoint
+    from edgexpert.golden.lm.corpus import load_corpus
+    from edgexpert.golden.integer.int_encoder import IntTokenEncoder
+    from edgexpert.golden.integer.int_model import quantize_model
+    from edgexpert.golden.policies.prefill import load_encoder
+    from edgexpert.golden.lm.prompts import load_prompts
 
     torch.set_num_threads(1)
     ckpt = load_checkpoint()

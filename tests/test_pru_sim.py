@@ -1,4 +1,4 @@
-"""The PRU RTL in Amaranth's simulator on small synthetic prompts against golden.pru (the cocotb
+"""The PRU RTL in Amaranth's simulator on small synthetic prompts against golden.blocks.pru (the cocotb
 bench, cocotb_tests/pru/, runs the bundled prompts' traces on Icarus and Verilator)."""
 
 import dataclasses
@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors, pru_params
 from edgexpert.contracts.config import load_config
-from edgexpert.golden.prefill_trace import synthetic_prefill_trace
+from edgexpert.golden.traces.prefill_trace import synthetic_prefill_trace
 from edgexpert.hw.pru import Pru, PruParams
 
 
@@ -118,8 +118,8 @@ def test_pru_drives_the_ema_through_a_prompt():
     from edgexpert.contracts.ema import Descriptor, ema_completion_layout
     from edgexpert.contracts.weight_image import memory_image, random_weights
     from edgexpert.contracts.weight_layout import Matrix
-    from edgexpert.golden.ema import EmaReference
-    from edgexpert.golden.pru import experts_per_step
+    from edgexpert.golden.blocks.ema import EmaReference
+    from edgexpert.golden.blocks.pru import experts_per_step
     from edgexpert.hw.ema import EmaSystem
 
     layout, hw = BENCH_LAYOUT, BENCH_CASES["w64"]

@@ -1,4 +1,4 @@
-"""The EMA cycle model (sim/ema_model.py) against the RTL: the utilization benchmark's cases run
+"""The EMA cycle model (sim/perf/ema_model.py) against the RTL: the utilization benchmark's cases run
 on Verilator, and the model predicts each run's busy cycles from the same workload."""
 
 from dataclasses import asdict
@@ -8,9 +8,9 @@ import pytest
 from edgexpert.cocotb_tests.ema import (BENCH_CASES, BENCH_LAYOUT, UTILIZATION_CASES,
                                         UTILIZATION_LATENCIES, golden_mask_trace, run_utilization)
 from edgexpert.contracts.config import load_config
-from edgexpert.contracts.tools import build_root
+from edgexpert.support.tools import build_root
 from edgexpert.contracts.weight_layout import WeightLayout
-from edgexpert.sim.ema_model import (CALIBRATION_TOLERANCE, EmaParameters, FixedLatencyMemory,
+from edgexpert.sim.perf.ema_model import (CALIBRATION_TOLERANCE, EmaParameters, FixedLatencyMemory,
                                      bench_workload, calibrate, fetch_on_dram, simulate_ema,
                                      _word_ops, EMIT, NOP)
 
@@ -48,7 +48,7 @@ def test_repeated_matrices_fetch_what_the_reference_fetches():
     # resident channels are not fetched again; the model moves exactly the reference's bursts
     from edgexpert.contracts.ema import Descriptor
     from edgexpert.contracts.weight_layout import Matrix
-    from edgexpert.golden.ema import EmaReference
+    from edgexpert.golden.blocks.ema import EmaReference
 
     layout = BENCH_LAYOUT
     params = EmaParameters(64, 4, 16384, 8)

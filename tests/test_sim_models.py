@@ -1,9 +1,9 @@
-"""The full-size model shapes (sim/models.py) against their model cards' parameter counts, and
+"""The full-size model shapes (sim/perf/models.py) against their model cards' parameter counts, and
 the weight layout's arithmetic for one expert by hand."""
 
 import pytest
 
-from edgexpert.sim.models import MODELS, bundled_spec, model_names, model_spec
+from edgexpert.sim.perf.models import MODELS, bundled_spec, model_names, model_spec
 
 # (total, active) parameters from the model cards / papers, in billions, and our tolerance
 PUBLISHED = {

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from edgexpert.hw.mac_lane import MacLane
-from edgexpert.sim.runner import SimError, run_cocotb
+from edgexpert.cocotb_tests.runner import SimError, run_cocotb
 
 FAILING_BENCH = '''
 import cocotb
@@ -93,7 +93,7 @@ def test_bench_progress_counts_the_report_entries(tmp_path, monkeypatch):
     import sys
     import time
 
-    from edgexpert.sim.runner import _ReportWatch
+    from edgexpert.cocotb_tests.runner import _ReportWatch
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from edgexpert.contracts.config import load_config
-from edgexpert.sim.sweep import grid_points, parse_axes
+from edgexpert.sim.perf.sweep import grid_points, parse_axes
 
 EDGEXPERT = Path(sys.executable).parent / "edgexpert"
 

@@ -7,7 +7,7 @@ import pytest
 from edgexpert.contracts.config import SynthConfig
 from edgexpert.hw.mac_lane import MacLane
 from edgexpert.synth.flow import name_registers, parse_sta_report, parse_stat, synthesize
-from edgexpert.contracts.tools import ToolError
+from edgexpert.support.tools import ToolError
 
 STAT_JSON = """log banner that tee writes first
 {
@@ -91,7 +91,7 @@ def test_real_run_and_cache(build_dir):
 
 
 def test_missing_liberty_is_a_clear_error(build_dir, monkeypatch, tmp_path):
-    from edgexpert.contracts import tools
+    from edgexpert.support import tools
     monkeypatch.setenv("EDGEXPERT_LIBERTY", str(tmp_path / "none.lib"))
     tools.check_tools.cache_clear()
     try:

@@ -13,8 +13,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from edgexpert.contracts.config import load_config
-from edgexpert.contracts.tools import liberty_path, require
-from edgexpert.sim.stimulus import Stimulus
+from edgexpert.support.tools import liberty_path, require
+from edgexpert.sim.stimuli.common import Stimulus
 from edgexpert.synth.clock_gating import gate_clocks
 from edgexpert.synth.flow import synthesize
 

@@ -14,7 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from edgexpert.contracts.config import load_config
 from edgexpert.blocks import Block
-from edgexpert.sim.stimulus import Stimulus
+from edgexpert.sim.stimuli.common import Stimulus
 from edgexpert.synth.costs import load_cost_table
 from edgexpert.synth.flow import synthesize
 from edgexpert.synth.memories import has_memories

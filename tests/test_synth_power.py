@@ -13,12 +13,12 @@ from amaranth.lib.wiring import Out
 
 from edgexpert.contracts.config import SynthConfig
 from edgexpert.hw.mac_lane import MacLane
-from edgexpert.sim.stimulus import Stimulus, mac_lane_stimulus, simulate
+from edgexpert.sim.stimuli.common import Stimulus, mac_lane_stimulus, simulate
 from edgexpert.synth.activity import Trace, activity_tcl, evaluate, read_vcd
 from edgexpert.synth.flow import parse_power_report, synthesize
 from edgexpert.synth.liberty import compile_function, read_liberty
 from edgexpert.synth.netlist import read_netlist
-from edgexpert.contracts.tools import ToolError, liberty_path
+from edgexpert.support.tools import ToolError, liberty_path
 
 CYCLES = 300
 SEED = 7

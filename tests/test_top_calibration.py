@@ -1,4 +1,4 @@
-"""The compute model against the accelerator top's cycle file (sim.passes.calibrate_compute,
+"""The compute model against the accelerator top's cycle file (sim.perf.passes.calibrate_compute,
 calibrate_prefill and `edgexpert estimate --calibrate`), on a small hand-written cycle file."""
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edgexpert.sim.passes import (COMPUTE_UTILIZATION, calibrate_compute, calibrate_prefill,
+from edgexpert.sim.perf.passes import (COMPUTE_UTILIZATION, calibrate_compute, calibrate_prefill,
                                   compute_cycles)
 
 EDGEXPERT = Path(sys.executable).parent / "edgexpert"

@@ -1,4 +1,4 @@
-"""sim/traffic.py: every byte a decoded token costs, on a measured run written by hand."""
+"""sim/perf/traffic.py: every byte a decoded token costs, on a measured run written by hand."""
 
 from dataclasses import replace
 
@@ -6,8 +6,8 @@ import pytest
 
 from edgexpert.contracts.config import load_config
 from edgexpert.contracts.errors import InputError
-from edgexpert.sim.models import bundled_spec, model_spec
-from edgexpert.sim.traffic import (add_traffic, measured_plan, onchip_plan, resident_share,
+from edgexpert.sim.perf.models import bundled_spec, model_spec
+from edgexpert.sim.perf.traffic import (add_traffic, measured_plan, onchip_plan, resident_share,
                                    staging_bytes, traffic_columns)
 
 # a speculative step as golden's summarize reports it: 6 draft passes of 8 tokens and one
@@ -81,7 +81,7 @@ def test_results_come_ordered_by_total_bytes_with_the_change_against_naive(confi
 
 
 def test_the_estimate_prices_measured_passes_of_the_bundled_model_only(config):
-    from edgexpert.sim.estimate import estimate
+    from edgexpert.sim.perf.estimate import estimate
     measured = {"bundled": {"ar": AR}}
     bundled, olmoe = estimate(config, ["bundled", "olmoe-1b-7b"], ["ar"], measured=measured)
     assert bundled["routing"] == "trace" and olmoe["routing"] == "synthetic"

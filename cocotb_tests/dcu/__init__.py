@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from edgexpert.contracts.tools import build_root
+from edgexpert.support.tools import build_root
 from edgexpert.hw.dcu import Dcu
-from edgexpert.sim.runner import SimResult, run_cocotb
+from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "BENCH_CASES", "BENCH_RATIO", "bench_tests", "golden_groups",
            "run_bench", "run_chain", "fetch_comparison"]
@@ -53,13 +53,13 @@ def golden_groups(out: Path, prompts: int | None, new_tokens: int, every: bool) 
             if str(f["key"]) == key:
                 return _coverage(f)
     from edgexpert.contracts.config import load_config
-    from edgexpert.golden.checkpoint import load_checkpoint
-    from edgexpert.golden.corpus import load_corpus
-    from edgexpert.golden.decode import decode_speculative
-    from edgexpert.golden.int_model import quantize_model
-    from edgexpert.golden.masks import depth_groups
-    from edgexpert.golden.prompts import load_prompts
-    from edgexpert.golden.traces import build_trace
+    from edgexpert.golden.lm.checkpoint import load_checkpoint
+    from edgexpert.golden.lm.corpus import load_corpus
+    from edgexpert.golden.decoding.decode import decode_speculative
+    from edgexpert.golden.integer.int_model import quantize_model
+    from edgexpert.golden.traces.masks import depth_groups
+    from edgexpert.golden.lm.prompts import load_prompts
+    from edgexpert.golden.traces.decode_trace import build_trace
 
     ckpt = load_checkpoint()
     token_lists = load_prompts(load_corpus(), ckpt.tokenizer)[:prompts]
@@ -132,7 +132,7 @@ def fetch_comparison(groups_file: Path, job_cycles: list[int], layout, beat_byte
     that many. `dedup`: only the channels not already fetched for the same matrix earlier in the
     step (what the EMA's residency skips), `all`: every selected channel."""
     from edgexpert.contracts.weight_layout import Matrix
-    from edgexpert.golden import dcu
+    from edgexpert.golden.blocks import dcu
 
     def beats(nbytes: int) -> int:
         return -(-nbytes // beat_bytes)

@@ -1,4 +1,4 @@
-"""cocotb bench of the DCU (`Dcu`) against the golden integer selection (golden/dcu.py).
+"""cocotb bench of the DCU (`Dcu`) against the golden integer selection (golden/blocks/dcu.py).
 
 Every command word the DCU emits is compared in order with what the EMA contract encodes for
 the golden selection (`encode_descriptor` of the chosen channels, NEW_STEP where the job asks);
@@ -30,8 +30,8 @@ from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, sta
 from edgexpert.contracts.dcu import DcuJob, encode_job
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
-from edgexpert.golden import dcu as golden
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.golden.blocks import dcu as golden
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 P = bench_params()
 #: a layout of the DCU's channel counts, for the EMA command encoding (layers and experts of the

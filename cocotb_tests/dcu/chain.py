@@ -3,8 +3,8 @@
 The DCU's commands go straight into the EMA, which fetches from cocotbext-axi's AxiRam (the
 weight image, a pipelined latency) under the AXI protocol monitor. Checked: every completion
 (tag, slot, OK) and every AR (address, beats) in order, and the BYTES, BURSTS and
-FETCHED_CHANNELS counters, against the EMA reference model (golden/ema.py) run on the golden
-selection (golden/dcu.py) of the same groups; the policy's byte count (golden/policy.py
+FETCHED_CHANNELS counters, against the EMA reference model (golden/blocks/ema.py) run on the golden
+selection (golden/blocks/dcu.py) of the same groups; the policy's byte count (golden/decoding/policy.py
 `PassFetches`, exact bytes per run) is reported next to the EMA's (whole beats).
 
 This module runs inside the simulator; `edgexpert.cocotb_tests.dcu.run_chain` starts it.
@@ -26,10 +26,10 @@ from edgexpert.contracts.dcu import DcuJob, encode_job
 from edgexpert.contracts.ema import (SLOT_BITS, TAG_BITS, Completion, Descriptor, EmaCsr,
                                      EmaStatus)
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
-from edgexpert.golden import dcu as golden
-from edgexpert.golden.ema import EmaReference
-from edgexpert.golden.policy import PassFetches
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.golden.blocks import dcu as golden
+from edgexpert.golden.blocks.ema import EmaReference
+from edgexpert.golden.decoding.policy import PassFetches
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 P = bench_params()
 LAYOUT = WeightLayout(**P["layout"])

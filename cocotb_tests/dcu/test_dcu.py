@@ -3,7 +3,7 @@
 import pytest
 
 from edgexpert.cocotb_tests.dcu import BENCH_CASES, bench_tests, run_bench, run_chain
-from edgexpert.sim.runner import SIMULATORS
+from edgexpert.cocotb_tests.runner import SIMULATORS
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)

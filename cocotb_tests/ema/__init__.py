@@ -7,8 +7,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from edgexpert.hw.ema import EmaSystem
-from edgexpert.sim.runner import SimResult, run_cocotb
-from edgexpert.contracts.tools import build_root
+from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
+from edgexpert.support.tools import build_root
 from edgexpert.contracts.weight_layout import WeightLayout
 
 __all__ = ["BENCH_MODULE", "UTILIZATION_MODULE", "BENCH_LAYOUT", "BENCH_CASES",
@@ -87,7 +87,7 @@ def run_utilization(layout: WeightLayout, hw: dict, trace_file: Path, seed: int 
 
 def golden_mask_trace(layout: WeightLayout, hw: dict, out: Path, ratio: float = 0.5,
                       prompts: int = 2, new_tokens: int = 16, max_steps: int | None = None) -> str:
-    """Write the golden model's depth-coalesced channel masks (edgexpert.golden.masks) for this
+    """Write the golden model's depth-coalesced channel masks (edgexpert.golden.traces.masks) for this
     layout and hardware to `out`; returns their source label.
 
     The layout of the bundled checkpoint gets the trained model on the bundled held-out prompts
@@ -97,17 +97,17 @@ def golden_mask_trace(layout: WeightLayout, hw: dict, out: Path, ratio: float = 
     import torch
 
     from edgexpert.contracts.config import load_config
-    from edgexpert.golden.checkpoint import load_checkpoint
-    from edgexpert.golden.corpus import load_corpus
-    from edgexpert.golden.decode import decode_speculative
-    from edgexpert.golden.int_model import quantize_model
-    from edgexpert.golden.masks import coalesced_masks
-    from edgexpert.golden.model import MoEModel
-    from edgexpert.golden.prompts import load_prompts
-    from edgexpert.golden.traces import build_trace
+    from edgexpert.golden.lm.checkpoint import load_checkpoint
+    from edgexpert.golden.lm.corpus import load_corpus
+    from edgexpert.golden.decoding.decode import decode_speculative
+    from edgexpert.golden.integer.int_model import quantize_model
+    from edgexpert.golden.traces.masks import coalesced_masks
+    from edgexpert.golden.lm.model import MoEModel
+    from edgexpert.golden.lm.prompts import load_prompts
+    from edgexpert.golden.traces.decode_trace import build_trace
     from edgexpert.contracts.mask_trace import write_mask_trace
     from edgexpert.contracts.ema import Descriptor
-    from edgexpert.golden.ema import EmaReference
+    from edgexpert.golden.blocks.ema import EmaReference
 
     ckpt = load_checkpoint()
     if WeightLayout.for_model(ckpt.model.cfg) == WeightLayout(**{**asdict(layout), "base_address": 0}):

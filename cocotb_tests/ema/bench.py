@@ -23,10 +23,10 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.ema.harness import EmaTB, decode_status, pause_generator
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, encode_step, new_step_command
-from edgexpert.golden.ema import split_bursts
+from edgexpert.golden.blocks.ema import split_bursts
 from edgexpert.contracts.ema import EmaCsr, EmaError, EmaOp, EmaStatus, ema_command_layout
 from edgexpert.contracts.mask_trace import read_mask_trace
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 from edgexpert.contracts.weight_layout import Matrix
 
 _report: dict = {}

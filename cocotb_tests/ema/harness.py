@@ -17,11 +17,11 @@ from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
 from edgexpert.contracts.ema import Completion, Descriptor, encode_step
-from edgexpert.golden.ema import SCALE, EmaReference, StepResult
+from edgexpert.golden.blocks.ema import SCALE, EmaReference, StepResult
 from edgexpert.hw.ema import EmaGeometry
 from edgexpert.contracts.ema import (MASK_BITS, SLOT_BITS, TAG_BITS, EmaCsr, EmaError, EmaStatus,
                                   ema_status_layout)
-from edgexpert.sim.runner import bench_params
+from edgexpert.cocotb_tests.runner import bench_params
 from edgexpert.contracts.weight_image import (column_values, memory_image, random_weights, scale_values,
                                     unpack_int4)
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout

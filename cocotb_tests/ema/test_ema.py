@@ -4,7 +4,7 @@ import pytest
 
 from edgexpert.cocotb_tests.ema import (BENCH_CASES, ERROR_CASES_CI, ERROR_SEEDS_BENCHMARK,
                                         bench_tests, run_bench)
-from edgexpert.sim.runner import SIMULATORS
+from edgexpert.cocotb_tests.runner import SIMULATORS
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)

@@ -26,15 +26,15 @@ from edgexpert.cocotb_tests.ema import UTILIZATION_CASES, UTILIZATION_LATENCIES
 from edgexpert.cocotb_tests.ema.harness import EmaTB, decode_status
 from edgexpert.contracts.ema import Descriptor, EmaError, EmaStatus, encode_step
 from edgexpert.contracts.mask_trace import read_mask_trace
-from edgexpert.sim.ema_model import EmaParameters, bench_workload
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.sim.perf.ema_model import EmaParameters, bench_workload
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 _report: dict = {}
 
 
 def _workload(tb: EmaTB, case: str) -> tuple[list[list[Descriptor]], str]:
     """The case's steps, built by the same definition the performance model calibrates on
-    (`sim.ema_model.bench_workload`), and where its masks come from."""
+    (`sim.perf.ema_model.bench_workload`), and where its masks come from."""
     trace_file = bench_params()["trace_file"]
     params = EmaParameters(tb.g.data_width, tb.outstanding, tb.g.buffer_bytes, tb.g.slots)
     # the run's seed, not the test's (cocotb derives that from the test name): every latency

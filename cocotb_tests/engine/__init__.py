@@ -2,7 +2,7 @@
 prepare its golden vectors and run it.
 
 The vectors are real: the bundled checkpoint's integer path decodes a short prompt
-speculatively (golden/decode.py) and its trace (edgexpert.contracts.trace) gives every MoE
+speculatively (golden/decoding/decode.py) and its trace (edgexpert.contracts.trace) gives every MoE
 input, routing, hidden vector and output; the bundled weights packed by
 `edgexpert.contracts.weight_image` give the bytes the columns are read from.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from edgexpert.contracts.tools import build_root
+from edgexpert.support.tools import build_root
 from edgexpert.hw.engine import ExpertEngine
-from edgexpert.sim.runner import SimResult, run_cocotb
+from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "BENCH_CASES", "TRACE_PROMPT", "prepare_vectors", "bench_tests",
            "run_bench"]
@@ -61,10 +61,10 @@ def _write_vectors(trace_path: Path, image_path: Path) -> None:
     from edgexpert.contracts.trace import write_trace
     from edgexpert.contracts.weight_image import ExpertWeights, memory_image
     from edgexpert.contracts.weight_layout import WeightLayout
-    from edgexpert.golden.checkpoint import load_checkpoint
-    from edgexpert.golden.decode import decode_speculative
-    from edgexpert.golden.int_model import IntModel
-    from edgexpert.golden.traces import build_trace
+    from edgexpert.golden.lm.checkpoint import load_checkpoint
+    from edgexpert.golden.decoding.decode import decode_speculative
+    from edgexpert.golden.integer.int_model import IntModel
+    from edgexpert.golden.traces.decode_trace import build_trace
     from edgexpert.contracts.config import load_config
 
     config = load_config()

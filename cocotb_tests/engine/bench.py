@@ -27,7 +27,7 @@ from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, gr
                                                 layouts, plan_groups, unpack)
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
 from edgexpert.contracts.trace import PassKind, read_trace
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 PARAMS = bench_params()
 CANDS, WORD, SLOTS = PARAMS["candidates"], PARAMS["word_bits"], PARAMS["tokens"]

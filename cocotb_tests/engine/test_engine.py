@@ -6,7 +6,7 @@ import pytest
 
 from edgexpert.cocotb_tests.engine import BENCH_CASES, bench_tests, prepare_vectors, run_bench
 from edgexpert.contracts.trace import read_trace
-from edgexpert.sim.runner import SIMULATORS
+from edgexpert.cocotb_tests.runner import SIMULATORS
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from edgexpert.cocotb_tests.streams import BACKPRESSURE_MODES
 from edgexpert.hw.mac_lane import MacLane
-from edgexpert.sim.runner import SimResult, run_cocotb
+from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "WRAP_MAX_BEATS", "wrap_beats", "run_bench", "bench_tests"]
 

@@ -1,4 +1,4 @@
-"""cocotb bench of the A8W4 dot-product lane against `edgexpert.golden.a8w4.dot_a8w4`.
+"""cocotb bench of the A8W4 dot-product lane against `edgexpert.golden.integer.a8w4.dot_a8w4`.
 
 Every result is compared bit for bit with the golden model, in order; the bench fails on a
 mismatch, an X/Z, a stream-rule violation, a hang (results missing after a cycle bound) and on
@@ -21,9 +21,9 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from edgexpert.cocotb_tests.mac_lane import WRAP_MAX_BEATS, wrap_beats
 from edgexpert.cocotb_tests.streams import (BACKPRESSURE_MODES, Pauses, StreamSink, StreamSource,
                                             start_clock_and_reset)
-from edgexpert.golden.a8w4 import INT4_RANGE, INT8_RANGE, dot_a8w4
+from edgexpert.golden.integer.a8w4 import INT4_RANGE, INT8_RANGE, dot_a8w4
 from edgexpert.hw.mac_lane import ACC_WIDTH, mac_lane_input_layout
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 PAIRS = bench_params()["pairs_per_beat"]
 LAYOUT = mac_lane_input_layout(PAIRS)

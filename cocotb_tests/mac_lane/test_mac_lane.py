@@ -3,7 +3,7 @@
 import pytest
 
 from edgexpert.cocotb_tests.mac_lane import bench_tests, run_bench
-from edgexpert.sim.runner import SIMULATORS
+from edgexpert.cocotb_tests.runner import SIMULATORS
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from edgexpert.contracts.tools import build_root
+from edgexpert.support.tools import build_root
 from edgexpert.hw.pru import Pru, PRU_LOGIT_LANES, PRU_MAX_TOKENS
-from edgexpert.sim.runner import SimResult, run_cocotb
+from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "CHAIN_MODULE", "CHAIN_EMA", "BENCH_CASES", "MAX_TOKENS", "LANES",
            "CI_RUN", "FULL_RUN", "bench_tests", "run_bench", "run_chain", "bundled_prefill_trace",
@@ -57,12 +57,12 @@ def bundled_prefill_trace(out: Path, prompts: int, progress: bool = False,
     to a prefill pass of `tokens` tokens if given), scored by the integer encoder: encoder,
     model and PRU all on the A8W4 path."""
     from edgexpert.contracts.prefill_trace import write_prefill_trace
-    from edgexpert.golden.checkpoint import load_checkpoint
-    from edgexpert.golden.corpus import load_corpus
-    from edgexpert.golden.int_model import quantize_model
-    from edgexpert.golden.prefill import load_encoder
-    from edgexpert.golden.prefill_trace import build_prefill_trace
-    from edgexpert.golden.prompts import load_prompts
+    from edgexpert.golden.lm.checkpoint import load_checkpoint
+    from edgexpert.golden.lm.corpus import load_corpus
+    from edgexpert.golden.integer.int_model import quantize_model
+    from edgexpert.golden.policies.prefill import load_encoder
+    from edgexpert.golden.traces.prefill_trace import build_prefill_trace
+    from edgexpert.golden.lm.prompts import load_prompts
 
     ckpt = load_checkpoint()
     encoder, _ = load_encoder(ckpt.model)
@@ -82,7 +82,7 @@ def corner_prefill_trace(case: str, out: Path, seed: int) -> Path:
     import torch
 
     from edgexpert.contracts.prefill_trace import write_prefill_trace
-    from edgexpert.golden.prefill_trace import prefill_settings, synthetic_prefill_trace
+    from edgexpert.golden.traces.prefill_trace import prefill_settings, synthetic_prefill_trace
 
     config = _config(case)
     m = config.model
@@ -141,7 +141,7 @@ def run_chain(simulator: str = "verilator", seed: int = 20261129, latency: int =
     n_layers = 1 and its EMA steps sized for CHAIN_EMA; raises SimError on any failure."""
     from edgexpert.contracts.prefill_trace import read_prefill_trace
     from edgexpert.cocotb_tests.pru.vectors import pru_params
-    from edgexpert.golden.pru import experts_per_step
+    from edgexpert.golden.blocks.pru import experts_per_step
     from edgexpert.hw.pru.chain import PruEma
 
     chunk = _config("e32").policies.prefill_chunk

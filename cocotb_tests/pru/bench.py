@@ -26,7 +26,7 @@ from edgexpert.cocotb_tests.streams import (BACKPRESSURE_MODES, Pauses, StreamSi
                                             start_clock_and_reset)
 from edgexpert.contracts.prefill_trace import read_prefill_trace
 from edgexpert.contracts.pru import WEIGHT_BITS
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 _report: dict = {}
 

@@ -5,7 +5,7 @@ trace, one layer: the PRU's fetch list goes straight into the EMA, which fetches
 cocotbext-axi's AxiRam (the weight image, a pipelined latency) under the AXI protocol monitor.
 Checked: every `o_route` beat against golden; every EMA completion (tag, slot, OK) and every
 AR (address, beats) in order, and the BYTES and BURSTS counters, against the EMA reference model
-(golden/ema.py) on the steps `golden.pru.fetch_commands` cuts the chunk's experts into; and the
+(golden/blocks/ema.py) on the steps `golden.blocks.pru.fetch_commands` cuts the chunk's experts into; and the
 bytes against what the policy's prefill cost model counts for the chunk (the chunk's distinct
 experts x `WeightLayout.expert_fetch_bytes`). Random pauses on every stream.
 
@@ -28,10 +28,10 @@ from edgexpert.contracts.ema import (SLOT_BITS, TAG_BITS, Completion, Descriptor
                                      EmaStatus)
 from edgexpert.contracts.prefill_trace import read_prefill_trace
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
-from edgexpert.golden.ema import EmaReference
-from edgexpert.golden.pru import chunk_fetches
+from edgexpert.golden.blocks.ema import EmaReference
+from edgexpert.golden.blocks.pru import chunk_fetches
 from edgexpert.hw.pru import PruParams
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 P = bench_params()
 LAYOUT = WeightLayout(**P["layout"])

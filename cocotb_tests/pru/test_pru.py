@@ -6,7 +6,7 @@ top-8) and every bundled prompt under both backpressure modes are benchmarks (`-
 import pytest
 
 from edgexpert.cocotb_tests.pru import CI_RUN, FULL_RUN, bench_tests, run_bench, run_chain
-from edgexpert.sim.runner import SIMULATORS
+from edgexpert.cocotb_tests.runner import SIMULATORS
 
 
 def _check(result, case: str, run: dict) -> dict:

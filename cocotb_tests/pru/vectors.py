@@ -1,6 +1,6 @@
 """What the PRU is fed and must answer for one prompt of a prefill trace, as stream words
 (plain integers: no simulator needed). The answers come from the trace, that is from golden: the
-routes from the integer model's run, the EMA words from `golden.pru.fetch_commands` over the
+routes from the integer model's run, the EMA words from `golden.blocks.pru.fetch_commands` over the
 trace's per-chunk fetch sets."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 
 from edgexpert.contracts.prefill_trace import PrefillTrace
 from edgexpert.contracts.pru import LOGIT_BITS, SCORE_BITS
-from edgexpert.golden.pru import experts_per_step, fetch_commands
+from edgexpert.golden.blocks.pru import experts_per_step, fetch_commands
 from edgexpert.hw.pru import PruParams, pick_register_for
 
 __all__ = ["PromptVectors", "pru_params", "prompt_vectors"]

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from edgexpert.cocotb_tests.engine import prepare_vectors
 from edgexpert.contracts.config import load_config
-from edgexpert.contracts.tools import build_root
+from edgexpert.support.tools import build_root
 from edgexpert.contracts.trace import read_trace
 from edgexpert.hw.top import AcceleratorTop, top_parameters
-from edgexpert.sim.runner import SimResult, run_cocotb
+from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
            "prepare_masked", "bench_tests", "run_bench", "prefill_hardware", "run_prefill",
@@ -37,7 +37,7 @@ BENCH_CASES = {
            "candidates": 4, "lanes": 64, "tokens": 8},
 }
 #: where the channel masks come from: every channel (naive speculative decoding, the host's
-#: masks), EdgeXpert's selection computed by the host (the reference's, golden/dcu.py, in EMA
+#: masks), EdgeXpert's selection computed by the host (the reference's, golden/blocks/dcu.py, in EMA
 #: descriptors), or the DCU in the top (the host sends DCU jobs: GATE_UP jobs whole, DOWN jobs'
 #: headers; `dcu` issues each group's DOWN job after the next group's GATE_UP job, `dcu_inline`
 #: right after its own); the last three select the same channels (reference.py)
@@ -107,7 +107,7 @@ def prefill_hardware(case: str, trace) -> dict:
 
     from edgexpert.cocotb_tests.pru import LANES, MAX_TOKENS
     from edgexpert.cocotb_tests.pru.vectors import pru_params
-    from edgexpert.golden.pru import experts_per_step
+    from edgexpert.golden.blocks.pru import experts_per_step
 
     hw = dict(hardware(case))
     ema = hw["ema"]

@@ -39,7 +39,7 @@ from edgexpert.contracts.ema import EmaCsr
 from edgexpert.contracts.top import TopCsr
 from edgexpert.contracts.trace import PassKind, read_trace
 from edgexpert.hw.ema import EmaGeometry
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 PARAMS = bench_params()
 EMA = PARAMS["ema"]
@@ -56,7 +56,7 @@ COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES
             "words": TopCsr.WORDS, "beats": EmaCsr.BEATS, "ema_busy": EmaCsr.BUSY_CYCLES,
             "dcu_jobs": TopCsr.DCU_JOBS, "descriptor_wait": TopCsr.DESCRIPTOR_WAIT_CYCLES,
             "feedback_wait": TopCsr.FEEDBACK_WAIT_CYCLES}
-#: channels the DCU keeps per group: golden/policies.py `selected_count` without pruning,
+#: channels the DCU keeps per group: golden/policies/registry.py `selected_count` without pruning,
 #: round(ratio x channels), 1..channels
 KEEP = tuple(max(1, min(c, round(PARAMS["ratio"] * c))) for c in (D, F))
 #: the DCU modes and their job orders (host.py)

@@ -38,7 +38,7 @@ from edgexpert.contracts.prefill_trace import read_prefill_trace
 from edgexpert.contracts.top import TopCsr
 from edgexpert.hw.pru import PruParams
 from edgexpert.hw.top import command_layout
-from edgexpert.sim.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 PARAMS = bench_params()
 EMA = PARAMS["ema"]

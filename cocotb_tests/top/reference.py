@@ -1,5 +1,5 @@
 """The outputs of the trace's experts on EdgeXpert's channel masks, from the golden model's
-integer operations (golden/intops.py) and the bundled checkpoint's weights: an independent
+integer operations (golden/integer/intops.py) and the bundled checkpoint's weights: an independent
 reference for the top bench's `edgexpert` and `dcu` masks (the trace itself holds whole-expert
 outputs), and for a prefill trace's MoE arrays (`prefill_outputs`: whole experts on the PRU's
 routes).
@@ -7,12 +7,12 @@ routes).
 The groups are the top's: per (prompt, pass, layer) the rows in batches of at most `tokens`, in
 each batch per (expert, depth group) its candidates (row, routing slot) in row order, in groups
 of at most `candidates` (one engine group; the DCU in the top selects for one such group). Per
-group: the GATE_UP mask is the DCU's selection (golden/dcu.py) on the candidates' MoE inputs
+group: the GATE_UP mask is the DCU's selection (golden/blocks/dcu.py) on the candidates' MoE inputs
 (x_q, x_m, x_e and routing weights); every candidate computes its hidden vector on those channels
 (GATE_UP sums over the mask, h quantized over all F values); the DOWN mask is the DCU's
-selection on *those* hidden vectors and their scales (what the live policy, golden/policies.py
+selection on *those* hidden vectors and their scales (what the live policy, golden/policies/registry.py
 `CoalescingHook`, selects on, and all the hardware can see), and the DOWN sums run over it.
-`policies.coalescing_ratio` of the channels each; pruning mask all ones (golden/masks.py).
+`policies.coalescing_ratio` of the channels each; pruning mask all ones (golden/traces/masks.py).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import numpy as np
 import torch
 
 from edgexpert.contracts.trace import Trace
-from edgexpert.golden import dcu
-from edgexpert.golden.checkpoint import load_checkpoint
-from edgexpert.golden.int_model import IntModel, RESIDUAL_FRAC, weight_rows
-from edgexpert.golden.intops import Dyadic, int_matmul, quantize_vec, requant, rshift, sigmoid_q15
-from edgexpert.golden.policies import selected_count
+from edgexpert.golden.blocks import dcu
+from edgexpert.golden.lm.checkpoint import load_checkpoint
+from edgexpert.golden.integer.int_model import IntModel, RESIDUAL_FRAC, weight_rows
+from edgexpert.golden.integer.intops import Dyadic, int_matmul, quantize_vec, requant, rshift, sigmoid_q15
+from edgexpert.golden.policies.registry import selected_count
 
 from .host import expert_groups
 

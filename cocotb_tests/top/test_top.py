@@ -12,7 +12,7 @@ import pytest
 from edgexpert.cocotb_tests.engine import prepare_vectors
 from edgexpert.cocotb_tests.top import bench_tests, run_bench, run_prefill
 from edgexpert.contracts.trace import read_trace
-from edgexpert.sim.runner import SIMULATORS
+from edgexpert.cocotb_tests.runner import SIMULATORS
 
 #: the CI's tests per simulator (CI time: Icarus simulates the top about 4x slower): whole
 #: experts without pauses on both; on Verilator also EdgeXpert's masks sent by the host and

@@ -52,12 +52,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..contracts.tools import ToolError
-    from ..sim.runner import SimError
+    from ..support.tools import ToolError
+    from ..cocotb_tests.runner import SimError
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
-    from ..contracts.progress import set_quiet
+    from ..support.progress import set_quiet
     set_quiet(quiet_requested(args))
     # what train, prune and prefill train record in their metadata
     args.command_line = "edgexpert " + shlex.join(argv)

@@ -98,7 +98,7 @@ def checkpoint_option(parser: argparse.ArgumentParser) -> None:
 
 
 def waves_option(parser: argparse.ArgumentParser) -> None:
-    """--waves on every command that simulates RTL (`edgexpert.sim.runner.run_cocotb`)."""
+    """--waves on every command that simulates RTL (`edgexpert.cocotb_tests.runner.run_cocotb`)."""
     parser.add_argument("--waves", action="store_true",
                         help="record waves: one VCD file per simulated case under build/sim/, "
                              "its path printed on stderr")
@@ -115,7 +115,7 @@ def prompt_options(parser: argparse.ArgumentParser) -> None:
 
 def prompt_texts(args) -> list[str]:
     """The user's own prompts: --prompt-file's, then every --prompt (none: the bundled ones)."""
-    from ..golden.prompts import read_prompt_file
+    from ..golden.lm.prompts import read_prompt_file
     texts = read_prompt_file(args.prompt_file) if args.prompt_file else []
     return texts + args.prompt
 
@@ -125,10 +125,10 @@ def golden_inputs(checkpoint: str | None = None, prompts: str | None = None,
     """What the decoding commands start from: (checkpoint, corpus, prompts, end-of-text id). The
     prompts are `texts` tokenized when given (each must leave room in the context for `decode`'s
     new tokens and draft tree), else those of the `prompts` JSON file or the bundled ones."""
-    from ..golden.checkpoint import load_checkpoint
-    from ..golden.corpus import load_corpus
-    from ..golden.prompts import load_prompts, text_prompts
-    from ..golden.tokenizer import EOT
+    from ..golden.lm.checkpoint import load_checkpoint
+    from ..golden.lm.corpus import load_corpus
+    from ..golden.lm.prompts import load_prompts, text_prompts
+    from ..golden.lm.tokenizer import EOT
     if texts and prompts:
         raise InputError("--prompts names held-out prompts; --prompt and --prompt-file give your "
                          "own: accepted one of the two")
@@ -148,7 +148,7 @@ def print_json(data) -> None:
 
 def write_result(data: dict, *parts: str) -> Path:
     """`data` as JSON in build/<parts...> (sorted keys, so reruns compare byte for byte)."""
-    from ..contracts.tools import build_root
+    from ..support.tools import build_root
     path = build_root().joinpath(*parts)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=True))

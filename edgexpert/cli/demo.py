@@ -94,9 +94,9 @@ def _lane(config, args):
     summary so far and the stdout logger (silent under --json)."""
     from ..blocks import get_block
     from ..cocotb_tests.mac_lane import run_bench
-    from ..contracts.tools import build_root
+    from ..support.tools import build_root
     from ..hw.emit import emit_rtl
-    from ..sim.runner import SIMULATORS
+    from ..cocotb_tests.runner import SIMULATORS
     from ..synth.report import format_si
 
     pairs = config.hardware.mac_lane.pairs_per_beat
@@ -143,8 +143,8 @@ def _lane(config, args):
 def _golden(config, emit) -> tuple[dict, list]:
     """The golden model whose integer path the lane and the top compute, plain vs speculative
     on the bundled prompts; `emit` takes its line."""
-    from ..golden.decode import compare_modes
-    from ..golden.int_model import quantize_model
+    from ..golden.decoding.decode import compare_modes
+    from ..golden.integer.int_model import quantize_model
     ckpt, _, prompts, eot = golden_inputs()
     decoded = compare_modes(quantize_model(ckpt.model), prompts, config.decode, eot)
     ar, sd = decoded["ar"], decoded["naive_sd"]
@@ -189,9 +189,9 @@ def cmd_demo(args) -> int:
     progress(3)
     # what those decoding runs cost per token on EdgeXpert's hardware point, next to a
     # full-size model's estimate, and the report that gathers every measured result
-    from ..sim.estimate import estimate
-    from ..sim.models import bundled_spec
-    from ..sim.traffic import add_traffic
+    from ..sim.perf.estimate import estimate
+    from ..sim.perf.models import bundled_spec
+    from ..sim.perf.traffic import add_traffic
     from .report import write_report
     runs = add_traffic({"ar": dict(ar), "naive_sd": dict(sd)}, bundled_spec(), config)
     # the bundled model from the runs just measured; EdgeXpert and ours on a full-size model

@@ -8,7 +8,7 @@ __all__ = ["register"]
 
 
 def cmd_doctor(args) -> int:
-    from ..contracts.tools import check_tools
+    from ..support.tools import check_tools
     load(args)   # a configuration that does not load is worth knowing before any flow runs
     tools = check_tools()
     if args.json:

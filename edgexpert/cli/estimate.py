@@ -1,8 +1,8 @@
 """`estimate`: latency and energy per token of decoding policies on full-size MoE models at the
-configured platform (sim/estimate.py, docs/performance-model.md); `--calibrate` compares the EMA
+configured platform (sim/perf/estimate.py, docs/performance-model.md); `--calibrate` compares the EMA
 cycle model with the RTL's cycles from the last `edgexpert bench ema`, and the compute model with
 the accelerator top's cycles from the last `edgexpert bench top`. `sweep`: the estimate
-over a grid of settings on Dask (sim/sweep.py)."""
+over a grid of settings on Dask (sim/perf/sweep.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ __all__ = ["register"]
 def _calibrate(args) -> int:
     """The EMA cycle model against the last `bench ema`, and the compute model against the last
     `bench top`'s cycle file, each when its file exists (the absent one is named)."""
-    from ..contracts.tools import build_root
+    from ..support.tools import build_root
 
     config = load(args)
     ema_path = build_root() / "bench" / "ema" / "summary.json"
@@ -46,7 +46,7 @@ def _calibrate(args) -> int:
 
 
 def _calibrate_ema(path: Path, quiet: bool) -> tuple[bool, dict]:
-    from ..sim.ema_model import calibrate
+    from ..sim.perf.ema_model import calibrate
     result = calibrate(json.loads(path.read_text()))
     ok = result["max_abs_error"] <= result["tolerance"]
     if not quiet:
@@ -61,13 +61,13 @@ def _calibrate_ema(path: Path, quiet: bool) -> tuple[bool, dict]:
 
 
 def _calibrate_top(path: Path, config, quiet: bool) -> dict:
-    """The compute model (sim.passes.compute_cycles at COMPUTE_UTILIZATION) against the top's
+    """The compute model (sim.perf.passes.compute_cycles at COMPUTE_UTILIZATION) against the top's
     measured cycles, pass by pass, and the prefill model against its prefill chunk when the file
     has one (a report: no tolerance, docs/performance-model.md)."""
     from ..cocotb_tests.top import CYCLES_FORMAT, CYCLES_VERSION
-    from ..sim.estimate import prefill_experts
-    from ..sim.models import BUNDLED, model_spec
-    from ..sim.passes import calibrate_compute, calibrate_prefill
+    from ..sim.perf.estimate import prefill_experts
+    from ..sim.perf.models import BUNDLED, model_spec
+    from ..sim.perf.passes import calibrate_compute, calibrate_prefill
     try:
         cycles = json.loads(path.read_text())
         if (cycles.get("format"), cycles.get("version")) != (CYCLES_FORMAT, CYCLES_VERSION):
@@ -135,8 +135,8 @@ def _measured_runs(args) -> tuple[dict, list, list[str]]:
     --synthetic. Returns ({model: {policy: summary}}, the traced models' specs, the files)."""
     from dataclasses import fields
 
-    from ..contracts.tools import build_root
-    from ..sim.models import BUNDLED, MoEModelSpec
+    from ..support.tools import build_root
+    from ..sim.perf.models import BUNDLED, MoEModelSpec
     if args.synthetic:
         return {}, [], []
     paths = [Path(f) for f in args.measured] or [build_root() / "compare" / "compare.json"]
@@ -167,7 +167,7 @@ def _measured_runs(args) -> tuple[dict, list, list[str]]:
 def _models(names: list[str] | None, traced: list) -> list:
     """The models to estimate: the named ones (a traced checkpoint by its name), else every
     registered model and every traced one."""
-    from ..sim.models import model_names
+    from ..sim.perf.models import model_names
     by_name = {spec.name: spec for spec in traced}
     if not names:
         return list(model_names()) + [s for n, s in by_name.items() if n not in model_names()]
@@ -177,7 +177,7 @@ def _models(names: list[str] | None, traced: list) -> list:
 def cmd_estimate(args) -> int:
     if args.calibrate:
         return _calibrate(args)
-    from ..sim.estimate import POLICIES, estimate
+    from ..sim.perf.estimate import POLICIES, estimate
 
     config = load(args)
     policies = args.policy or list(POLICIES)
@@ -206,9 +206,9 @@ def cmd_sweep(args) -> int:
     import csv
 
     from ..contracts.config import load_config
-    from ..contracts.tools import build_root
-    from ..sim.estimate import POLICIES
-    from ..sim.sweep import ROW_FIELDS, grid_points, parse_axes, run_sweep
+    from ..support.tools import build_root
+    from ..sim.perf.estimate import POLICIES
+    from ..sim.perf.sweep import ROW_FIELDS, grid_points, parse_axes, run_sweep
     from .plot import sweep_plot
 
     axes = parse_axes(args.grid)
@@ -279,7 +279,7 @@ def _plan_options(p, default_models: str) -> None:
                    help="a policy (repeatable; default: all eight)")
     p.add_argument("--context", type=int, metavar="TOKENS",
                    help="tokens already in the KV cache (default 512, "
-                        "sim.estimate.CONTEXT_TOKENS)")
+                        "sim.perf.estimate.CONTEXT_TOKENS)")
     _measured_options(p)
 
 

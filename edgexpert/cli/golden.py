@@ -12,9 +12,9 @@ __all__ = ["register", "register_bench"]
 
 
 def cmd_train(args) -> int:
-    from ..contracts.tools import build_root
-    from ..golden.checkpoint import bundled_checkpoint_dir
-    from ..golden.train import train
+    from ..support.tools import build_root
+    from ..golden.lm.checkpoint import bundled_checkpoint_dir
+    from ..golden.lm.train import train
     config = load(args)
     out = bundled_checkpoint_dir() if args.install else Path(args.out or build_root() / "train")
     meta = train(config, out, args.command_line, progress=not quiet_requested(args))
@@ -24,8 +24,8 @@ def cmd_train(args) -> int:
 
 
 def cmd_prune(args) -> int:
-    from ..contracts.tools import build_root
-    from ..golden.prune import bundled_pruned_dir, check_sparsity, recover
+    from ..support.tools import build_root
+    from ..golden.lm.prune import bundled_pruned_dir, check_sparsity, recover
     config = load(args)
     check_sparsity(args.sparsity)
     out = bundled_pruned_dir() if args.install else \
@@ -57,10 +57,10 @@ def cmd_decode(args) -> int:
     if args.traces and args.path != "int":
         raise InputError("--traces needs the integer path (--path int): traces carry its exact "
                          "int8 inputs and outputs")
-    from ..golden.decode import FloatEngine, compare_modes
-    from ..golden.int_model import quantize_model
+    from ..golden.decoding.decode import FloatEngine, compare_modes
+    from ..golden.integer.int_model import quantize_model
     from ..contracts.trace import write_trace
-    from ..golden.traces import build_trace
+    from ..golden.traces.decode_trace import build_trace
     ckpt, _, prompts, eot = golden_inputs(args.checkpoint, args.prompts, prompt_texts(args),
                                           config.decode)
     engine = quantize_model(ckpt.model) if args.path == "int" else FloatEngine(ckpt.model)
@@ -91,10 +91,10 @@ def cmd_decode(args) -> int:
 
 def cmd_analyze(args) -> int:
     config = load(args)
-    from ..golden.analysis import coactivation, compare_paths, routing_skew
-    from ..golden.decode import decode_speculative
-    from ..golden.int_model import quantize_model
-    from ..golden.train import eval_windows, token_streams
+    from ..golden.studies.analysis import coactivation, compare_paths, routing_skew
+    from ..golden.decoding.decode import decode_speculative
+    from ..golden.integer.int_model import quantize_model
+    from ..golden.lm.train import eval_windows, token_streams
     ckpt, corpus, prompts, eot = golden_inputs(args.checkpoint)
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     seq = ckpt.meta["eval"]["seq_len"]
@@ -127,9 +127,9 @@ def cmd_analyze(args) -> int:
 
 def cmd_bench_dispatch(args) -> int:
     """Training throughput of the golden model's grouped expert dispatch against the per-expert
-    loop (golden/dispatch_bench.py)."""
+    loop (golden/studies/dispatch_bench.py)."""
     config = load(args)
-    from ..golden.dispatch_bench import measure_dispatch
+    from ..golden.studies.dispatch_bench import measure_dispatch
     result = measure_dispatch(config)
     if args.json:
         print_json(result)

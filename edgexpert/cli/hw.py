@@ -118,7 +118,7 @@ def cmd_bench_ema(args) -> int:
     from ..cocotb_tests.ema import (UTILIZATION_CASES, UTILIZATION_LATENCIES, golden_mask_trace,
                                     run_utilization)
     from ..contracts.mask_trace import read_mask_trace
-    from ..contracts.tools import build_root
+    from ..support.tools import build_root
     from ..contracts.weight_layout import WeightLayout
 
     config = load(args)
@@ -159,7 +159,7 @@ def cmd_bench_pru(args) -> int:
     clusters' time for the same tokens."""
     from ..blocks import PRU_LARGE_MODEL
     from ..cocotb_tests.pru import run_bench
-    from ..sim.models import BUNDLED, model_spec
+    from ..sim.perf.models import BUNDLED, model_spec
 
     config = load(args)
     if not 1 <= args.prompts <= 8:

@@ -10,7 +10,7 @@ __all__ = ["tradeoff_plot", "sweep_plot"]
 
 def tradeoff_plot(results: dict[str, dict], path: Path, title: str) -> Path:
     """One labelled point per policy or setting: every byte a decoded token reads or writes in
-    external memory (x: experts, non-expert weights, KV cache; sim/traffic.py) against top-1
+    external memory (x: experts, non-expert weights, KV cache; sim/perf/traffic.py) against top-1
     agreement with the exact model (y). Written as PNG without a timestamp or version, so the
     same results give the same file."""
     import matplotlib
@@ -71,7 +71,7 @@ def sweep_plot(rows: list[dict], axis: str, path: Path, title: str) -> Path:
     return path
 
 
-#: the keys of a sweep row that are results, not grid settings (sim/sweep.py ROW_FIELDS)
+#: the keys of a sweep row that are results, not grid settings (sim/perf/sweep.py ROW_FIELDS)
 _SWEEP_RESULT_KEYS = ("model", "policy", "routing", "tokens_per_step", "latency_ms_per_token",
                       "tokens_per_s", "energy_mj_per_token", "dram_mj", "sram_mj", "mac_mj",
                       "control_mj", "dram_utilization", "roofline_ratio")

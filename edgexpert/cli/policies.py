@@ -30,7 +30,7 @@ COLUMN_WIDTH = 17
 def _policy_inputs(args, config):
     """What `compare` and `ablate` measure on: (checkpoint, prompts, held-out windows,
     end-of-text id)."""
-    from ..golden.train import eval_windows, token_streams
+    from ..golden.lm.train import eval_windows, token_streams
     ckpt, corpus, prompts, eot = golden_inputs(args.checkpoint, texts=prompt_texts(args),
                                                decode=config.decode)
     p = config.policies
@@ -53,9 +53,9 @@ def _print_policy_table(results: dict, first: str) -> None:
 
 
 def _with_traffic(results: dict, config) -> dict:
-    """Every byte a decoded token costs, per policy (sim/traffic.py), ordered by total bytes."""
-    from ..sim.models import bundled_spec
-    from ..sim.traffic import add_traffic
+    """Every byte a decoded token costs, per policy (sim/perf/traffic.py), ordered by total bytes."""
+    from ..sim.perf.models import bundled_spec
+    from ..sim.perf.traffic import add_traffic
     return add_traffic(results, bundled_spec(), config)
 
 
@@ -70,9 +70,9 @@ def _policy_header(command: str, config, prompts, windows, args) -> str:
 
 def cmd_compare(args) -> int:
     config = load(args)
-    from ..contracts.tools import build_root
-    from ..golden.evaluate import compare
-    from ..golden.prefill import load_encoder
+    from ..support.tools import build_root
+    from ..golden.studies.evaluate import compare
+    from ..golden.policies.prefill import load_encoder
     from .plot import tradeoff_plot
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
     result = _with_traffic(compare(config, ckpt.model, prompts, windows, eot,
@@ -95,7 +95,7 @@ def cmd_compare(args) -> int:
 
 def check_studies(args) -> list[str]:
     """The studies `ablate` was asked for, each a known one."""
-    from ..golden.ablate import STUDIES
+    from ..golden.studies.ablate import STUDIES
     studies = list(STUDIES) if args.all else args.study
     if not studies:
         raise InputError(f"name a study or pass --all: accepted {', '.join(STUDIES)}")
@@ -108,8 +108,8 @@ def check_studies(args) -> list[str]:
 def cmd_ablate(args) -> int:
     config = load(args)
     studies = check_studies(args)
-    from ..golden.ablate import STUDIES, run_study
-    from ..golden.prefill import load_encoder
+    from ..golden.studies.ablate import STUDIES, run_study
+    from ..golden.policies.prefill import load_encoder
     from .plot import tradeoff_plot
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
     header = _policy_header("ablate", config, prompts, windows, args)
@@ -138,7 +138,7 @@ def cmd_ablate(args) -> int:
 
 
 class _StudiesHelp(argparse.Action):
-    """`ablate --help`: the study names and questions are golden/ablate.py's STUDIES, which
+    """`ablate --help`: the study names and questions are golden/studies/ablate.py's STUDIES, which
     imports torch, so they are read only when this help is asked for."""
 
     def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
@@ -146,7 +146,7 @@ class _StudiesHelp(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from ..golden.ablate import STUDIES
+        from ..golden.studies.ablate import STUDIES
         width = max(map(len, STUDIES)) + 2
         parser.epilog = "studies:\n" + "\n".join(f"  {name:<{width}}{question}"
                                                  for name, question in STUDIES.items())

@@ -1,5 +1,5 @@
 """EdgeXpert's prefill: `prefill train` (the token encoder), `prefill ablate` and
-`calibrate prefill` (golden/prefill.py, golden/prefill_calibration.py, docs/policies.md)."""
+`calibrate prefill` (golden/policies/prefill.py, golden/studies/prefill_calibration.py, docs/policies.md)."""
 
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ MSE_BOUND = 0.012
 
 
 def cmd_prefill_train(args) -> int:
-    """Train EdgeXpert's prefill token encoder for the bundled checkpoint (golden/prefill.py)."""
+    """Train EdgeXpert's prefill token encoder for the bundled checkpoint (golden/policies/prefill.py)."""
     load(args)   # validated only: the encoder's settings are EncoderSettings, not config keys
     if args.steps is not None and not 1 <= args.steps <= 1_000_000:
         raise InputError(f"--steps {args.steps} is out of range: accepted 1..1000000")
     import torch
 
-    from ..contracts.tools import build_root
-    from ..golden.prefill import EncoderSettings, bundled_encoder_dir, save_encoder, train_encoder
-    from ..golden.train import token_streams
+    from ..support.tools import build_root
+    from ..golden.policies.prefill import EncoderSettings, bundled_encoder_dir, save_encoder, train_encoder
+    from ..golden.lm.train import token_streams
     # one thread: bit-identical reruns, and the other core stays free
     torch.set_num_threads(1)
     ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
@@ -46,7 +46,7 @@ def cmd_prefill_train(args) -> int:
 
 def _prompt_windows(stream, config, count: int) -> list[list[int]]:
     """`count` windows of policies.eval_prompt_tokens tokens spread evenly over `stream`."""
-    from ..golden.train import eval_windows
+    from ..golden.lm.train import eval_windows
     return [w.tolist() for w in eval_windows(stream, config.policies.eval_prompt_tokens - 1, count)]
 
 
@@ -60,9 +60,9 @@ def _heldout_inputs(args, config):
     prefill encoder, `args.windows` held-out prompt windows), torch on one thread."""
     import torch
 
-    from ..golden.decode import FloatEngine
-    from ..golden.prefill import load_encoder
-    from ..golden.train import token_streams
+    from ..golden.decoding.decode import FloatEngine
+    from ..golden.policies.prefill import load_encoder
+    from ..golden.lm.train import token_streams
     torch.set_num_threads(1)
     ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
     encoder, _ = load_encoder(ckpt.model)
@@ -79,16 +79,16 @@ def chosen_settings(point: dict) -> str:
 
 def cmd_calibrate(args) -> int:
     """Sweep EdgeXpert's prefill thresholds and budgets on training-split windows and choose the
-    operating point (golden/prefill_calibration.py)."""
+    operating point (golden/studies/prefill_calibration.py)."""
     config = load(args)
     _check_windows(args.windows)
     if not 0 < args.mse_bound < 1:
         raise InputError(f"--mse-bound {args.mse_bound} is out of range: accepted (0, 1)")
     import torch
 
-    from ..golden.prefill import load_encoder
-    from ..golden.prefill_calibration import choose, default_grid, pareto_front, sweep
-    from ..golden.train import token_streams
+    from ..golden.policies.prefill import load_encoder
+    from ..golden.studies.prefill_calibration import choose, default_grid, pareto_front, sweep
+    from ..golden.lm.train import token_streams
     torch.set_num_threads(1)
     ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
     encoder, _ = load_encoder(ckpt.model)
@@ -128,7 +128,7 @@ def cmd_calibrate(args) -> int:
 
 def cmd_prefill_ablate(args) -> int:
     """EdgeXpert's prefill on held-out windows: k/n budgets, encoder vs random classes, chunk."""
-    from ..contracts.tools import build_root
+    from ..support.tools import build_root
     config = load(args)
     _check_windows(args.windows)
     if args.front is not None and not 0 < args.front < 1:
@@ -140,7 +140,7 @@ def cmd_prefill_ablate(args) -> int:
             raise InputError(f"--front needs {calibration}: run `edgexpert calibrate prefill` first")
         front = [q for q in json.loads(calibration.read_text())["front"]
                  if q["mse"] <= args.front]
-    from ..golden.prefill_calibration import ablate
+    from ..golden.studies.prefill_calibration import ablate
     engine, ckpt, encoder, windows = _heldout_inputs(args, config)
     p = config.policies
     log = (lambda *a: None) if args.json else print   # --json: stdout holds the JSON alone
@@ -158,7 +158,7 @@ def cmd_prefill_encoders(args) -> int:
     """The configured prefill point with the float encoder and its A8W4 integer twin."""
     config = load(args)
     _check_windows(args.windows)
-    from ..golden.prefill_calibration import compare_encoders
+    from ..golden.studies.prefill_calibration import compare_encoders
     engine, ckpt, encoder, windows = _heldout_inputs(args, config)
     p = config.policies
     result = compare_encoders(engine, ckpt.model, encoder, windows, p, config.decode)
@@ -190,7 +190,7 @@ def register(sub) -> None:
     prefill = p.add_subparsers(dest="prefill_command", required=True, metavar="ACTION")
     q = prefill.add_parser("train", parents=[settings_options(1)],
                            help="train the token-importance encoder (build/prefill/encoder); its "
-                                "settings are golden/prefill.py's EncoderSettings, so --config "
+                                "settings are golden/policies/prefill.py's EncoderSettings, so --config "
                                 "and --set are only validated")
     q.add_argument("--install", action="store_true",
                    help="also copy it into golden/checkpoint/ (the bundled encoder)")

@@ -101,7 +101,7 @@ def _policies(build: Path, report_dir: Path, compare: dict | None) -> list[str]:
 
 
 def _estimate(config, report_dir: Path, compare: dict | None) -> list[str]:
-    from ..sim.estimate import estimate
+    from ..sim.perf.estimate import estimate
     measured = {"bundled": compare["policies"]} if _measured(compare) else None
     rows = estimate(config, list(REPORT_MODELS), list(REPORT_POLICIES), measured=measured)
     out = ["## Latency and energy per token (`edgexpert estimate`)", "",
@@ -170,7 +170,7 @@ def _sweep(build: Path, report_dir: Path) -> list[str]:
 
 def write_report(config) -> Path:
     """build/report/report.md (and its PNGs) from the results in build/."""
-    from ..contracts.tools import build_root
+    from ..support.tools import build_root
     build = build_root()
     report_dir = build / "report"
     report_dir.mkdir(parents=True, exist_ok=True)

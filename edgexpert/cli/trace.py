@@ -16,10 +16,10 @@ __all__ = ["register"]
 
 def cmd_trace(args) -> int:
     config = load(args)
-    from ..golden.decode import FloatEngine, decode_ar, decode_speculative, summarize
-    from ..golden.hf_loader import load_hf_checkpoint, load_hf_tokenizer
-    from ..golden.prompts import text_prompts
-    from ..sim.models import spec_from_config
+    from ..golden.decoding.decode import FloatEngine, decode_ar, decode_speculative, summarize
+    from ..golden.lm.hf_loader import load_hf_checkpoint, load_hf_tokenizer
+    from ..golden.lm.prompts import text_prompts
+    from ..sim.perf.models import spec_from_config
 
     folder = Path(args.hf)
     texts = prompt_texts(args)

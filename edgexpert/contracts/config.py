@@ -95,7 +95,7 @@ class ModelConfig:
     expert_ffn: int = _int(8, 65536, 64, "hidden width of one SwiGLU expert")
     n_shared_experts: int = _int(0, 8, 0, "always-active shared experts per layer")
     max_seq_len: int = _int(16, 1 << 20, 512, "longest sequence (the position table's length)")
-    # What real MoE checkpoints need (golden/hf_loader.py); the bundled model uses the defaults.
+    # What real MoE checkpoints need (golden/lm/hf_loader.py); the bundled model uses the defaults.
     n_kv_heads: int = _int(0, 128, 0, "key/value heads for grouped-query attention; 0: n_heads")
     head_dim: int = _int(0, 1024, 0, "width of one attention head; 0: d_model / n_heads")
     rope_theta: float = _float(0.0, 1e9, 0.0, "rotary position base; 0: learned positions")
@@ -147,7 +147,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """Speculative decoding with a self-speculative draft tree (golden/decode.py)."""
+    """Speculative decoding with a self-speculative draft tree (golden/decoding/decode.py)."""
     max_new_tokens: int = _int(1, 100_000, 64, "tokens generated per prompt")
     draft_experts: int = _int(1, 64, 1, "routed experts per token in the draft (at most model.top_k)")
     max_depth: int = _int(1, 32, 6, "deepest level of the draft tree")
@@ -161,7 +161,7 @@ class DecodeConfig:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """The decoding policies `edgexpert compare` measures (golden/policies.py)."""
+    """The decoding policies `edgexpert compare` measures (golden/policies/registry.py)."""
     coalescing_ratio: float = _float(0.01, 1.0, 0.75, "EdgeXpert: share of each matrix's input "
                                      "channels a depth group fetches")
     pruning_sparsity: float = _float(0.0, 0.95, 0.0, "EdgeXpert: share of each expert's input "
@@ -171,7 +171,7 @@ class PolicyConfig:
                                      "pruned-and-recovered checkpoint (golden/checkpoint_pruned/, "
                                      "its own mask) instead of the compared model")
     draft: str = _choice(("paper", "self", "eagle"), "paper", "what the speculative policies "
-                         "draft with: each its paper's draft (golden/policies.py PAPER_DRAFT), "
+                         "draft with: each its paper's draft (golden/policies/registry.py PAPER_DRAFT), "
                          "the target's own layers, or the EAGLE head wherever a policy can")
     moe_spec_budget: int = _int(1, 1024, 12, "MoE-Spec: experts kept per layer in verification "
                                 "(at least model.top_k)")
@@ -202,7 +202,7 @@ class PolicyConfig:
     eval_windows: int = _int(1, 10_000, 8, "held-out windows of the teacher-forced quality check")
     eval_prompt_tokens: int = _int(2, 100_000, 96, "prompt tokens of each quality window")
     eval_continuation: int = _int(1, 100_000, 32, "continuation tokens predicted per window")
-    # EdgeXpert's prefill (golden/prefill.py); the values are `edgexpert calibrate prefill`'s
+    # EdgeXpert's prefill (golden/policies/prefill.py); the values are `edgexpert calibrate prefill`'s
     prefill_chunk: int = _int(1, 4096, 16, "prompt tokens whose activations stay on chip while "
                               "each expert is streamed once (the prefill cost model)")
     prefill_tau_major: float = _float(0.0, 1000.0, 1.0, "EdgeXpert prefill: a token whose "
@@ -219,7 +219,7 @@ class PolicyConfig:
     prefill_seed: int = _int(0, 2**31 - 1, 20261129, "seeds the random token classes")
     prefill_encoder: str = _choice(("float", "int"), "float", "EdgeXpert prefill: the encoder's "
                                    "arithmetic: float, or the A8W4 integer path the MAC clusters "
-                                   "run (golden/int_encoder.py)")
+                                   "run (golden/integer/int_encoder.py)")
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,7 @@ class SynthConfig:
     default_activity: float = _float(0.0, 2.0, 0.1, "toggles per cycle given to nets whose "
                                      "values the activity evaluation cannot compute")
     activity_operands: str = _choice(("uniform", "gaussian"), "uniform", "distribution of the "
-                                     "stimulus's int8/int4 operands (sim/stimulus.py)")
+                                     "stimulus's int8/int4 operands (sim/stimuli/common.py)")
     target_vdd_v: float = _float(0.7, 1.0, 1.0, "supply voltage of the 28 nm node the 180 nm "
                                  "figures are scaled to (EdgeXpert: 1.0 V)")
     clock_gating: bool = _bool(False, "gate the clock of every group of enable flip-flops "
@@ -243,16 +243,16 @@ class SynthConfig:
                                       "an enable that gets a clock gate")
 
 
-#: the fastest speed bin of each DRAM type sim/dram.py models, MT/s per pin: LPDDR4X-4266
+#: the fastest speed bin of each DRAM type sim/perf/dram.py models, MT/s per pin: LPDDR4X-4266
 #: (JEDEC JESD209-4-1), LPDDR5-6400 (JEDEC JESD209-5)
 DRAM_MAX_DATA_RATE_MTPS = {"LPDDR4X": 4266, "LPDDR5": 6400}
 
 
 @dataclass(frozen=True)
 class DramConfig:
-    """External memory of the performance model (sim/dram.py, docs/performance-model.md)."""
+    """External memory of the performance model (sim/perf/dram.py, docs/performance-model.md)."""
     type: str = _choice(tuple(DRAM_MAX_DATA_RATE_MTPS), "LPDDR4X", "DRAM type (its timing "
-                        "and currents are in sim/dram.py)")
+                        "and currents are in sim/perf/dram.py)")
     channels: int = _int(1, 16, 2, "x16 channels")
     data_rate_mtps: int = _int(200, 6400, 4000, "data rate per pin, MT/s (at most the type's "
                                "speed bin: LPDDR4X 4266, LPDDR5 6400)")

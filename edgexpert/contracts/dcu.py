@@ -10,7 +10,7 @@ streams and answers with EMA commands (`edgexpert.contracts.ema`):
 - `data` (`dcu_data_layout`): per candidate, in the ENTRY order, ceil(C / 32) beats of 32 int8
   lanes (lane i of beat w: channel 32 w + i; lanes past the last channel are ignored).
 
-C is the matrix's input channels. The selection is golden/dcu.py's (docs/contracts.md, "Depth
+C is the matrix's input channels. The selection is golden/blocks/dcu.py's (docs/contracts.md, "Depth
 coalescing"). Out come, per job, a NEW_STEP when the header asks for one, then the DESCRIPTOR
 and its ceil(C / 32) MASK words: what the EMA's command port takes.
 

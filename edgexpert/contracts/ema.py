@@ -11,7 +11,7 @@ Every descriptor yields one completion (`ema_completion_layout`), in command ord
 is in the buffer or it is known that it never will be (`EmaStatus`).
 
 The codes are `IntEnum`s with an Amaranth shape, so the RTL (`hw/ema/`), the reference model
-(`golden/ema.py`) and the benches share one definition and never re-type a literal.
+(`golden/blocks/ema.py`) and the benches share one definition and never re-type a literal.
 
 `Descriptor` checks its fields against a `WeightLayout` when it is encoded, so a bad layer,
 expert or channel is a `ValueError` naming the field and the accepted range before anything

@@ -1,6 +1,6 @@
 """Channel-mask traces: which input channels of which expert matrices each step fetches.
 
-The golden model's traces give them (edgexpert.golden.masks: one step = the fetches between two
+The golden model's traces give them (edgexpert.golden.traces.masks: one step = the fetches between two
 NEW_STEP commands, e.g. part of one MoE layer of one verification pass, expert by expert, each
 expert's depth groups in order); the EMA bench and benchmark replay them.
 

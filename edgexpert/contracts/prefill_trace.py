@@ -21,7 +21,7 @@ One file is a NumPy .npz archive (docs/traces.md, "Prefill traces", is the refer
 
 `write_prefill_trace` writes one; `read_prefill_trace` reads one and checks every array (names,
 dtypes, shapes, value ranges, header); a malformed file raises PrefillTraceError naming the array
-and the problem. The golden model builds them (edgexpert.golden.prefill_trace).
+and the problem. The golden model builds them (edgexpert.golden.traces.prefill_trace).
 """
 
 from __future__ import annotations

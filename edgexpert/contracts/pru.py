@@ -1,6 +1,6 @@
 """The prompt routing unit's shared codes and word widths (docs/contracts.md, "Prompt routing").
 
-The RTL (hw/pru/), the reference (golden/pru.py), the prefill traces and the bench use these, so a
+The RTL (hw/pru/), the reference (golden/blocks/pru.py), the prefill traces and the bench use these, so a
 class code or a width is written once."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ One file is a NumPy .npz archive (docs/traces.md is the reference):
 
 `write_trace` writes one, `read_trace` reads one and checks every array (names, dtypes, shapes,
 value ranges, header); a malformed file raises TraceError naming the array and the problem.
-The golden model builds traces from its decoding runs (edgexpert.golden.traces.build_trace).
+The golden model builds traces from its decoding runs (edgexpert.golden.traces.decode_trace.build_trace).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ selector works on one while the first three stages take the next:
    popcounts per word, then emits NEW_STEP (when asked), the DESCRIPTOR and the MASK words
    for the EMA.
 
-The arithmetic is docs/contracts.md's "Depth coalescing" (reference: golden/dcu.py).
+The arithmetic is docs/contracts.md's "Depth coalescing" (reference: golden/blocks/dcu.py).
 """
 
 from .geometry import DcuGeometry

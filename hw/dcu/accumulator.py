@@ -12,7 +12,7 @@ from ...contracts.dcu import LANES, dcu_data_layout
 from ...contracts.weight_layout import Matrix
 from .collector import job_layout
 from .geometry import IMPORTANCE_BITS, WEIGHT_BITS, DcuGeometry
-from ..ema.ports import ReadSignature
+from ..streams import ReadSignature
 
 __all__ = ["importance_layout", "Accumulator"]
 

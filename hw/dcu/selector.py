@@ -15,7 +15,7 @@ from .accumulator import importance_layout
 from .arith import popcount
 from .collector import job_layout
 from .geometry import KEY_BITS, DcuGeometry
-from ..ema.ports import ReadSignature
+from ..streams import ReadSignature
 
 __all__ = ["Selector"]
 

@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from ...contracts.dcu import G_BITS, M_BITS, dcu_entry_layout
 from .collector import job_layout
 from .geometry import WEIGHT_BITS, WEIGHT_SHIFT, DcuGeometry
-from ..ema.ports import ReadSignature
+from ..streams import ReadSignature
 
 __all__ = ["Weigher"]
 

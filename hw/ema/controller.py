@@ -16,7 +16,7 @@ from .allocator import Allocator, LocationWriter, location_layout, read_layout
 from .decoder import Decoder
 from .geometry import AXI_ID_WIDTH, DATA_WIDTHS, EmaGeometry
 from .issuer import BurstIssuer, burst_layout
-from .ports import ReadSignature, StreamFIFO
+from ..streams import ReadSignature, StreamFIFO
 from .registers import Registers
 from .writer import BeatWriter
 

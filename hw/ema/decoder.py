@@ -12,7 +12,8 @@ from ...contracts.ema import (MASK_BITS, TAG_BITS, EmaError, EmaOp, EmaStatus,
                               ema_command_layout, ema_descriptor_layout)
 from ...contracts.weight_layout import Matrix
 from .geometry import EmaGeometry
-from .ports import ErrorSignature, ReadSignature, field_registers
+from ..streams import ReadSignature, field_registers
+from .ports import ErrorSignature
 from .slots import RunFinder, SlotTable
 
 __all__ = ["ItemKind", "item_layout", "Decoder"]

@@ -9,7 +9,8 @@ from amaranth.lib.wiring import In, Out
 from ...contracts.ema import (CSR_ADDR_BITS, CSR_DATA_BITS, MASK_BITS, TAG_BITS, EmaCsr,
                               EmaError, ema_status_layout)
 from .geometry import COUNTER_BITS, EmaGeometry
-from .ports import ErrorSignature, ReadSignature
+from ..streams import ReadSignature
+from .ports import ErrorSignature
 
 __all__ = ["Registers"]
 

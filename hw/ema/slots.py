@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...contracts.ema import EXPERT_BITS, LAYER_BITS, MASK_BITS
 from .geometry import EmaGeometry, bits_for
-from .ports import field_registers
+from ..streams import field_registers
 
 __all__ = ["key_layout", "SlotTable", "RunFinder"]
 

@@ -13,7 +13,7 @@ from ...contracts.weight_layout import WeightLayout
 from ..axi import Axi4Signature, forward
 from .controller import DEFAULTS, EmaController
 from .geometry import AXI_ID_WIDTH, EmaGeometry
-from .ports import ReadSignature
+from ..streams import ReadSignature
 
 __all__ = ["EmaSystem"]
 

@@ -2,7 +2,7 @@
 
 Scores and router logits in, per token its class, experts and weights out, and per chunk the
 fetch list as EMA commands; the contract is docs/contracts.md, "Prompt routing", and its
-reference golden/pru.py. Small components joined by streams:
+reference golden/blocks/pru.py. Small components joined by streams:
 
 1. `Classifier` (classifier.py): the encoder's Q.16 score x the prompt length against the Q.16
    thresholds, one class per token;

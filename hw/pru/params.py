@@ -13,7 +13,7 @@ from ...contracts.pru import LOGIT_BITS, SCORE_BITS, WEIGHT_BITS, TokenClass
 __all__ = ["PruParams", "bits_for", "pick_register_for", "PRU_MAX_TOKENS", "PRU_LOGIT_LANES",
            "PRU_TREE_LEVELS_PER_CYCLE"]
 
-#: the longest prompt: the bundled prefill encoder's window (golden.prefill.EncoderSettings)
+#: the longest prompt: the bundled prefill encoder's window (golden.policies.prefill.EncoderSettings)
 PRU_MAX_TOKENS = 128
 #: router logits per input beat (256 bits): the rate that keeps the PRU ahead of the MAC
 #: clusters on the bundled model's prefill (docs/blocks/pru.md, "Throughput")
@@ -47,7 +47,7 @@ def pick_register_for(n_experts: int) -> int:
 class PruParams:
     """n_experts, top_k, n_layers, d_model and expert_ffn are the model's (the last two size the
     fetch's mask words); chunk is policies.prefill_chunk; max_tokens the longest prompt (the
-    encoder's window); the thresholds are Q.16 (golden.pru.tau_q16) and the budgets count
+    encoder's window); the thresholds are Q.16 (golden.blocks.pru.tau_q16) and the budgets count
     experts, top-1 included; `lanes` router logits arrive per beat (it divides n_experts); an
     EMA step names at most `experts_per_step` whole experts (what the EMA's slots and buffer
     hold: edgexpert.blocks.pru_experts_per_step); `pick_register` > 0 puts a register after

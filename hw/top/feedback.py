@@ -75,7 +75,7 @@ class ScaleTap(wiring.Component):
     also a DCU entry (m, e, the routing weight g) to `entries`. The DCU's exponent is 8 bits
     (edgexpert.contracts.dcu): the engine's 16-bit hidden exponent is cut to its low 8, exact
     for the contract's exponents (quantize_vec's hidden scales: 20..40 on the bundled model,
-    golden/dcu.py E_RANGE)."""
+    golden/blocks/dcu.py E_RANGE)."""
 
     def __init__(self, candidates: int):
         super().__init__({

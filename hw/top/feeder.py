@@ -24,7 +24,7 @@ from amaranth.lib.wiring import In, Out
 from ...contracts.ema import MASK_BITS, EmaOp, EmaStatus, ema_command_layout, ema_completion_layout
 from ...contracts.weight_layout import Matrix
 from ..ema.geometry import EmaGeometry
-from ..ema.ports import ReadSignature
+from ..streams import ReadSignature
 from ..engine.layouts import column_layout, scale_words_layout
 from .layouts import channel_layout, job_layout, line_layout, word_layout
 

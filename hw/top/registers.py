@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ...contracts.ema import CSR_ADDR_BITS, CSR_DATA_BITS, EmaStatus
 from ...contracts.top import TOP_CSR_ADDR_BITS, TopCsr
 from ..ema.geometry import COUNTER_BITS
-from ..ema.ports import ReadSignature
+from ..streams import ReadSignature
 
 __all__ = ["TopRegisters"]
 

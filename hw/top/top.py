@@ -15,7 +15,7 @@ from ..axi import Axi4Signature, forward
 from ..dcu import Dcu
 from ..ema import EmaSystem
 from ..ema.geometry import AXI_ID_WIDTH
-from ..ema.ports import ReadSignature, StreamFIFO
+from ..streams import ReadSignature, StreamFIFO
 from ..engine import ExpertEngine
 from ..engine.layouts import act_layout, hidden_scale_layout, moe_layout, sum_layout
 from ..pru import Pru

@@ -1,0 +1,2 @@
+"""Block references written from the contracts: the EMA controller, the depth coalescing unit and
+the prompt routing unit."""

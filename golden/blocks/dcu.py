@@ -1,0 +1,108 @@
+"""The depth coalescing unit's integer contract (docs/contracts.md, "Depth coalescing"): the
+channel importance of one depth group and expert, and the selection of the channels fetched.
+
+Pure integer arithmetic on int64 tensors; the DCU's RTL (hw/dcu/) matches it bit for bit, the
+policy (golden/policies/registry.py, `salient_channels`) and the mask traces (golden/traces/masks.py) select with
+it. This module is the reference: it does not share code with the RTL.
+
+For one depth group of n candidates c that use expert e, with int8 inputs q[c, j] (the MoE input
+x_q for GATE_UP, the expert's hidden vector hidden_q for DOWN) with scales m_c * 2^-e_c, Q.16
+routing weights g_c and the expert's 0/1 pruning mask p[j]:
+
+    P_c = m_c * g_c                               (exact, < 2^31)
+    E   = min e_c over the candidates with P_c > 0
+    W_c = floor(P_c / 2^(e_c - E + WEIGHT_SHIFT))  (< 2^16; 0 when P_c = 0)
+    I_j = sum_c |q[c, j]| * W_c                    (< 2^29)
+    K_j = 2 * I_j * p[j] + p[j]                    (the selection key, < 2^30)
+
+and the channels fetched are the `keep` largest keys, ties to the lower channel index, with
+keep = max(1, min(k, number of unpruned channels)) for the requested count k
+(`selected_count`). The key's last bit puts every unpruned channel above every pruned one, so a
+pruned channel is never chosen while an unpruned one is left.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["WEIGHT_SHIFT", "M_BITS", "G_MAX", "E_RANGE", "MAX_CANDIDATES", "WEIGHT_BITS",
+           "IMPORTANCE_BITS", "KEY_BITS", "candidate_weights", "importance", "selection_keys",
+           "keep_count", "select", "select_mask"]
+
+I64 = torch.int64
+
+#: mantissas of the dyadic scales: below 2^15 (docs/contracts.md: quantize_vec gives m in
+#: [8257, 16513], normalize keeps products below 2^15)
+M_BITS = 15
+#: routing weights are Q.16 unsigned, at most 1.0 (docs/traces.md: 0..65536)
+G_MAX = 65536
+#: exponents the DCU's route port carries (signed 8 bits); the bundled model's traces use 20..40
+E_RANGE = (-128, 127)
+#: candidates per depth group: the draft tree's max_candidates (configs/default.yaml, EAGLE-3)
+MAX_CANDIDATES = 64
+#: P_c < 2^15 * 2^16 = 2^31; shifting by 15 leaves W_c < 2^16 for the group's largest scale
+WEIGHT_SHIFT = 15
+WEIGHT_BITS = 16
+#: |q| <= 127 (7 bits) times W < 2^16 is below 2^23; 64 candidates add 6 bits
+IMPORTANCE_BITS = 29
+KEY_BITS = IMPORTANCE_BITS + 1
+
+
+def _check(name: str, t: torch.Tensor, lo: int, hi: int) -> None:
+    if t.numel() and (int(t.min()) < lo or int(t.max()) > hi):
+        bad = t[(t < lo) | (t > hi)][0]
+        raise ValueError(f"{name} = {int(bad)} is out of range: accepted {lo}..{hi}")
+
+
+def candidate_weights(m: torch.Tensor, e: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """W_c [n] of the group's candidates from their scales (m, e) [n] and Q.16 weights g [n]."""
+    m, e, g = (torch.as_tensor(v).to(I64) for v in (m, e, g))
+    _check("scale mantissa m", m, 0, 2**M_BITS - 1)
+    _check("scale exponent e", e, *E_RANGE)
+    _check("routing weight g", g, 0, G_MAX)
+    p = m * g
+    live = p > 0
+    if not bool(live.any()):
+        return torch.zeros_like(p)
+    shift = e - int(e[live].min()) + WEIGHT_SHIFT
+    # a shift past the product's 31 bits leaves 0, the same as floor division
+    return torch.where(live, torch.bitwise_right_shift(p, torch.clamp(shift, max=62)), 0)
+
+
+def importance(q: torch.Tensor, m, e, g) -> torch.Tensor:
+    """I_j [C] of a group: q [n, C] int8 values, (m, e, g) [n] per candidate."""
+    q = torch.as_tensor(q).to(I64)
+    if q.dim() != 2 or not 1 <= q.shape[0] <= MAX_CANDIDATES:
+        raise ValueError(f"a group has {tuple(q.shape)} inputs: accepted [1..{MAX_CANDIDATES}, C]")
+    _check("input q", q, -127, 127)
+    return (q.abs() * candidate_weights(m, e, g)[:, None]).sum(0)
+
+
+def selection_keys(q, m, e, g, prune: torch.Tensor | None = None) -> torch.Tensor:
+    """K_j = 2 I_j p_j + p_j [C] (p all ones without a pruning mask)."""
+    imp = importance(q, m, e, g)
+    p = torch.ones_like(imp) if prune is None else (torch.as_tensor(prune) > 0).to(I64)
+    return 2 * imp * p + p
+
+
+def keep_count(channels: int, k: int, prune: torch.Tensor | None = None) -> int:
+    """How many channels are selected: k, at most the unpruned ones, at least one."""
+    unpruned = channels if prune is None else int((torch.as_tensor(prune) > 0).sum())
+    return max(1, min(k, unpruned))
+
+
+def select(q, m, e, g, k: int, prune: torch.Tensor | None = None) -> torch.Tensor:
+    """The selected channels of one group and expert, ascending: the keep_count(C, k, prune)
+    largest keys, ties to the lower channel index."""
+    keys = selection_keys(q, m, e, g, prune)
+    keep = keep_count(keys.shape[0], k, prune)
+    # a stable sort on the negated key keeps the lower channel first among equals
+    return torch.sort(torch.sort(-keys, stable=True).indices[:keep]).values
+
+
+def select_mask(q, m, e, g, k: int, prune: torch.Tensor | None = None) -> torch.Tensor:
+    """`select` as a 0/1 int64 mask [C]."""
+    chosen = select(q, m, e, g, k, prune)
+    out = torch.zeros(torch.as_tensor(q).shape[1], dtype=I64)
+    out[chosen] = 1
+    return out

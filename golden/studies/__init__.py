@@ -1,0 +1,2 @@
+"""Studies over the policies: side-by-side evaluation, the settings ablations, measurements of the
+model, prefill calibration, the dispatch benchmark."""
