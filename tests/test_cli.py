@@ -291,8 +291,9 @@ def fake_policy_run(monkeypatch, tmp_path):
     titles = []
     monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
     monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
-        types.SimpleNamespace(model=None), [[1, 2]], [[3, 4]], 0))
-    monkeypatch.setattr(edgexpert.golden.policies.prefill, "load_encoder", lambda model: (None, {}))
+        types.SimpleNamespace(model=None, path=tmp_path), [[1, 2]], [[3, 4]], 0))
+    monkeypatch.setattr(edgexpert.golden.policies.prefill, "load_encoder",
+                        lambda model, path: (None, {}))
     monkeypatch.setattr(edgexpert.cli.policies, "eagle_head", lambda ckpt, config, needed=False: None)
     monkeypatch.setattr(edgexpert.golden.studies.evaluate, "compare", lambda *a: {"ar": metrics})
     monkeypatch.setattr(edgexpert.golden.studies.ablate, "run_study", lambda *a, **k: {"x": metrics})
@@ -397,11 +398,13 @@ def test_progress_bars_go_to_stderr_only_and_quiet_stops_them(monkeypatch, tmp_p
                "tokens": 10, "steps": 10, "pass_kinds": {"ar": {
                    "runs_per_step": 1.0, "tokens": 1.0, "context": 10.0, "expert_bytes": 1.0}}}
     monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
-    monkeypatch.setattr(edgexpert.golden.policies.prefill, "load_encoder", lambda model: (None, {}))
+    monkeypatch.setattr(edgexpert.golden.policies.prefill, "load_encoder",
+                        lambda model, path: (None, {}))
     monkeypatch.setattr(edgexpert.cli.policies, "eagle_head", lambda ckpt, config, needed=False: None)
     monkeypatch.setattr(edgexpert.cli.plot, "tradeoff_plot", lambda result, path, title: path)
     monkeypatch.setattr(edgexpert.cli.policies, "_policy_inputs", lambda args, config: (
-        types.SimpleNamespace(model=types.SimpleNamespace(cfg=None)), [[1, 2]], [[3, 4]], 0))
+        types.SimpleNamespace(model=types.SimpleNamespace(cfg=None), path=tmp_path), [[1, 2]],
+        [[3, 4]], 0))
     monkeypatch.setattr(evaluate, "FloatEngine", lambda model: None)
     monkeypatch.setattr(evaluate, "WeightLayout", types.SimpleNamespace(for_model=lambda c: None))
     monkeypatch.setattr(evaluate, "decode_ar", lambda *a: None)

@@ -162,3 +162,25 @@ def test_lpddr5_accepts_its_own_speed_bin():
     dram = load_config(overrides=["platform.dram.type=LPDDR5",
                                   "platform.dram.data_rate_mtps=6400"]).platform.dram
     assert dram.peak_bytes_per_s == 2 * 6400e6 * 2
+
+
+def test_the_fine_model_brings_its_shape_under_the_users_own_values():
+    fine = load_config(overrides=["model.name=fine"])
+    assert (fine.model.n_experts, fine.model.top_k, fine.model.expert_ffn) == (64, 8, 32)
+    # the active FFN is the coarse model's: both spend the same expert MACs per token
+    coarse = load_config().model
+    assert fine.model.top_k * fine.model.expert_ffn == coarse.top_k * coarse.expert_ffn
+    assert load_config(overrides=["model.name=fine", "model.top_k=6"]).model.top_k == 6
+    assert load_config().model.name == "coarse"
+
+
+def test_a_model_that_is_not_bundled_is_refused_by_name():
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=["model.name=huge"])
+    assert str(info.value) == "model.name = 'huge' is not accepted: accepted coarse, fine"
+
+
+def test_the_pruned_checkpoint_belongs_to_the_coarse_model():
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=["model.name=fine", "policies.pruned_checkpoint=bundled"])
+    assert "not the fine model's: accepted none" in str(info.value)

@@ -120,21 +120,24 @@ def prompt_texts(args) -> list[str]:
     return texts + args.prompt
 
 
-def golden_inputs(checkpoint: str | None = None, prompts: str | None = None,
-                  texts: list[str] = (), decode=None):
+def golden_inputs(config: Config, checkpoint: str | None = None, prompts: str | None = None,
+                  texts: list[str] = ()):
     """What the decoding commands start from: (checkpoint, corpus, prompts, end-of-text id). The
-    prompts are `texts` tokenized when given (each must leave room in the context for `decode`'s
-    new tokens and draft tree), else those of the `prompts` JSON file or the bundled ones."""
-    from ..golden.lm.checkpoint import load_checkpoint
+    checkpoint is the folder `checkpoint` when given, else the bundled model `model.name`
+    names (of the configuration's shape). The prompts are `texts` tokenized when given (each
+    must leave room in the context for the new tokens and draft tree of `config.decode`), else
+    those of the `prompts` JSON file or the bundled ones."""
+    from ..golden.lm.checkpoint import load_bundled, load_checkpoint
     from ..golden.lm.corpus import load_corpus
     from ..golden.lm.prompts import load_prompts, text_prompts
     from ..golden.lm.tokenizer import EOT
     if texts and prompts:
         raise InputError("--prompts names held-out prompts; --prompt and --prompt-file give your "
                          "own: accepted one of the two")
-    ckpt = load_checkpoint(checkpoint)
+    ckpt = load_checkpoint(checkpoint) if checkpoint else load_bundled(config.model)
     corpus = load_corpus()
     if texts:
+        decode = config.decode
         room = ckpt.model.cfg.max_seq_len - decode.max_new_tokens - decode.max_depth
         token_lists = text_prompts(list(texts), ckpt.tokenizer, max(room, 0))
     else:

@@ -145,7 +145,7 @@ def _golden(config, emit) -> tuple[dict, list]:
     on the bundled prompts; `emit` takes its line."""
     from ..golden.decoding.decode import compare_modes
     from ..golden.integer.int_model import quantize_model
-    ckpt, _, prompts, eot = golden_inputs()
+    ckpt, _, prompts, eot = golden_inputs(config)
     decoded = compare_modes(quantize_model(ckpt.model), prompts, config.decode, eot)
     ar, sd = decoded["ar"], decoded["naive_sd"]
     emit(f"  golden     {len(prompts)} held-out prompts on the A8W4 integer path: speculative "

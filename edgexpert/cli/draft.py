@@ -9,18 +9,19 @@ __all__ = ["register", "eagle_head"]
 
 
 def eagle_head(ckpt, config, needed: bool = False):
-    """The bundled EAGLE head for `ckpt`'s model when a policy may draft with it
+    """The EAGLE head beside `ckpt` (its eagle/ folder) when a policy may draft with it
     (policies.draft other than self, or `needed`), else None. A head trained for another
     checkpoint is refused in one line (golden.decoding.eagle.EagleError)."""
     if config.policies.draft == "self" and not needed:
         return None
     from ..golden.decoding.eagle import load_eagle
-    return load_eagle(ckpt.model)[0]
+    return load_eagle(ckpt.model, ckpt.path / "eagle")[0]
 
 
 def cmd_draft_train(args) -> int:
     """Train the EAGLE draft head for the checkpoint (golden/decoding/eagle.py)."""
-    load(args)   # validated only: the head's settings are EagleSettings, not config keys
+    # the head's settings are EagleSettings, not config keys: the config names the model
+    config = load(args)
     if args.steps is not None and not 1 <= args.steps <= 1_000_000:
         raise InputError(f"--steps {args.steps} is out of range: accepted 1..1000000")
     if args.draft_vocab is not None and not 0 <= args.draft_vocab <= 1 << 20:
@@ -31,11 +32,11 @@ def cmd_draft_train(args) -> int:
     import torch
 
     from ..support.tools import build_root
-    from ..golden.decoding.eagle import EagleSettings, bundled_eagle_dir, save_eagle, train_eagle
+    from ..golden.decoding.eagle import EagleSettings, save_eagle, train_eagle
     from ..golden.lm.train import token_streams
     # one thread: bit-identical reruns, and the other core stays free
     torch.set_num_threads(1)
-    ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
+    ckpt, corpus, _, _ = golden_inputs(config, args.checkpoint)
     if ckpt.model.cfg.n_layers < 4:
         raise InputError(f"the checkpoint has {ckpt.model.cfg.n_layers} layers: the head fuses "
                          "layers 0, 1 and 3, accepted models of at least 4 layers")
@@ -51,8 +52,9 @@ def cmd_draft_train(args) -> int:
     save_eagle(head, meta, out)
     installed = ""
     if args.install:
-        save_eagle(head, meta, bundled_eagle_dir())
-        installed = f" (installed in {bundled_eagle_dir()})"
+        # a head sits next to the checkpoint it drafts for (load_eagle checks it is that one)
+        save_eagle(head, meta, ckpt.path / "eagle")
+        installed = f" (installed in {ckpt.path / 'eagle'})"
     print(f"eagle draft head {out}{installed}: {meta['parameters']} parameters, "
           f"{meta['draft_pass_bytes']} B per draft pass, held-out top-1 agreement "
           f"{meta['heldout_top1']} per unroll step, {meta['train_seconds']} s, seed {settings.seed}")
@@ -65,10 +67,11 @@ def register(sub) -> None:
     draft = p.add_subparsers(dest="draft_command", required=True, metavar="ACTION")
     q = draft.add_parser("train", parents=[settings_options(1)],
                          help="train the EAGLE draft head (build/draft/eagle); its settings are "
-                              "golden/decoding/eagle.py's EagleSettings, so --config and --set are only "
-                              "validated")
+                              "golden/decoding/eagle.py's EagleSettings, so --config and --set "
+                              "only name the model (model.name)")
     q.add_argument("--install", action="store_true",
-                   help="also copy it into golden/checkpoint/eagle/ (the bundled head)")
+                   help="also copy it into the checkpoint's eagle/ folder (the bundled "
+                        "model's: golden/checkpoint/eagle/ or golden/checkpoint_fine/eagle/)")
     q.add_argument("--steps", type=int, metavar="N", help="optimizer steps (default 600)")
     q.add_argument("--draft-vocab", type=int, metavar="N",
                    help="draft vocabulary: the N most frequent training tokens (default 1024; "

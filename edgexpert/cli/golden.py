@@ -16,7 +16,8 @@ def cmd_train(args) -> int:
     from ..golden.lm.checkpoint import bundled_checkpoint_dir
     from ..golden.lm.train import train
     config = load(args)
-    out = bundled_checkpoint_dir() if args.install else Path(args.out or build_root() / "train")
+    out = (bundled_checkpoint_dir(config.model.name) if args.install
+           else Path(args.out or build_root() / "train"))
     meta = train(config, out, args.command_line, progress=not quiet_requested(args))
     print(f"checkpoint {out}: held-out loss {meta['heldout_loss']} nats/token (bigram baseline "
           f"{meta['bigram_heldout_loss']}), {meta['train_tokens_per_second']} tokens/s")
@@ -61,8 +62,8 @@ def cmd_decode(args) -> int:
     from ..golden.integer.int_model import quantize_model
     from ..contracts.trace import write_trace
     from ..golden.traces.decode_trace import build_trace
-    ckpt, _, prompts, eot = golden_inputs(args.checkpoint, args.prompts, prompt_texts(args),
-                                          config.decode)
+    ckpt, _, prompts, eot = golden_inputs(config, args.checkpoint, args.prompts,
+                                          prompt_texts(args))
     engine = quantize_model(ckpt.model) if args.path == "int" else FloatEngine(ckpt.model)
     result = compare_modes(engine, prompts, config.decode, eot, keep_traces=bool(args.traces))
     if args.traces:
@@ -95,7 +96,7 @@ def cmd_analyze(args) -> int:
     from ..golden.decoding.decode import decode_speculative
     from ..golden.integer.int_model import quantize_model
     from ..golden.lm.train import eval_windows, token_streams
-    ckpt, corpus, prompts, eot = golden_inputs(args.checkpoint)
+    ckpt, corpus, prompts, eot = golden_inputs(config, args.checkpoint)
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     seq = ckpt.meta["eval"]["seq_len"]
     engine = quantize_model(ckpt.model)
@@ -147,7 +148,8 @@ def register(sub) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--out", metavar="DIR", help="checkpoint folder (default build/train)")
     where.add_argument("--install", action="store_true",
-                       help="replace the bundled checkpoint in golden/checkpoint/")
+                       help="replace the bundled checkpoint model.name names (golden/checkpoint/; "
+                            "golden/checkpoint_fine/ with --set model.name=fine)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("prune", parents=[settings_options()],

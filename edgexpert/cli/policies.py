@@ -31,8 +31,7 @@ def _policy_inputs(args, config):
     """What `compare` and `ablate` measure on: (checkpoint, prompts, held-out windows,
     end-of-text id)."""
     from ..golden.lm.train import eval_windows, token_streams
-    ckpt, corpus, prompts, eot = golden_inputs(args.checkpoint, texts=prompt_texts(args),
-                                               decode=config.decode)
+    ckpt, corpus, prompts, eot = golden_inputs(config, args.checkpoint, texts=prompt_texts(args))
     p = config.policies
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     windows = [w.tolist() for w in
@@ -56,7 +55,7 @@ def _with_traffic(results: dict, config) -> dict:
     """Every byte a decoded token costs, per policy (sim/perf/traffic.py), ordered by total bytes."""
     from ..sim.perf.models import bundled_spec
     from ..sim.perf.traffic import add_traffic
-    return add_traffic(results, bundled_spec(), config)
+    return add_traffic(results, bundled_spec(config.model.name), config)
 
 
 def _policy_header(command: str, config, prompts, windows, args) -> str:
@@ -76,7 +75,7 @@ def cmd_compare(args) -> int:
     from .plot import tradeoff_plot
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
     result = _with_traffic(compare(config, ckpt.model, prompts, windows, eot,
-                                   load_encoder(ckpt.model)[0], eagle_head(ckpt, config)), config)
+                                   load_encoder(ckpt.model, ckpt.path)[0], eagle_head(ckpt, config)), config)
     report = {"policies": result, "prompts": len(prompts), "windows": len(windows),
               "decode": dataclasses.asdict(config.decode),
               "settings": dataclasses.asdict(config.policies)}
@@ -113,7 +112,7 @@ def cmd_ablate(args) -> int:
     from .plot import tradeoff_plot
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
     header = _policy_header("ablate", config, prompts, windows, args)
-    encoder = load_encoder(ckpt.model)[0]
+    encoder = load_encoder(ckpt.model, ckpt.path)[0]
     # these studies draft with the head whatever policies.draft says
     eagle = eagle_head(ckpt, config, needed=bool({"draft", "combined", "tree"} & set(studies)))
     everything = {}

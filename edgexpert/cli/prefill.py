@@ -17,17 +17,18 @@ MSE_BOUND = 0.012
 
 def cmd_prefill_train(args) -> int:
     """Train EdgeXpert's prefill token encoder for the bundled checkpoint (golden/policies/prefill.py)."""
-    load(args)   # validated only: the encoder's settings are EncoderSettings, not config keys
+    # the encoder's settings are EncoderSettings, not config keys: the config names the model
+    config = load(args)
     if args.steps is not None and not 1 <= args.steps <= 1_000_000:
         raise InputError(f"--steps {args.steps} is out of range: accepted 1..1000000")
     import torch
 
     from ..support.tools import build_root
-    from ..golden.policies.prefill import EncoderSettings, bundled_encoder_dir, save_encoder, train_encoder
+    from ..golden.policies.prefill import EncoderSettings, save_encoder, train_encoder
     from ..golden.lm.train import token_streams
     # one thread: bit-identical reruns, and the other core stays free
     torch.set_num_threads(1)
-    ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
+    ckpt, corpus, _, _ = golden_inputs(config, args.checkpoint)
     train_stream, heldout_stream = token_streams(corpus, ckpt.tokenizer)
     settings = EncoderSettings(steps=args.steps) if args.steps else EncoderSettings()
     encoder, meta = train_encoder(ckpt.model, train_stream, heldout_stream, settings)
@@ -37,8 +38,9 @@ def cmd_prefill_train(args) -> int:
     save_encoder(encoder, meta, out)
     installed = ""
     if args.install:
-        save_encoder(encoder, meta, bundled_encoder_dir())
-        installed = f" (installed in {bundled_encoder_dir()})"
+        # the bundled encoder sits next to the bundled model it was trained for
+        save_encoder(encoder, meta, ckpt.path)
+        installed = f" (installed in {ckpt.path})"
     print(f"prefill encoder {out}{installed}: held-out Spearman {meta['heldout_spearman']} over "
           f"{meta['heldout_windows']} windows, {meta['train_seconds']} s, seed {settings.seed}")
     return 0
@@ -64,8 +66,8 @@ def _heldout_inputs(args, config):
     from ..golden.policies.prefill import load_encoder
     from ..golden.lm.train import token_streams
     torch.set_num_threads(1)
-    ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
-    encoder, _ = load_encoder(ckpt.model)
+    ckpt, corpus, _, _ = golden_inputs(config, args.checkpoint)
+    encoder, _ = load_encoder(ckpt.model, ckpt.path)
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     return FloatEngine(ckpt.model), ckpt, encoder, _prompt_windows(heldout, config, args.windows)
 
@@ -90,8 +92,8 @@ def cmd_calibrate(args) -> int:
     from ..golden.studies.prefill_calibration import choose, default_grid, pareto_front, sweep
     from ..golden.lm.train import token_streams
     torch.set_num_threads(1)
-    ckpt, corpus, _, _ = golden_inputs(args.checkpoint)
-    encoder, _ = load_encoder(ckpt.model)
+    ckpt, corpus, _, _ = golden_inputs(config, args.checkpoint)
+    encoder, _ = load_encoder(ckpt.model, ckpt.path)
     train_stream, _ = token_streams(corpus, ckpt.tokenizer)
     # prefill bodies: a prompt of eval_prompt_tokens minus its last token (the first root)
     windows = torch.tensor(_prompt_windows(train_stream, config, args.windows))[:, :-1]
@@ -190,10 +192,11 @@ def register(sub) -> None:
     prefill = p.add_subparsers(dest="prefill_command", required=True, metavar="ACTION")
     q = prefill.add_parser("train", parents=[settings_options(1)],
                            help="train the token-importance encoder (build/prefill/encoder); its "
-                                "settings are golden/policies/prefill.py's EncoderSettings, so --config "
-                                "and --set are only validated")
+                                "settings are golden/policies/prefill.py's EncoderSettings, so "
+                                "--config and --set only name the model (model.name)")
     q.add_argument("--install", action="store_true",
-                   help="also copy it into golden/checkpoint/ (the bundled encoder)")
+                   help="also copy it next to the checkpoint it was trained for (the "
+                        "bundled model's folder, golden/checkpoint/ or golden/checkpoint_fine/)")
     q.add_argument("--steps", type=int, metavar="N", help="optimizer steps (default 1500)")
     checkpoint_option(q)
     q.set_defaults(func=cmd_prefill_train)

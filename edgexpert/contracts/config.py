@@ -24,7 +24,7 @@ __all__ = [
     "ConfigError", "MacLaneConfig", "EmaConfig", "EngineConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
     "PolicyConfig", "SynthConfig", "DramConfig", "PlatformConfig", "DRAM_MAX_DATA_RATE_MTPS",
     "Config",
-    "load_config", "apply_overrides", "build_dataclass",
+    "load_config", "apply_overrides", "build_dataclass", "MODEL_NAMES",
 ]
 
 
@@ -83,9 +83,18 @@ class HardwareConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
 
 
+#: the bundled models, each a checkpoint folder of golden/ and, past the first, a settings file
+#: configs/<name>.yaml that `model.name` brings in over the defaults (`load_config`)
+MODEL_NAMES = ("coarse", "fine")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape of the MoE language model the golden model builds and trains."""
+    name: str = _choice(MODEL_NAMES, "coarse", "the bundled model commands load when no "
+                        "--checkpoint is given: coarse (golden/checkpoint/, 32 experts, top-4, "
+                        "width 64) or fine (golden/checkpoint_fine/, 64 experts, top-8, width 32: "
+                        "OLMoE's granularity, its shape from configs/fine.yaml)")
     vocab_size: int = _int(2, 1 << 20, 4096, "vocabulary size")
     d_model: int = _int(16, 8192, 192, "residual stream width")
     n_layers: int = _int(1, 128, 4, "decoder layers")
@@ -322,6 +331,10 @@ class Config:
         if p.prefill_tau_minor > p.prefill_tau_major:
             raise ConfigError(f"policies.prefill_tau_minor = {p.prefill_tau_minor} is out of range: "
                               f"accepted 0.0..policies.prefill_tau_major (= {p.prefill_tau_major})")
+        if p.pruned_checkpoint == "bundled" and self.model.name != MODEL_NAMES[0]:
+            raise ConfigError(f"policies.pruned_checkpoint = bundled is the {MODEL_NAMES[0]} "
+                              f"model's pruned checkpoint, not the {self.model.name} model's: "
+                              "accepted none")
         if self.train.seq_len > self.model.max_seq_len:
             raise ConfigError(f"train.seq_len = {self.train.seq_len} is out of range: accepted "
                               f"16..model.max_seq_len (= {self.model.max_seq_len})")
@@ -418,15 +431,21 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
-    """Load the bundled defaults, then `path` (if given), then `overrides`; validate all."""
-    data = _default_data()
+    """Load the bundled defaults, then `path` (if given), then `overrides`; validate all. A
+    bundled model other than the first (`model.name`, set in `path` or `overrides`) brings its
+    settings file configs/<name>.yaml in between the defaults and the user's own values."""
+    user: dict = {}
     if path is not None:
         path = Path(path)
         try:
             text = path.read_text()
         except OSError as exc:
             raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
-        data = _merge(data, _read_yaml(text, str(path)))
-    data = apply_overrides(data, list(overrides))
-    return build_dataclass(Config, data, "")
-
+        user = _read_yaml(text, str(path))
+    user = apply_overrides(user, list(overrides))
+    data = _default_data()
+    name = (user.get("model") or {}).get("name") if isinstance(user.get("model"), dict) else None
+    if name in MODEL_NAMES[1:]:     # any other value is refused below, naming the choices
+        text = resources.files("edgexpert.contracts").joinpath(f"configs/{name}.yaml").read_text()
+        data = _merge(data, _read_yaml(text, f"bundled configs/{name}.yaml"))
+    return build_dataclass(Config, _merge(data, user), "")

@@ -25,13 +25,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 from tokenizers import Tokenizer
 
-from ...contracts.config import ConfigError, ModelConfig, build_dataclass
+from ...contracts.config import MODEL_NAMES, ConfigError, ModelConfig, build_dataclass
 from ...contracts.errors import InputError
 from .model import MoEModel
 from .tokenizer import load_tokenizer
 
 __all__ = ["CheckpointError", "Checkpoint", "save_checkpoint", "load_checkpoint",
-           "bundled_checkpoint_dir", "META_VERSION", "weights_sha256", "save_tensors", "save_meta"]
+           "bundled_checkpoint_dir", "load_bundled", "META_VERSION", "weights_sha256", "save_tensors", "save_meta"]
 
 META_VERSION = 1
 
@@ -48,8 +48,26 @@ class Checkpoint:
     path: Path
 
 
-def bundled_checkpoint_dir() -> Path:
-    return Path(__file__).resolve().parents[1] / "checkpoint"
+def bundled_checkpoint_dir(name: str = MODEL_NAMES[0]) -> Path:
+    """The bundled model `name`'s folder (`model.name`): golden/checkpoint/ for the first,
+    golden/checkpoint_<name>/ for the others."""
+    if name not in MODEL_NAMES:
+        raise InputError(f"model {name!r} is not a bundled model: accepted {', '.join(MODEL_NAMES)}")
+    golden = Path(__file__).resolve().parents[1]
+    return golden / ("checkpoint" if name == MODEL_NAMES[0] else f"checkpoint_{name}")
+
+
+def load_bundled(cfg: ModelConfig) -> "Checkpoint":
+    """The bundled checkpoint `cfg.name` names, checked to have `cfg`'s shape: a configuration
+    that changes the shape without naming the model trained at it is refused in one line."""
+    ckpt = load_checkpoint(bundled_checkpoint_dir(cfg.name))
+    differ = [f"model.{f.name} = {getattr(cfg, f.name)!r} (the checkpoint has "
+              f"{getattr(ckpt.model.cfg, f.name)!r})" for f in dataclasses.fields(cfg)
+              if f.name != "name" and getattr(cfg, f.name) != getattr(ckpt.model.cfg, f.name)]
+    if differ:
+        raise InputError(f"the bundled {cfg.name} model does not have this shape: {differ[0]}; "
+                         f"accepted the shape it was trained at, or --checkpoint DIR for another")
+    return ckpt
 
 
 def weights_sha256(model: MoEModel, dtype: torch.dtype = torch.float16, shapes: bool = False) -> str:

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...contracts.config import MODEL_NAMES
 from ...contracts.weight_layout import WeightLayout
 
 __all__ = ["MoEModelSpec", "MODELS", "BUNDLED", "RESIDENT_ORDER", "model_spec", "model_names",
@@ -274,20 +275,21 @@ MODELS: dict[str, MoEModelSpec] = {m.name: m for m in (
 )}
 
 
-def _bundled_meta_path() -> Path:
+def _bundled_meta_path(name: str) -> Path:
     # the checkpoint's meta.json, read as a file: importing golden.lm.checkpoint would load torch
     from ... import golden
-    return Path(golden.__file__).resolve().parent / "checkpoint" / "meta.json"
+    folder = "checkpoint" if name == MODEL_NAMES[0] else f"checkpoint_{name}"
+    return Path(golden.__file__).resolve().parent / folder / "meta.json"
 
 
-def bundled_spec() -> MoEModelSpec:
-    """The bundled checkpoint's model (its meta.json `model` section, the ModelConfig it was
-    trained with; unset keys take ModelConfig's defaults)."""
+def bundled_spec(name: str = MODEL_NAMES[0]) -> MoEModelSpec:
+    """The bundled model `name`'s checkpoint (its meta.json `model` section, the ModelConfig it
+    was trained with; unset keys take ModelConfig's defaults)."""
     from ...contracts.config import ModelConfig, build_dataclass
-    cfg = build_dataclass(ModelConfig, json.loads(_bundled_meta_path().read_text())["model"],
-                          "model")
-    return spec_from_config(BUNDLED, "golden/checkpoint/meta.json (the bundled checkpoint's "
-                            "ModelConfig)", cfg)
+    path = _bundled_meta_path(name)
+    cfg = build_dataclass(ModelConfig, json.loads(path.read_text())["model"], "model")
+    return spec_from_config(BUNDLED, f"golden/{path.parent.name}/meta.json (the bundled "
+                            "checkpoint's ModelConfig)", cfg)
 
 
 def spec_from_config(name: str, source: str, cfg) -> MoEModelSpec:
