@@ -20,6 +20,8 @@ def _calibrate(args) -> int:
     `bench top`'s cycle file, each when its file exists (the absent one is named)."""
     from ..support.tools import build_root
 
+    from ..sim.perf.ema_model import BENCH_MEMORIES
+
     config = load(args)
     ema_path = build_root() / "bench" / "ema" / "summary.json"
     top_path = build_root() / "bench" / "top" / "cycles.json"
@@ -37,6 +39,15 @@ def _calibrate(args) -> int:
     else:
         notes.append(f"no top cycle file at {top_path} (run `edgexpert bench top`): the compute "
                      "model is not checked")
+    # the runs on a DRAM memory (`bench ema|top --memory lpddr4x`), where they exist
+    for memory in BENCH_MEMORIES[1:]:
+        dram_ema = ema_path.with_name(f"summary-{memory}.json")
+        if dram_ema.is_file():
+            dram_ok, out[f"ema_{memory}"] = _calibrate_ema(dram_ema, args.json)
+            ok = ok and dram_ok
+        dram_top = top_path.with_name(f"cycles-{memory}.json")
+        if dram_top.is_file():
+            out[f"top_{memory}"] = _calibrate_dram_passes(dram_top, config, args.json)
     if args.json:
         print_json({**out, "notes": notes})
     else:
@@ -105,6 +116,40 @@ def _calibrate_top(path: Path, config, quiet: bool) -> dict:
               f"{run['memory_wait_share']:.1%} of the cycles")
     if "prefill" in result:
         _print_prefill(result["prefill"])
+    return result
+
+
+def _calibrate_dram_passes(path: Path, config, quiet: bool) -> dict:
+    """The pass model's time against the top's busy cycles on a DRAM memory, pass by pass (a
+    report: no tolerance, docs/performance-model.md)."""
+    from ..contracts.weight_layout import WeightLayout
+    from ..sim.perf.passes import calibrate_dram_passes
+    try:
+        result = calibrate_dram_passes(json.loads(path.read_text()),
+                                       WeightLayout.for_model(config.model),
+                                       config.policies.coalescing_ratio)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path} is not a top cycle file of a DRAM memory ({exc}); rerun "
+                         "`edgexpert bench top --memory lpddr4x`") from None
+    result["cycle_file"] = str(path)
+    if quiet:
+        return result
+    print(f"\npass model vs the accelerator top on {result['memory']['memory']} ({path}): the "
+          f"model's time (fetch at the DRAM's efficiency, compute at "
+          f"{result['model_utilization']}, double buffered) against the busy cycles")
+    print(f"{'run':<16}{'pass':>5} {'kind':<7}{'beats':>7}{'MACs':>10}{'busy':>9}{'mem wait':>9}"
+          f"{'fetch':>8}{'compute':>8}{'model':>8}{'error':>8}")
+    for name, run in result["runs"].items():
+        for p in run["passes"]:
+            print(f"{name:<16}{p['pass']:>5} {p['kind']:<7}{p['beats']:>7}{p['macs']:>10,}"
+                  f"{p['busy']:>9,}{p['memory_wait']:>9,}{p['fetch_cycles']:>8,}"
+                  f"{p['compute_cycles']:>8,}{p['model_cycles']:>8,}{p['error']:>+8.1%}")
+    for name, run in result["runs"].items():
+        kinds = ", ".join(f"{k} {v['error']:+.1%} (memory wait {v['memory_wait_share']:.0%})"
+                          for k, v in run["by_kind"].items())
+        print(f"{name}: model {run['model_cycles']:,} cycles against {run['cycles']:,} "
+              f"({run['error']:+.1%}; by kind {kinds}; worst pass "
+              f"{run['max_abs_pass_error']:.1%})")
     return result
 
 
