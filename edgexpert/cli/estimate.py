@@ -17,15 +17,20 @@ __all__ = ["register"]
 
 def _calibrate(args) -> int:
     """The EMA cycle model against the last `bench ema`, and the compute model against the last
-    `bench top`'s cycle file, each when its file exists (the absent one is named)."""
-    from ..support.tools import build_root
-
+    `bench top`'s cycle file, each when its file exists (the absent one is named); the same on
+    each DRAM memory's files (`bench ema|top --memory M`) where they exist."""
     from ..sim.perf.ema_model import BENCH_MEMORIES
+    from ..support.tools import build_root
 
     config = load(args)
     ema_path = build_root() / "bench" / "ema" / "summary.json"
     top_path = build_root() / "bench" / "top" / "cycles.json"
-    if not ema_path.is_file() and not top_path.is_file():
+    # the runs on a DRAM memory (`bench ema|top --memory lpddr4x`), where they exist
+    dram_files = [(memory, kind, path) for memory in BENCH_MEMORIES[1:]
+                  for kind, path in (("ema", ema_path.with_name(f"summary-{memory}.json")),
+                                     ("top", top_path.with_name(f"cycles-{memory}.json")))
+                  if path.is_file()]
+    if not ema_path.is_file() and not top_path.is_file() and not dram_files:
         raise InputError(f"no EMA benchmark at {ema_path} and no top cycle file at {top_path}: "
                          "run `edgexpert bench ema` (and `edgexpert bench top`) first")
     ok, out, notes = True, {}, []
@@ -39,15 +44,12 @@ def _calibrate(args) -> int:
     else:
         notes.append(f"no top cycle file at {top_path} (run `edgexpert bench top`): the compute "
                      "model is not checked")
-    # the runs on a DRAM memory (`bench ema|top --memory lpddr4x`), where they exist
-    for memory in BENCH_MEMORIES[1:]:
-        dram_ema = ema_path.with_name(f"summary-{memory}.json")
-        if dram_ema.is_file():
-            dram_ok, out[f"ema_{memory}"] = _calibrate_ema(dram_ema, args.json)
+    for memory, kind, path in dram_files:
+        if kind == "ema":
+            dram_ok, out[f"ema_{memory}"] = _calibrate_ema(path, args.json)
             ok = ok and dram_ok
-        dram_top = top_path.with_name(f"cycles-{memory}.json")
-        if dram_top.is_file():
-            out[f"top_{memory}"] = _calibrate_dram_passes(dram_top, config, args.json)
+        else:
+            out[f"top_{memory}"] = _calibrate_dram_passes(path, config, args.json)
     if args.json:
         print_json({**out, "notes": notes})
     else:
