@@ -139,13 +139,13 @@ def _calibrate_dram_passes(path: Path, config, quiet: bool) -> dict:
     print(f"\npass model vs the accelerator top on {result['memory']['memory']} ({path}): the "
           f"model's time (fetch at the DRAM's efficiency, compute at "
           f"{result['model_utilization']}, double buffered) against the busy cycles")
-    print(f"{'run':<16}{'pass':>5} {'kind':<7}{'beats':>7}{'MACs':>10}{'busy':>9}{'mem wait':>9}"
-          f"{'fetch':>8}{'compute':>8}{'model':>8}{'error':>8}")
+    print(f"{'run':<16}{'pass':>5} {'kind':<7}{'beats':>8}{'MACs':>12}{'busy':>9}{'mem wait':>9}"
+          f"{'fetch':>9}{'compute':>9}{'model':>9}{'error':>8}")
     for name, run in result["runs"].items():
         for p in run["passes"]:
-            print(f"{name:<16}{p['pass']:>5} {p['kind']:<7}{p['beats']:>7}{p['macs']:>10,}"
-                  f"{p['busy']:>9,}{p['memory_wait']:>9,}{p['fetch_cycles']:>8,}"
-                  f"{p['compute_cycles']:>8,}{p['model_cycles']:>8,}{p['error']:>+8.1%}")
+            print(f"{name:<16}{p['pass']:>5} {p['kind']:<7}{p['beats']:>8,}{p['macs']:>12,}"
+                  f"{p['busy']:>9,}{p['memory_wait']:>9,}{p['fetch_cycles']:>9,}"
+                  f"{p['compute_cycles']:>9,}{p['model_cycles']:>9,}{p['error']:>+8.1%}")
     for name, run in result["runs"].items():
         kinds = ", ".join(f"{k} {v['error']:+.1%} (memory wait {v['memory_wait_share']:.0%})"
                           for k, v in run["by_kind"].items())
