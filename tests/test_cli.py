@@ -61,6 +61,12 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
      "edgexpert: error: hardware.ema: addr_width 16 does not reach the end of the weights"),
     (["bench", "ema", "--trace", "/nonexistent.json"],
      "edgexpert: error: cannot read mask trace /nonexistent.json"),
+    (["bench", "ema", "--memory", "ddr3"],
+     "edgexpert: error: --memory ddr3: memory 'ddr3' is not known: accepted latency, lpddr4x, "
+     "lpddr5"),
+    (["bench", "top", "--memory", "LPDDR4X"],
+     "edgexpert: error: --memory LPDDR4X: memory 'LPDDR4X' is not known: accepted latency, "
+     "lpddr4x, lpddr5"),
     (["bench", "pru", "--prompts", "9"],
      "edgexpert: error: --prompts 9 is out of range: accepted 1..8 (the bundled prompts)"),
     (["synth", "mac_lane", "--config", "/nonexistent.yaml"], "edgexpert: error: cannot read config"),

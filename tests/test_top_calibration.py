@@ -121,3 +121,37 @@ def test_estimate_calibrate_reads_the_cycle_file_and_names_the_missing_ema_bench
     proc = _estimate(tmp_path)
     assert proc.returncode == 2
     assert "is not a top cycle file" in proc.stderr and "accepted edgexpert-top-cycles" in proc.stderr
+
+
+def dram_cycle_file() -> dict:
+    """The hand-written cycle file on the LPDDR4X memory at 800 MHz, the bundled hardware's EMA
+    (256-bit bus, 256 KiB buffer): the draft memory-bound (100 beats, 1,600 MACs), the
+    verification compute-bound (100 beats, 12,000 MACs on 8 lanes)."""
+    from edgexpert.contracts.config import load_config
+    from edgexpert.sim.perf.ema_model import bench_memory
+    out = cycle_file()
+    out["memory"] = bench_memory("lpddr4x", load_config().platform)
+    out["hardware"] = {"lanes": 4, "ema": {"data_width": 256, "outstanding": 48,
+                                           "buffer_bytes": 262144, "buffer_banks": 4}}
+    return out
+
+
+def test_the_pass_model_against_the_top_on_dram():
+    from edgexpert.contracts.config import load_config
+    from edgexpert.contracts.weight_layout import WeightLayout
+    from edgexpert.sim.perf.passes import calibrate_dram_passes
+    layout = WeightLayout.for_model(load_config().model)
+    result = calibrate_dram_passes(dram_cycle_file(), layout, 0.75)
+    draft, verify = result["runs"]["naive_sd/none"]["passes"]
+    # the draft's 3,200 bytes take at least 3,200 / 20 = 160 cycles of 16 GB/s at 800 MHz, a
+    # little more at the DRAM's efficiency; its 1,600 MACs only 1,600 / 6.4 = 250 at 0.8 of 8
+    # lanes: one tile, so the model's time is the longer plus the shorter
+    assert 160 < draft["fetch_cycles"] < 160 / 0.85
+    assert draft["compute_cycles"] == 250
+    assert draft["model_cycles"] == draft["fetch_cycles"] + 250
+    assert draft["error"] == pytest.approx(draft["model_cycles"] / 1000 - 1, abs=1e-3)
+    assert verify["compute_cycles"] == 12000 / 6.4
+    by_kind = result["runs"]["naive_sd/none"]["by_kind"]
+    assert by_kind["verify"]["memory_wait_share"] == pytest.approx(100 / 3000, abs=1e-4)
+    with pytest.raises(ValueError, match="accepted a cycle file of a DRAM memory"):
+        calibrate_dram_passes(cycle_file(), layout, 0.75)

@@ -57,32 +57,41 @@ ERROR_SEEDS_BENCHMARK = 100
 
 def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
               waves: bool | None = None, error_cases: int = ERROR_CASES_CI,
-              error_seed: int | None = None, testcase: str | None = None) -> SimResult:
-    """Run every test of the EMA bench for one parameter set (or only `testcase`); raises
-    SimError on any failure. `bus_errors_random` runs `error_cases` cases, seeded
-    `error_seed`, `error_seed + 1`, ... (default: `seed`)."""
+              error_seed: int | None = None, testcase: str | None = None,
+              memory: dict | None = None, test_filter: str | None = None) -> SimResult:
+    """Run every test of the EMA bench for one parameter set (or only `testcase`, or those
+    `test_filter` matches); raises SimError on any failure. `bus_errors_random` runs
+    `error_cases` cases, seeded `error_seed`, `error_seed + 1`, ... (default: `seed`).
+    `memory`: `sim.perf.ema_model.bench_memory`'s parameters (default: the latency memory)."""
     hw = BENCH_CASES[case]
     masks = build_root() / "bench" / "ema" / f"golden_masks-{case}.json"
     golden_mask_trace(BENCH_LAYOUT, hw, masks, max_steps=3)
     params = {**hw, "layout": asdict(BENCH_LAYOUT), "trace_file": str(masks),
-              "error_cases": error_cases, "error_seed": seed if error_seed is None else error_seed}
+              "error_cases": error_cases, "error_seed": seed if error_seed is None else error_seed,
+              "memory": memory or {"memory": "latency"}}
+    if testcase is not None:
+        test_filter = rf"\.{testcase}$"
+    # the memory is the bench's, not the RTL's: every memory shares the case's build folder
     return run_cocotb(_system(BENCH_LAYOUT, hw), toplevel="ema_system", test_module=BENCH_MODULE,
                       case=case if testcase is None else f"{case}-{testcase}", params=params,
-                      simulator=simulator, seed=seed, waves=waves,
-                      test_filter=None if testcase is None else rf"\.{testcase}$",
-                      progress_total=1 if testcase else len(bench_tests()))
+                      simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
+                      progress_total=1 if testcase else 0 if test_filter else len(bench_tests()))
 
 
 def run_utilization(layout: WeightLayout, hw: dict, trace_file: Path, seed: int = 20261129,
-                    simulator: str = "verilator", waves: bool = False) -> SimResult:
+                    simulator: str = "verilator", waves: bool = False,
+                    memory: dict | None = None) -> SimResult:
     """The bus-utilization benchmark (not a test): every case of UTILIZATION_CASES at every
-    latency of UTILIZATION_LATENCIES, on the given hardware and model shape. `waves` records
-    the whole run (about a million cycles: a large file)."""
-    params = {**hw, "layout": asdict(layout), "trace_file": str(trace_file)}
+    latency of UTILIZATION_LATENCIES on the latency memory, or once on the DRAM `memory`
+    (`sim.perf.ema_model.bench_memory`'s parameters), on the given hardware and model shape.
+    `waves` records the whole run (about a million cycles: a large file)."""
+    params = {**hw, "layout": asdict(layout), "trace_file": str(trace_file),
+              "memory": memory or {"memory": "latency"}}
     case = "bench-{data_width}b-o{outstanding}".format(**hw)
+    runs = len(UTILIZATION_LATENCIES) if params["memory"]["memory"] == "latency" else 1
     return run_cocotb(_system(layout, hw), toplevel="ema_system", test_module=UTILIZATION_MODULE,
                       case=case, params=params, simulator=simulator, seed=seed, waves=waves,
-                      progress_total=len(UTILIZATION_CASES) * len(UTILIZATION_LATENCIES))
+                      progress_total=len(UTILIZATION_CASES) * runs)
 
 
 def golden_mask_trace(layout: WeightLayout, hw: dict, out: Path, ratio: float = 0.5,

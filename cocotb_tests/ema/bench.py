@@ -78,7 +78,8 @@ async def _steps(tb: EmaTB, steps: list[list[Descriptor]], name: str):
             beats=c["BEATS"], busy_cycles=c["BUSY_CYCLES"],
             utilization=round(c["BEATS"] / c["BUSY_CYCLES"], 4),
             weight_bytes_checked=checked_bytes, buffer_lines_checked=tb.g.lines * len(steps),
-            skipped_channels=c["SKIPPED_CHANNELS"], cycles=tb.monitor.cycle - start)
+            skipped_channels=c["SKIPPED_CHANNELS"], cycles=tb.monitor.cycle - start,
+            memory=tb.ram.report())
     return results
 
 

@@ -13,7 +13,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiBus
 
-from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
+from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam, memory_for
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
 from edgexpert.contracts.ema import Completion, Descriptor, encode_step
@@ -110,18 +110,19 @@ class EmaTB:
         self.weights = random_weights(self.layout, seed=cocotb.RANDOM_SEED)
         self.image = memory_image(self.layout, self.weights, junk_seed=cocotb.RANDOM_SEED + 1)
         self.ref = EmaReference(self.layout, self.g.beat_bytes, p["buffer_bytes"], p["slots"])
-        self.ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
-                                 size=2**len(dut.m_axi__araddr), latency=latency,
-                                 period_ns=PERIOD_NS)
+        # the memory the bench's parameters name: at `latency`, or a DRAM (which ignores it)
+        self.ram = memory_for(p, AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
+                              size=2**len(dut.m_axi__araddr), latency=latency,
+                              period_ns=PERIOD_NS)
         # cocotbext-axi logs every reset of every channel at INFO
         logging.getLogger("cocotb.ema_system.m_axi_").setLevel(logging.WARNING)
         self.ram.write(self.layout.base_address, bytes(self.image))
         if pauses == "random":
             self.ram.ar_pause(pause_generator(self.rng, 0.3))
             self.ram.r_pause(pause_generator(self.rng, 0.3))
-        dut._log.info("%s: seed %d, latency %d, pauses %s, %d-bit bus, %d outstanding",
-                      name, cocotb.RANDOM_SEED, latency, pauses, self.g.data_width,
-                      self.outstanding)
+        dut._log.info("%s: seed %d, memory %s, latency %d, pauses %s, %d-bit bus, "
+                      "%d outstanding", name, cocotb.RANDOM_SEED, self.ram.kind, latency, pauses,
+                      self.g.data_width, self.outstanding)
         dut.csr__addr.value = 0
         dut.loc_rd__addr.value = 0
         dut.res_rd__addr.value = 0

@@ -50,3 +50,34 @@ def test_ema_error_seeds(simulator: str, case: str):
     ran = result.report["tests"]["bus_errors_random"]
     assert ran["cases"] == ERROR_SEEDS_BENCHMARK
     assert ran["bad_descriptor_first"] >= 1 and ran["errors_in_several_descriptors"] >= 10
+
+
+#: the bench's tests on the LPDDR4X memory in CI: golden-trace steps, random pauses on every
+#: channel, an injected SLVERR and a reset with bursts in flight (cocotb's names)
+DRAM_CI_TESTS = ("trace_masks", "random_masks/pauses=random", "bus_error/resp=slverr",
+                 "reset_mid_burst")
+
+
+def test_ema_on_lpddr4x():
+    """The EMA bench's exact-data checks with the platform's LPDDR4X behind the AXI port
+    (cocotb_tests/axi_memory.py `DramAxiRam`, Verilator): every beat when the DRAM model has
+    moved it, at 800 MHz; the steps' data bit for bit, the AXI monitor clean, the cycles and the
+    DRAM's counts recorded."""
+    from edgexpert.contracts.config import load_config
+    from edgexpert.sim.perf.ema_model import bench_memory
+
+    memory = bench_memory("lpddr4x", load_config().platform)
+    result = run_bench("w256", "verilator", seed=20261129 + 256, memory=memory,
+                       test_filter=r"\.(" + "|".join(DRAM_CI_TESTS) + ")$")
+    ran = result.report["tests"]
+    assert sorted(ran) == sorted(["trace_masks", "random_masks/random", "bus_error/slverr",
+                                  "reset_mid_burst"])
+    trace = ran["trace_masks"]
+    assert trace["weight_bytes_checked"] > 0 and trace["buffer_lines_checked"] > 0
+    dram = trace["memory"]
+    assert dram["memory"] == "lpddr4x" and dram["row_hits"] > 0 and dram["row_misses"] > 0
+    assert 0 < dram["share_of_peak"] <= 1
+    # 16 GB/s at 800 MHz is 20 bytes a cycle: the DRAM, not the 32-byte bus, paces the beats
+    assert trace["utilization"] < 20 / 32 + 0.02
+    assert ran["bus_error/slverr"]["completions"].count("FAILED") == 1
+    assert ran["reset_mid_burst"]["bursts_in_flight_at_reset"] >= 1

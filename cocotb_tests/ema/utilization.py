@@ -1,11 +1,13 @@
 """Bus-utilization benchmark of the EMA controller (not a test: `edgexpert bench ema` runs it).
 
 Utilization = R data beats / cycles while the engine has work (the BEATS and BUSY_CYCLES
-counters), against the AXI peak of one beat per cycle. The memory model answers every burst
-after a fixed latency and then streams one beat per cycle; nothing else pauses. All steps of a
-case are sent back to back, as a host would queue them.
+counters), against the AXI peak of one beat per cycle. The latency memory answers every burst
+after a fixed latency and then streams one beat per cycle; a DRAM memory (params["memory"],
+cocotb_tests/axi_memory.py `DramAxiRam`) delivers each beat when the DRAM model has moved it.
+Nothing else pauses. All steps of a case are sent back to back, as a host would queue them.
 
-Cases (each at every latency of UTILIZATION_LATENCIES):
+Cases (each at every latency of UTILIZATION_LATENCIES on the latency memory, once on a DRAM;
+a run is named case/latency or case/memory):
 - dense: whole GATE_UP and DOWN matrices with their scale blocks, a few experts per step;
 - trace: the steps of the mask trace file (params["trace_file"]: by default the golden model's
   depth-coalesced masks; its "source" says), scale blocks included;
@@ -56,10 +58,14 @@ def _tagged(steps):
     return out
 
 
+MEMORY = bench_params().get("memory", {"memory": "latency"})["memory"]
+
+
 @cocotb.test()
-@cocotb.parametrize(case=list(UTILIZATION_CASES), latency=list(UTILIZATION_LATENCIES))
+@cocotb.parametrize(case=list(UTILIZATION_CASES),
+                    latency=list(UTILIZATION_LATENCIES) if MEMORY == "latency" else [0])
 async def utilization(dut, case: str, latency: int):
-    name = f"{case}/{latency}"
+    name = f"{case}/{latency if MEMORY == 'latency' else MEMORY}"
     tb = EmaTB(dut, f"utilization/{name}", latency=latency, record_writes=False)
     steps, source = _workload(tb, case)
     results = [tb.ref.step(step) for step in steps]
@@ -74,7 +80,8 @@ async def utilization(dut, case: str, latency: int):
     c = await tb.counters()
     assert decode_status(c["STATUS"])["code"] == EmaError.NONE
     _report[name] = {
-        "case": case, "latency": latency, "mask_source": source, "steps": len(steps),
+        "case": case, "memory": MEMORY, "latency": latency if MEMORY == "latency" else None,
+        "mask_source": source, "steps": len(steps),
         "descriptors": n, "beats": c["BEATS"], "bursts": c["BURSTS"], "bytes": c["BYTES"],
         "busy_cycles": c["BUSY_CYCLES"], "stall_cycles": c["STALL_CYCLES"],
         "utilization": round(c["BEATS"] / c["BUSY_CYCLES"], 4),
@@ -82,4 +89,6 @@ async def utilization(dut, case: str, latency: int):
         "peak_outstanding": c["PEAK_OUTSTANDING"],
         "fetched_channels": c["FETCHED_CHANNELS"], "skipped_channels": c["SKIPPED_CHANNELS"],
     }
+    if MEMORY != "latency":
+        _report[name]["dram"] = tb.ram.report()
     write_bench_report({"seed": int(os.environ["COCOTB_RANDOM_SEED"]), "runs": _report})

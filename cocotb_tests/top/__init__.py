@@ -79,11 +79,13 @@ def prepare_masked(trace_path: Path, tokens: int, candidates: int, out: Path | N
 
 def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
               waves: bool | None = None, selection: str = "ci",
-              test_filter: str | None = None, progress_total: int = 0) -> SimResult:
+              test_filter: str | None = None, progress_total: int = 0,
+              memory: dict | None = None) -> SimResult:
     """Run the top bench for one hardware set on the trace rows of `selection` ("ci": a draft
     pass and a verification token of layer 0; "step": every row of the trace; "first_step": the
     first prompt's first decoding step, its draft and verification passes, all layers;
-    "drafts": that step's draft passes only)."""
+    "drafts": that step's draft passes only). `memory`: `sim.perf.ema_model.bench_memory`'s
+    parameters (default: the latency memory at LATENCY cycles)."""
     hw = hardware(case)
     vectors = prepare_vectors()
     vectors["masked"] = prepare_masked(Path(vectors["trace"]), hw["tokens"], hw["candidates"])
@@ -91,8 +93,10 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     layout = read_trace(Path(vectors["trace"])).layout
     top = AcceleratorTop(layout, **hw)
     return run_cocotb(top, toplevel="accelerator_top", test_module=BENCH_MODULE,
+                      # the memory is the bench's, not the RTL's: one build for every memory
                       case=f"{case}-{selection}",
-                      params={**hw, **vectors, "selection": selection, "latency": LATENCY},
+                      params={**hw, **vectors, "selection": selection, "latency": LATENCY,
+                              "memory": memory or {"memory": "latency"}},
                       simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
                       progress_total=progress_total)
 
@@ -119,10 +123,11 @@ def prefill_hardware(case: str, trace) -> dict:
 
 def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 20261129,
                 waves: bool | None = None, test_filter: str | None = None,
-                layers: int | None = None, tokens: int | None = None) -> SimResult:
+                layers: int | None = None, tokens: int | None = None,
+                memory: dict | None = None) -> SimResult:
     """Run the prefill bench (prefill_bench.py): the first bundled prompt's first chunk
     (`policies.prefill_chunk` tokens, or its first `tokens` of them) through its first `layers`
-    layers (default all), on the top with its PRU."""
+    layers (default all), on the top with its PRU, on `memory` (as `run_bench`)."""
     import dataclasses
 
     from edgexpert.cocotb_tests.engine import prepare_vectors as engine_vectors
@@ -144,6 +149,7 @@ def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 2026
     top = AcceleratorTop(trace.layout, **hw)
     params = {**hw, "pru": dataclasses.asdict(hw["pru"]), "trace": str(trace_file),
               "image": engine_vectors()["image"], "latency": LATENCY}
+    params["memory"] = memory or {"memory": "latency"}
     return run_cocotb(top, toplevel="accelerator_top", test_module=PREFILL_MODULE,
                       case=f"prefill-{case}-{hw['pru'].n_layers}-{tokens}", params=params,
                       simulator=simulator, seed=seed,
@@ -185,9 +191,13 @@ def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
             # both arrays' lanes are the peak
             "peak_macs_per_cycle": 2 * lanes, "groups": test["groups"],
             "candidates": test["candidates"], "steps": test["steps"],
-            "by_kind": by_kind(test["passes"]), "passes": test["passes"]}
+            "by_kind": by_kind(test["passes"]), "memory": test["memory"],
+            "passes": test["passes"]}
+    memory = report["memory"]
     return {"format": CYCLES_FORMAT, "version": CYCLES_VERSION, "hardware": hw,
-            "latency_cycles": report["latency"], "seed": report["seed"], "runs": runs}
+            "memory": memory,
+            "latency_cycles": report["latency"] if memory["memory"] == "latency" else None,
+            "seed": report["seed"], "runs": runs}
 
 
 def prefill_cycles(report: dict) -> dict:
@@ -204,5 +214,6 @@ def prefill_cycles(report: dict) -> dict:
         macs_per_cycle = sum(e["macs"] for e in layers) / sum(e["busy"] for e in layers)
         out[name.split("/")[1]] = {"tokens": test["tokens"], "layers": len(layers), **mean,
                                    "macs_per_cycle": round(macs_per_cycle, 3),
-                                   "replays": test["replays"], "per_layer": layers}
+                                   "replays": test["replays"], "memory": test["memory"],
+                                   "per_layer": layers}
     return out

@@ -32,8 +32,8 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
 from edgexpert.cocotb_tests.streams import StreamSink, StreamSource
-from edgexpert.cocotb_tests.top.harness import (command_streams, feed, read_counters, read_csr,
-                                               start_top)
+from edgexpert.cocotb_tests.top.harness import (command_streams, feed, memory_report,
+                                               read_counters, read_csr, start_top)
 from edgexpert.cocotb_tests.top.host import batch_commands, expected_outputs, plan_batches
 from edgexpert.contracts.ema import EmaCsr
 from edgexpert.contracts.top import TopCsr
@@ -213,6 +213,7 @@ async def trace_step(dut, masks: str, mode: str):
         "ars": len(ars), "ar_digest": hashlib.sha256(repr(ars).encode()).hexdigest()[:16],
         "macs_per_cycle": round(macs / cycles, 3), "wall_s": round(wall, 2),
         "items_checked": {p: len(want[p]) for p in OUTPUTS}, "mismatches": mismatches,
+        "memory": memory_report(),
         "passes": sorted(passes.values(), key=lambda e: (e["prompt"], e["pass"]))}
     _write_report(selection)
 
@@ -271,5 +272,6 @@ async def reset_mid_step(dut, cut: str):
 
 def _write_report(selection: str) -> None:
     write_bench_report({"case": {k: PARAMS[k] for k in ("ema", "candidates", "lanes", "tokens")},
-                        "latency": PARAMS["latency"], "selection": selection,
+                        "latency": PARAMS["latency"], "memory": PARAMS["memory"],
+                        "selection": selection,
                         "seed": int(os.environ["COCOTB_RANDOM_SEED"]), "tests": _report})

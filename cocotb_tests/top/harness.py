@@ -11,14 +11,14 @@ from pathlib import Path
 from cocotb.triggers import RisingEdge
 from cocotbext.axi import AxiBus
 
-from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam
+from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam, memory_for
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.ema.harness import pause_generator
 from edgexpert.cocotb_tests.streams import (Pauses, StreamSink, StreamSource,
                                             start_clock_and_reset)
 
 __all__ = ["PERIOD_NS", "read_csr", "read_counters", "feed", "weight_memory", "start_top",
-           "command_streams"]
+           "command_streams", "memory_report"]
 
 PERIOD_NS = 10
 #: share of cycles the memory pauses AR and R in the random mode (as the EMA bench)
@@ -42,27 +42,41 @@ async def feed(source: StreamSource, values: list[int]):
         await source.send(value)
 
 
-def weight_memory(dut, image: Path, base_address: int, latency: int, rng,
+#: the memory of the test that runs (one at a time): `memory_report` reads it
+_memory: LatencyAxiRam | None = None
+
+
+def weight_memory(dut, image: Path, base_address: int, params: dict, rng,
                   mode: str) -> LatencyAxiRam:
-    """cocotbext-axi's RAM on the top's AXI master holding the weight image at `base_address`,
-    answering `latency` cycles after each AR; in mode "random" it pauses AR and R on random
-    cycles. Call before the reset (its AXI interface samples the reset)."""
-    ram = LatencyAxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
-                        size=2**len(dut.m_axi__araddr), latency=latency, period_ns=PERIOD_NS)
+    """cocotbext-axi's RAM on the top's AXI master holding the weight image at `base_address`:
+    the memory `params["memory"]` names, the latency memory answering `params["latency"]`
+    cycles after each AR (cocotb_tests/axi_memory.py `memory_for`); in mode "random" it pauses
+    AR and R on random cycles. Call before the reset (its AXI interface samples the reset)."""
+    global _memory
+    ram = memory_for(params, AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst,
+                     size=2**len(dut.m_axi__araddr), latency=params["latency"],
+                     period_ns=PERIOD_NS)
     logging.getLogger(f"cocotb.{dut._name}.m_axi_").setLevel(logging.WARNING)
     ram.write(base_address, Path(image).read_bytes())
     if mode == "random":
         ram.ar_pause(pause_generator(rng, MEMORY_PAUSE))
         ram.r_pause(pause_generator(rng, MEMORY_PAUSE))
+    _memory = ram
     return ram
+
+
+def memory_report() -> dict:
+    """The running test's memory: its kind and, for a DRAM, row hits and misses, refreshes and
+    the bandwidth it achieved (`DramAxiRam.report`)."""
+    return _memory.report()
 
 
 async def start_top(dut, params: dict, base_address: int, rng, mode: str) -> AxiReadMonitor:
     """The CSR port at address 0, the weight memory (`weight_memory`, from the bench's `params`:
-    image, latency, the EMA's width and outstanding reads), the clock and the reset; returns the
-    AXI protocol monitor watching the master from then on."""
+    image, memory and latency, the EMA's width and outstanding reads), the clock and the reset;
+    returns the AXI protocol monitor watching the master from then on."""
     dut.csr__addr.value = 0
-    weight_memory(dut, params["image"], base_address, params["latency"], rng, mode)
+    weight_memory(dut, params["image"], base_address, params, rng, mode)
     await start_clock_and_reset(dut, period_ns=PERIOD_NS)
     ema = params["ema"]
     return AxiReadMonitor(dut, "m_axi", beat_bytes=ema["data_width"] // 8,

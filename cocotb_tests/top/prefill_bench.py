@@ -28,8 +28,8 @@ from cocotb.triggers import ClockCycles
 
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
-from edgexpert.cocotb_tests.top.harness import (command_streams, feed, read_counters, read_csr,
-                                               start_top)
+from edgexpert.cocotb_tests.top.harness import (command_streams, feed, memory_report,
+                                               read_counters, read_csr, start_top)
 from edgexpert.cocotb_tests.top.prefill import (expected_group_outputs, expected_moe,
                                                 group_beats, groups_from_routes, logit_beats,
                                                 score_beats)
@@ -151,7 +151,7 @@ async def prefill_chunk(dut, mode: str):
                      "wall_s": round(wall, 2),
                      "items_checked": {"route": len(vec.routes),
                                        **{p: len(want[p]) for p in OUTPUTS}},
-                     "mismatches": mismatches}
+                     "mismatches": mismatches, "memory": memory_report()}
     write_bench_report({"case": {k: PARAMS[k] for k in ("ema", "candidates", "lanes", "tokens")},
-                        "latency": PARAMS["latency"],
+                        "latency": PARAMS["latency"], "memory": PARAMS["memory"],
                         "seed": int(os.environ["COCOTB_RANDOM_SEED"]), "tests": _report})

@@ -67,6 +67,28 @@ def test_top(simulator: str):
         _same_as_host_masks(host, dcu)
 
 
+def test_top_on_lpddr4x():
+    """Whole experts without pauses through the top with the platform's LPDDR4X behind its AXI
+    port (Verilator; the build is test_top's: the memory is the bench's, not the RTL's): every
+    output equal to the trace's, the AXI monitor clean, the cycles and the DRAM's counts
+    recorded."""
+    from edgexpert.contracts.config import load_config
+    from edgexpert.sim.perf.ema_model import bench_memory
+
+    memory = bench_memory("lpddr4x", load_config().platform)
+    result = run_bench("ci", "verilator", seed=20261129, memory=memory,
+                       test_filter=_filter(["trace_step/naive_sd/none"]))
+    entry = result.report["tests"]["trace_step/naive_sd/none"]
+    assert result.report["memory"] == memory
+    assert entry["items_checked"]["moe_out"] > 0 and entry["cycles"] > 0
+    assert all(n == 0 for n in entry["mismatches"].values())
+    dram = entry["memory"]
+    assert dram["memory"] == "lpddr4x" and dram["row_misses"] > 0 and dram["row_hits"] > 0
+    # the DRAM served every byte the EMA counted
+    assert dram["bytes"] == entry["beats"] * result.report["case"]["ema"]["data_width"] // 8
+    assert 0 < dram["share_of_peak"] <= 1
+
+
 def _same_as_host_masks(host: dict, dcu: dict) -> None:
     """The DCU in the top selects what the host's masks select: the same outputs (both equal
     the reference, item for item, in the bench) and the same fetches; a GATE_UP and a DOWN job

@@ -17,13 +17,20 @@ __all__ = ["register"]
 
 def _calibrate(args) -> int:
     """The EMA cycle model against the last `bench ema`, and the compute model against the last
-    `bench top`'s cycle file, each when its file exists (the absent one is named)."""
+    `bench top`'s cycle file, each when its file exists (the absent one is named); the same on
+    each DRAM memory's files (`bench ema|top --memory M`) where they exist."""
+    from ..sim.perf.ema_model import BENCH_MEMORIES
     from ..support.tools import build_root
 
     config = load(args)
     ema_path = build_root() / "bench" / "ema" / "summary.json"
     top_path = build_root() / "bench" / "top" / "cycles.json"
-    if not ema_path.is_file() and not top_path.is_file():
+    # the runs on a DRAM memory (`bench ema|top --memory lpddr4x`), where they exist
+    dram_files = [(memory, kind, path) for memory in BENCH_MEMORIES[1:]
+                  for kind, path in (("ema", ema_path.with_name(f"summary-{memory}.json")),
+                                     ("top", top_path.with_name(f"cycles-{memory}.json")))
+                  if path.is_file()]
+    if not ema_path.is_file() and not top_path.is_file() and not dram_files:
         raise InputError(f"no EMA benchmark at {ema_path} and no top cycle file at {top_path}: "
                          "run `edgexpert bench ema` (and `edgexpert bench top`) first")
     ok, out, notes = True, {}, []
@@ -37,6 +44,12 @@ def _calibrate(args) -> int:
     else:
         notes.append(f"no top cycle file at {top_path} (run `edgexpert bench top`): the compute "
                      "model is not checked")
+    for memory, kind, path in dram_files:
+        if kind == "ema":
+            dram_ok, out[f"ema_{memory}"] = _calibrate_ema(path, args.json)
+            ok = ok and dram_ok
+        else:
+            out[f"top_{memory}"] = _calibrate_dram_passes(path, config, args.json)
     if args.json:
         print_json({**out, "notes": notes})
     else:
@@ -105,6 +118,40 @@ def _calibrate_top(path: Path, config, quiet: bool) -> dict:
               f"{run['memory_wait_share']:.1%} of the cycles")
     if "prefill" in result:
         _print_prefill(result["prefill"])
+    return result
+
+
+def _calibrate_dram_passes(path: Path, config, quiet: bool) -> dict:
+    """The pass model's time against the top's busy cycles on a DRAM memory, pass by pass (a
+    report: no tolerance, docs/performance-model.md)."""
+    from ..contracts.weight_layout import WeightLayout
+    from ..sim.perf.passes import calibrate_dram_passes
+    try:
+        result = calibrate_dram_passes(json.loads(path.read_text()),
+                                       WeightLayout.for_model(config.model),
+                                       config.policies.coalescing_ratio)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path} is not a top cycle file of a DRAM memory ({exc}); rerun "
+                         "`edgexpert bench top --memory lpddr4x`") from None
+    result["cycle_file"] = str(path)
+    if quiet:
+        return result
+    print(f"\npass model vs the accelerator top on {result['memory']['memory']} ({path}): the "
+          f"model's time (fetch at the DRAM's efficiency, compute at "
+          f"{result['model_utilization']}, double buffered) against the busy cycles")
+    print(f"{'run':<16}{'pass':>5} {'kind':<7}{'beats':>8}{'MACs':>12}{'busy':>9}{'mem wait':>9}"
+          f"{'fetch':>9}{'compute':>9}{'model':>9}{'error':>8}")
+    for name, run in result["runs"].items():
+        for p in run["passes"]:
+            print(f"{name:<16}{p['pass']:>5} {p['kind']:<7}{p['beats']:>8,}{p['macs']:>12,}"
+                  f"{p['busy']:>9,}{p['memory_wait']:>9,}{p['fetch_cycles']:>9,}"
+                  f"{p['compute_cycles']:>9,}{p['model_cycles']:>9,}{p['error']:>+8.1%}")
+    for name, run in result["runs"].items():
+        kinds = ", ".join(f"{k} {v['error']:+.1%} (memory wait {v['memory_wait_share']:.0%})"
+                          for k, v in run["by_kind"].items())
+        print(f"{name}: model {run['model_cycles']:,} cycles against {run['cycles']:,} "
+              f"({run['error']:+.1%}; by kind {kinds}; worst pass "
+              f"{run['max_abs_pass_error']:.1%})")
     return result
 
 

@@ -112,6 +112,28 @@ def _synth_scale(args) -> int:
     return 0
 
 
+def _memory(args, config: Config) -> dict:
+    """The bench memory `--memory` names (`sim.perf.ema_model.bench_memory`)."""
+    from ..sim.perf.ema_model import bench_memory
+    try:
+        return bench_memory(args.memory, config.platform)
+    except ValueError as exc:
+        raise InputError(f"--memory {args.memory}: {exc}") from None
+
+
+def _result_name(stem: str, memory: dict) -> str:
+    """summary.json for the latency memory (what `report` and `estimate --calibrate` read
+    first), summary-lpddr4x.json for a DRAM."""
+    kind = memory["memory"]
+    return f"{stem}.json" if kind == "latency" else f"{stem}-{kind}.json"
+
+
+def _dram_line(name: str, dram: dict) -> str:
+    return (f"{name}: {dram['row_hits']} row hits, {dram['row_misses']} row misses, "
+            f"{dram['refreshes']} refreshes, {dram['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s = "
+            f"{dram['share_of_peak']:.3f} of the {dram['peak_bytes_per_s'] / 1e9:.1f} GB/s peak")
+
+
 def cmd_bench_ema(args) -> int:
     """The EMA controller's AXI bus utilization on Verilator (cocotb_tests/ema)."""
     from ..blocks import ema_parameters
@@ -122,6 +144,7 @@ def cmd_bench_ema(args) -> int:
     from ..contracts.weight_layout import WeightLayout
 
     config = load(args)
+    memory = _memory(args, config)
     layout = WeightLayout.for_model(config.model)
     hw = ema_parameters(config)
     if args.trace:
@@ -130,16 +153,22 @@ def cmd_bench_ema(args) -> int:
         trace_file = build_root() / "bench" / "ema" / "golden_masks.json"
         golden_mask_trace(layout, hw, trace_file)
     trace = read_mask_trace(trace_file, layout)
+    on_dram = memory["memory"] != "latency"
     if not args.json:
+        where = (f"{memory['memory']} ({memory['dram']}) at {memory['clock_hz'] / 1e6:.0f} MHz"
+                 if on_dram else "latency memory")
         print(f"edgexpert bench ema: {hw['data_width']}-bit AXI, {hw['outstanding']} outstanding, "
-              f"masks from {trace_file} (source: {trace.source}), verilator, seed {DEMO_SEED}")
-    result = run_utilization(layout, hw, trace_file, seed=DEMO_SEED, waves=args.waves)
+              f"{where}, masks from {trace_file} (source: {trace.source}), verilator, seed "
+              f"{DEMO_SEED}")
+    result = run_utilization(layout, hw, trace_file, seed=DEMO_SEED, waves=args.waves,
+                             memory=memory)
     runs = result.report["runs"]
-    utilization = {case: {str(lat): runs[f"{case}/{lat}"]["utilization"]
-                          for lat in UTILIZATION_LATENCIES} for case in UTILIZATION_CASES}
-    sources = {case: runs[f"{case}/{UTILIZATION_LATENCIES[0]}"]["mask_source"]
-               for case in UTILIZATION_CASES}
+    columns = [memory["memory"]] if on_dram else [str(lat) for lat in UTILIZATION_LATENCIES]
+    utilization = {case: {col: runs[f"{case}/{col}"]["utilization"] for col in columns}
+                   for case in UTILIZATION_CASES}
+    sources = {case: runs[f"{case}/{columns[0]}"]["mask_source"] for case in UTILIZATION_CASES}
     summary = {"block": "ema", "simulator": "verilator", "seed": DEMO_SEED, "hardware": hw,
+               "memory": memory,
                "model": {k: getattr(layout, k) for k in ("n_layers", "n_experts", "d_model",
                                                           "expert_ffn", "n_shared_experts")},
                "peak_beats_per_cycle": 1.0, "utilization": utilization, "mask_source": sources,
@@ -147,10 +176,12 @@ def cmd_bench_ema(args) -> int:
 
     def table(path: Path) -> None:
         print("utilization = R beats / busy cycles (AXI peak 1.0)")
-        print(utilization_table(utilization, sources, UTILIZATION_LATENCIES))
+        print(utilization_table(utilization, sources, columns))
+        for case in UTILIZATION_CASES if on_dram else ():
+            print(_dram_line(case, runs[f"{case}/{columns[0]}"]["dram"]))
         print(f"summary {path}")
 
-    publish(args, summary, ("bench", "ema", "summary.json"), table)
+    publish(args, summary, ("bench", "ema", _result_name("summary", memory)), table)
     return 0
 
 
@@ -283,8 +314,9 @@ def cmd_bench_top(args) -> int:
     host and from the DCU in the top (both job orders): cycles per pass by kind with the
     memory-wait / descriptor-wait / compute split, MACs per cycle, and the cycle file; the top
     with its PRU on a prefill chunk (the first bundled prompt's 16 tokens, all layers): cycles
-    per chunk-layer, the cycle file's `prefill` entry; then the first step's draft passes on
-    Icarus and Verilator, three runs each, for their wall times."""
+    per chunk-layer, the cycle file's `prefill` entry; then, on the latency memory, the first
+    step's draft passes on Icarus and Verilator, three runs each, for their wall times. All on
+    the memory `--memory` names (a DRAM's files are cycles-<memory>.json, summary-<memory>.json)."""
     import sys
 
     from ..blocks import top_parameters
@@ -292,23 +324,28 @@ def cmd_bench_top(args) -> int:
     from ..cocotb_tests.top import cycle_file, hardware, prefill_cycles, run_bench, run_prefill
 
     config = load(args)
+    memory = _memory(args, config)
     hw = hardware("bundled")
     if top_parameters(config) != hw or config.model != load_config().model:
         raise InputError("bench top replays the bundled model's trace on the bundled "
                          f"hardware: it needs the default model and hardware (accepted {hw})")
     if not args.json:
-        print(f"edgexpert bench top: {hw}, the whole decode step, verilator, seed {DEMO_SEED}",
-              file=sys.stderr)
+        print(f"edgexpert bench top: {hw}, the whole decode step, {memory['memory']} memory, "
+              f"verilator, seed {DEMO_SEED}", file=sys.stderr)
     step = run_bench("bundled", "verilator", seed=DEMO_SEED, selection="step",
-                     test_filter="trace_step/.*mode=none" if args.quick else "trace_step")
+                     test_filter="trace_step/.*mode=none" if args.quick else "trace_step",
+                     memory=memory)
     cycles = cycle_file(step.report, hw, hw["lanes"])
     prefill = run_prefill("bundled", "verilator", seed=DEMO_SEED,
-                          test_filter="mode=none" if args.quick else None)
+                          test_filter="mode=none" if args.quick else None, memory=memory)
     cycles["prefill"] = prefill_cycles(prefill.report)
-    simulators = _time_simulators(run_bench)
-    ratio = simulators["icarus_over_verilator"]
-    path = write_result(cycles, "bench", "top", "cycles.json")
-    summary = {"block": "top", "seed": DEMO_SEED, "hardware": hw,
+    # the simulators' wall times do not depend on the memory: measured on the latency memory's
+    # run only
+    on_dram = memory["memory"] != "latency"
+    simulators = None if on_dram else _time_simulators(run_bench)
+    ratio = None if on_dram else simulators["icarus_over_verilator"]
+    path = write_result(cycles, "bench", "top", _result_name("cycles", memory))
+    summary = {"block": "top", "seed": DEMO_SEED, "hardware": hw, "memory": memory,
                "latency_cycles": cycles["latency_cycles"], "cycle_file": str(path),
                "runs": {k: {key: v for key, v in run.items() if key != "passes"}
                         for k, run in cycles["runs"].items()},
@@ -335,25 +372,32 @@ def cmd_bench_top(args) -> int:
                   f"per busy cycle, {run['experts_per_layer']:.1f} "
                   f"experts fetched, {run['groups_per_layer']:.1f} groups, "
                   f"{run['replays']} replays over {run['layers']} layers")
-        walls = {sim: simulators[sim]["simulation_s"] for sim in ("icarus", "verilator")}
-        print(f"the first step's draft passes ({simulators['cycles']:,} cycles), simulation wall "
-              f"per run: icarus {walls['icarus']} s, verilator {walls['verilator']} s; medians "
-              f"{ratio}x\ncycle file {path}\nsummary {summary_path}")
+        if on_dram:
+            for name, run in cycles["runs"].items():
+                print(_dram_line(name, run["memory"]))
+            for mode, run in cycles["prefill"].items():
+                print(_dram_line(f"prefill/{mode}", run["memory"]))
+        else:
+            walls = {sim: simulators[sim]["simulation_s"] for sim in ("icarus", "verilator")}
+            print(f"the first step's draft passes ({simulators['cycles']:,} cycles), simulation "
+                  f"wall per run: icarus {walls['icarus']} s, verilator {walls['verilator']} s; "
+                  f"medians {ratio}x")
+        print(f"cycle file {path}\nsummary {summary_path}")
 
-    publish(args, summary, ("bench", "top", "summary.json"), table)
+    publish(args, summary, ("bench", "top", _result_name("summary", memory)), table)
     return 0
 
 
-def utilization_table(utilization: dict, sources: dict, latencies) -> str:
-    """Case, mask source and one column per latency; the source column as wide as its longest
-    entry (a trace's source is a sentence)."""
+def utilization_table(utilization: dict, sources: dict, columns) -> str:
+    """Case, mask source and one column per latency (or the DRAM memory's name); the source
+    column as wide as its longest entry (a trace's source is a sentence)."""
     case_w = max(len("case"), *map(len, utilization)) + 2
     source_w = max(len("masks"), *map(len, sources.values())) + 2
-    titles = [f"latency {lat}" for lat in latencies]
+    titles = [f"latency {c}" if str(c).isdigit() else str(c) for c in columns]
     lines = [f"{'case':<{case_w}}{'masks':<{source_w}}" + "".join(f"{t:>14}" for t in titles)]
     for case, row in utilization.items():
         lines.append(f"{case:<{case_w}}{sources[case]:<{source_w}}"
-                     + "".join(f"{row[str(lat)]:>14.4f}" for lat in latencies))
+                     + "".join(f"{row[str(c)]:>14.4f}" for c in columns))
     return "\n".join(lines)
 
 
@@ -387,6 +431,14 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_synth)
 
 
+def memory_option(p) -> None:
+    from ..sim.perf.ema_model import BENCH_MEMORIES
+    p.add_argument("--memory", default="latency", metavar="MEMORY",
+                   help=f"the AXI memory behind the RTL: {', '.join(BENCH_MEMORIES)} (default "
+                        "latency: fixed latency, one beat per cycle; lpddr4x / lpddr5: the DRAM "
+                        "model's timing at platform.clock_hz, docs/performance-model.md)")
+
+
 def register_bench(benches) -> None:
     p = benches.add_parser("ema", parents=[settings_options(1)],
                            help="the EMA controller's AXI bus utilization on Verilator by mask "
@@ -394,6 +446,7 @@ def register_bench(benches) -> None:
     p.add_argument("--trace", metavar="FILE",
                    help="mask trace (JSON, docs/blocks/ema.md) for the trace case; default: the "
                         "golden model's depth-coalesced masks on two bundled prompts")
+    memory_option(p)
     p.add_argument("--json", action="store_true",
                    help="print the summary (utilization by case and latency) as JSON")
     waves_option(p)
@@ -421,5 +474,6 @@ def register_bench(benches) -> None:
                                 "cycle, Verilator vs Icarus wall time (minutes; build/bench/top/)")
     p.add_argument("--quick", action="store_true",
                    help="without the random-pause runs (half the time)")
+    memory_option(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_bench_top)

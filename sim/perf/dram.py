@@ -213,6 +213,16 @@ class DramResult:
         return self.bandwidth_bytes_per_s / self.peak_bytes_per_s
 
     @property
+    def row_misses(self) -> int:
+        """Device bursts that opened their row (an activate each; after a refresh, too)."""
+        return self.activates
+
+    @property
+    def row_hits(self) -> int:
+        """Device bursts served from a row already open."""
+        return self.bursts - self.activates
+
+    @property
     def total_energy_j(self) -> float:
         return sum(self.energy_j.values())
 
@@ -330,16 +340,33 @@ class DramModel:
         self.end_ns = max(self.end_ns, ch.bus_free)
         return start, ch.bus_free
 
-    def access(self, at_s: float, address: int, nbytes: int) -> tuple[float, float]:
-        """One read of `nbytes` from `address` arriving at `at_s`: (first data, last data) in s."""
+    def _read(self, at_s: float, address: int, nbytes: int) -> list[tuple[int, float, float]]:
+        """Schedule one read: (address, first data, last data) in ns of each device burst."""
         B = self.device.burst_bytes
         self.bytes_requested += nbytes
-        first, last = float("inf"), 0.0
         at_ns = at_s * 1e9
-        for a in range(address - address % B, address + nbytes, B):
-            s, e = self._burst(at_ns, a)
-            first, last = min(first, s), max(last, e)
-        return first * 1e-9, last * 1e-9
+        return [(a, *self._burst(at_ns, a))
+                for a in range(address - address % B, address + nbytes, B)]
+
+    def access(self, at_s: float, address: int, nbytes: int) -> tuple[float, float]:
+        """One read of `nbytes` from `address` arriving at `at_s`: (first data, last data) in s."""
+        bursts = self._read(at_s, address, nbytes)
+        return (min(s for _, s, _ in bursts) * 1e-9, max(e for _, _, e in bursts) * 1e-9)
+
+    def arrivals(self, at_s: float, address: int, nbytes: int, piece_bytes: int) -> list[float]:
+        """One read, as `access`, cut into pieces of `piece_bytes` from `address` (a bus's beats):
+        the time (s) each piece has fully arrived, the end of the last device burst holding one
+        of its bytes. Channels work in parallel, so the times need not rise piece by piece."""
+        if piece_bytes < 1 or nbytes % piece_bytes:
+            raise ValueError(f"piece_bytes = {piece_bytes} does not divide the read's {nbytes} "
+                             "bytes: accepted positive divisors")
+        B = self.device.burst_bytes
+        ends = {a: e for a, _, e in self._read(at_s, address, nbytes)}
+        out = []
+        for start in range(address, address + nbytes, piece_bytes):
+            last = start + piece_bytes - 1
+            out.append(max(ends[a] for a in range(start - start % B, last + 1, B)) * 1e-9)
+        return out
 
     def stream(self, reads: Iterable[tuple[int, int]]) -> "DramResult":
         """All `reads` (address, bytes) waiting at time 0, served in order."""

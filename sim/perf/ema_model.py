@@ -25,8 +25,9 @@ is the latest of the events it waits for. The rules are read off the RTL:
 
 The memory behind the AXI port is pluggable: `FixedLatencyMemory` is the RTL bench's
 (cocotb_tests/axi_memory.py: every burst answered a fixed latency after its AR is accepted, then
-one beat per cycle); `DramMemory` puts the DRAM model of `sim/perf/dram.py` behind the bus for
-estimates.
+one beat per cycle); `DramMemory` puts the DRAM model of `sim/perf/dram.py` behind the bus, for
+estimates and for the RTL benches' DRAM memory (`bench ema|top --memory lpddr4x`, whose runs
+`calibrate` takes too).
 
 Busy cycles (the controller's BUSY_CYCLES counter, the denominator of the benchmark's utilization)
 run from the cycle after the first descriptor is accepted to the cycle the last marker leaves the
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Protocol
 
-from ...contracts.config import DramConfig
+from ...contracts.config import DRAM_MAX_DATA_RATE_MTPS, DramConfig
 from ...contracts.ema import MASK_BITS, Descriptor
 from ...contracts.mask_trace import read_mask_trace
 from ...contracts.weight_layout import Matrix, WeightLayout
@@ -54,7 +55,8 @@ from .dram import DramModel
 
 __all__ = ["WORK_QUEUE_DEPTH", "LOCATION_QUEUE_DEPTH", "BENCH_R_PIPELINE",
            "EmaParameters", "Memory", "FixedLatencyMemory", "DramMemory", "EmaRun",
-           "simulate_ema", "bench_workload", "calibrate", "CALIBRATION_TOLERANCE", "fetch_on_dram"]
+           "simulate_ema", "bench_workload", "calibrate", "CALIBRATION_TOLERANCE", "fetch_on_dram",
+           "BENCH_MEMORIES", "bench_memory"]
 
 #: hw/ema/controller.py: the `work` queue (SMALL_QUEUE_DEPTH = 4) between the allocator and the AR issuer
 WORK_QUEUE_DEPTH = 4
@@ -113,20 +115,63 @@ class DramMemory:
     """A DRAM behind the AXI port (sim/perf/dram.py): a burst reaches the DRAM model when its AR is on
     the bus (the cycle after it is loaded: arvalid is registered) and its beats can go once the
     DRAM has moved their bytes; `extra_latency_cycles` is the memory controller's and PHY's own
-    pipeline, which the DRAM timing leaves out."""
+    pipeline, which the DRAM timing leaves out. The RTL benches' DRAM memory
+    (cocotb_tests/axi_memory.py `DramAxiRam`) schedules its beats with `beat_cycles`."""
     dram: DramModel
     clock_hz: float
     extra_latency_cycles: int = 0
+
+    @classmethod
+    def from_params(cls, memory: dict, extra_latency_cycles: int = 0) -> "DramMemory":
+        """The DRAM of a bench's memory parameters (`bench_memory`)."""
+        return cls(DramModel.from_config(DramConfig(**memory["dram"])), memory["clock_hz"],
+                   extra_latency_cycles)
 
     def _cycle(self, t_s: float) -> int:
         # the first clock edge at or after t (a nanosecond-scale tolerance for float rounding)
         return math.ceil(t_s * self.clock_hz - 1e-6)
 
+    def beat_cycles(self, at_cycle: int, address: int, beats: int, beat_bytes: int) -> list[int]:
+        """A burst whose AR is accepted at `at_cycle` (bursts in acceptance order): the earliest
+        cycle of each beat, the first clock edge after the DRAM has moved the beat's bytes (plus
+        `extra_latency_cycles`), and never two beats in one cycle."""
+        arrivals = self.dram.arrivals(at_cycle / self.clock_hz, address, beats * beat_bytes,
+                                      beat_bytes)
+        out: list[int] = []
+        for t_s in arrivals:
+            cycle = self._cycle(t_s) + self.extra_latency_cycles
+            out.append(cycle if not out else max(cycle, out[-1] + 1))
+        return out
+
     def burst(self, ar_cycle, address, beats, beat_bytes):
-        first_s, last_s = self.dram.access((ar_cycle + 1) / self.clock_hz, address,
-                                           beats * beat_bytes)
-        return (self._cycle(first_s) + self.extra_latency_cycles,
-                self._cycle(last_s) + self.extra_latency_cycles)
+        cycles = self.beat_cycles(ar_cycle + 1, address, beats, beat_bytes)
+        return cycles[0], cycles[-1]
+
+
+#: the RTL benches' memories (`edgexpert bench ema|top --memory`): cocotbext-axi's RAM at a
+#: fixed latency (the default: cheap, and the calibration's reference), or the DRAM model's
+#: timing for LPDDR4X or LPDDR5
+BENCH_MEMORIES = ("latency", "lpddr4x", "lpddr5")
+
+
+def bench_memory(name: str, platform) -> dict:
+    """The parameters a bench's memory is built from: {"memory": name} and, for a DRAM, the
+    accelerator's clock and the DRAM (`platform.clock_hz`, `platform.dram`, its type set to the
+    one named: with another type configured, the named type's top speed bin on the same channels
+    and interleave)."""
+    if name not in BENCH_MEMORIES:
+        raise ValueError(f"memory {name!r} is not known: accepted {', '.join(BENCH_MEMORIES)}")
+    if name == "latency":
+        return {"memory": name}
+    dram_type = name.upper()
+    dram = platform.dram
+    if dram.type != dram_type:
+        dram = DramConfig(dram_type, dram.channels, DRAM_MAX_DATA_RATE_MTPS[dram_type],
+                          dram.interleave_bytes)
+    return {"memory": name, "clock_hz": platform.clock_hz,
+            "dram": {"type": dram.type, "channels": dram.channels,
+                     "data_rate_mtps": dram.data_rate_mtps,
+                     "interleave_bytes": dram.interleave_bytes}}
 
 
 @dataclass
@@ -367,9 +412,22 @@ def bench_workload(case: str, layout: WeightLayout, params: EmaParameters, trace
     return steps
 
 
+def _bench_memory(summary: dict, run: dict) -> Memory:
+    """The cycle model's memory for a run of the benchmark: the latency memory's, or a fresh
+    DRAM (each run is a test of its own, with its own DRAM memory) whose beats reach the
+    controller BENCH_R_PIPELINE - 1 cycles after the DRAM has moved them (the AR's register
+    cycle is the DRAM's arrival time already)."""
+    memory = summary.get("memory", {"memory": "latency"})
+    if memory["memory"] == "latency":
+        return FixedLatencyMemory(run["latency"])
+    return DramMemory.from_params(memory, extra_latency_cycles=BENCH_R_PIPELINE - 1)
+
+
 def calibrate(summary: dict) -> dict:
     """Model against RTL on every run of an EMA utilization summary (what `edgexpert bench ema`
-    writes to build/bench/ema/summary.json: `hardware`, `model`, `trace_file`, `seed`, `runs`).
+    writes to build/bench/ema/summary.json: `hardware`, `model`, `trace_file`, `seed`, `runs`;
+    with `--memory lpddr4x` summary-lpddr4x.json, whose `memory` names the DRAM: the model then
+    runs on `DramMemory` with the bench memory's R pipeline after the AR's acceptance).
 
     Returns {run name: {"rtl_cycles", "model_cycles", "error" (model / RTL - 1),
     "rtl_utilization", "model_utilization", "beats", "bursts"}} plus "max_abs_error". The
@@ -384,7 +442,7 @@ def calibrate(summary: dict) -> dict:
         if case not in workloads:
             workloads[case] = bench_workload(case, layout, params, summary["trace_file"],
                                              summary["seed"])
-        model = simulate_ema(layout, params, workloads[case], FixedLatencyMemory(run["latency"]))
+        model = simulate_ema(layout, params, workloads[case], _bench_memory(summary, run))
         if (model.beats, model.bursts) != (run["beats"], run["bursts"]):
             raise ValueError(f"{name}: the rebuilt workload has {model.beats} beats in "
                              f"{model.bursts} bursts, the RTL moved {run['beats']} in "

@@ -43,6 +43,7 @@ from ...contracts.weight_layout import Matrix, WeightLayout, channel_runs
 from .dram import DramModel
 
 __all__ = ["MAC_KINDS", "Pass", "StepPlan", "PassCoster", "PassCost", "load_cost_table",
+           "calibrate_dram_passes",
            "COMPUTE_UTILIZATION", "CONTROL_POWER_W", "DEFAULT_COSTS", "compute_cycles",
            "calibrate_compute", "calibrate_prefill"]
 
@@ -250,6 +251,64 @@ def calibrate_compute(cycle_file: dict, utilization: float = COMPUTE_UTILIZATION
             "measured_u_max_abs_error": max(abs(p["measured_u_error"]) for p in passes),
             "by_kind": kinds, "passes": passes}
     return {"model_utilization": utilization, "runs": runs}
+
+
+#: the trace's pass kinds (contracts/trace.py `PassKind`) as the pass model names them
+_TRACE_KINDS = {"ar": "plain", "draft": "draft", "verify": "verify"}
+
+
+def calibrate_dram_passes(cycle_file: dict, layout: WeightLayout,
+                          coalescing_ratio: float) -> dict:
+    """The pass model's time (`PassCoster.cost`: the fetch at the DRAM's efficiency on the
+    pass's read pattern, the compute at COMPUTE_UTILIZATION, double buffered) against the top's busy
+    cycles on a DRAM memory (a cycle file of `edgexpert bench top --memory lpddr4x|lpddr5`), pass
+    by pass, on the RTL's own platform: the bench memory's clock and DRAM, the engine's peak MACs
+    per cycle, the EMA's bus and weight buffer as the SRAM. A pass's bytes are its EMA beats
+    (weights and scale blocks), read as expert bytes with every channel (`naive_sd`) or the
+    `coalescing_ratio` share (EdgeXpert's masks). Errors are model / measured - 1; by kind and
+    per run the sums' ratio. Raises ValueError on a cycle file of the latency memory."""
+    memory = cycle_file.get("memory", {"memory": "latency"})
+    if memory["memory"] == "latency":
+        raise ValueError("the cycle file is the latency memory's: accepted a cycle file of a "
+                         "DRAM memory (`edgexpert bench top --memory lpddr4x`)")
+    ema = cycle_file["hardware"]["ema"]
+    clock_hz = memory["clock_hz"]
+    runs = {}
+    for name, run in sorted(cycle_file["runs"].items()):
+        platform = PlatformConfig(
+            clock_hz=clock_hz, macs=run["peak_macs_per_cycle"], mac_clusters=1,
+            sram_bytes=ema["buffer_bytes"], sram_banks=ema["buffer_banks"],
+            ema_bus_bits=ema["data_width"], ema_outstanding=ema["outstanding"],
+            dram=DramConfig(**memory["dram"]))
+        coster = PassCoster(platform, layout, cost_table={})
+        ratio = 1.0 if run["masks"] == "naive_sd" else coalescing_ratio
+        passes = []
+        for p in run["passes"]:
+            cost = coster.cost(Pass(_TRACE_KINDS[p["kind"]], p["tokens"],
+                                    p["beats"] * ema["data_width"] // 8, 0, 0, 0,
+                                    {"expert": p["macs"]}, expert_channel_ratio=ratio))
+            model = cost.time_s * clock_hz
+            passes.append({**{k: p[k] for k in ("prompt", "pass", "kind", "tokens", "beats",
+                                                "macs", "busy", "memory_wait", "compute")},
+                           "model_cycles": round(model),
+                           "fetch_cycles": round(cost.fetch_s * clock_hz),
+                           "compute_cycles": round(cost.compute_s * clock_hz),
+                           "error": round(model / p["busy"] - 1, 4)})
+        kinds = {}
+        for kind in sorted({p["kind"] for p in passes}):
+            ps = [p for p in passes if p["kind"] == kind]
+            busy = sum(p["busy"] for p in ps)
+            kinds[kind] = {"passes": len(ps), "busy": busy,
+                           "model_cycles": sum(p["model_cycles"] for p in ps),
+                           "error": round(sum(p["model_cycles"] for p in ps) / busy - 1, 4),
+                           "memory_wait_share": round(sum(p["memory_wait"] for p in ps)
+                                                      / busy, 4)}
+        model = sum(p["model_cycles"] for p in passes)
+        runs[name] = {"cycles": run["cycles"], "model_cycles": model,
+                      "error": round(model / run["cycles"] - 1, 4),
+                      "max_abs_pass_error": max(abs(p["error"]) for p in passes),
+                      "by_kind": kinds, "passes": passes}
+    return {"memory": memory, "model_utilization": COMPUTE_UTILIZATION, "runs": runs}
 
 
 def calibrate_prefill(cycle_file: dict, model_experts: float,
