@@ -17,6 +17,7 @@ which scripts/setup.sh does not install, and a text file can be checked by any s
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -169,19 +170,32 @@ def run_cocotb(component, *, toplevel: str, test_module: str, case: str, params:
                progress_total: int = 0) -> SimResult:
     """Simulate `component` under cocotb bench `test_module` and return its results.
 
-    `case` names the build folder (build/sim/<toplevel>/<case>-<simulator>/), so parametrized
-    runs never share one. `test_filter` (a regular expression) runs only the cocotb tests it
+    `case` names the build folder (build/sim/<toplevel>/<case>-<simulator>/); runs that name the
+    same case share its build and take the folder one at a time. `test_filter` (a regular expression) runs only the cocotb tests it
     matches. `progress_total` > 0: a bar on stderr that counts the entries of the bench's report
     (its "runs" or "tests") as the bench writes them, out of that many. Raises SimError when any
     cocotb test fails or the simulator dies.
     """
-    from cocotb_tools.runner import get_runner
-
     simulator = simulator or default_simulator()
     if simulator not in SIMULATORS:
         raise SimError(f"simulator {simulator!r} is not supported: accepted {', '.join(SIMULATORS)}")
     waves = waves_requested() if waves is None else waves
     case_dir = _case_dir(toplevel, case, simulator)
+    case_dir.mkdir(parents=True, exist_ok=True)
+    # benches that share a case (its build: the DRAM-memory runs reuse the latency ones') may be
+    # run at once by two pytest workers; they take the folder in turn, never its files together
+    with open(case_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _run_case(component, case_dir, case=case, toplevel=toplevel,
+                         test_module=test_module, params=params, simulator=simulator, seed=seed, waves=waves,
+                         test_filter=test_filter, progress_total=progress_total)
+
+
+def _run_case(component, case_dir: Path, *, case: str, toplevel: str, test_module: str,
+              params: dict, simulator: str, seed: int, waves: bool, test_filter: str | None,
+              progress_total: int) -> SimResult:
+    from cocotb_tools.runner import get_runner
+
     rtl = emit_rtl(component, toplevel, case_dir / "rtl")
 
     # cocotb's own WAVES variable would override the argument: the argument decides
