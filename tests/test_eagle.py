@@ -1,5 +1,5 @@
-"""The EAGLE draft head (golden/decoding/eagle.py): deterministic training tied to its checkpoint, the
-training-time test matching how the tree drafts, lossless drafting on both paths, the bundled
+"""The EAGLE draft head (golden/decoding/eagle/): deterministic training tied to its checkpoint,
+the training-time test matching how the tree drafts, lossless drafting on both paths, the bundled
 head, the draft setting of the policies and the bytes an eagle draft pass costs."""
 
 import dataclasses
@@ -13,8 +13,10 @@ from edgexpert.contracts.config import ConfigError, DecodeConfig, load_config
 from edgexpert.contracts.weight_layout import WeightLayout
 from edgexpert.golden.lm.checkpoint import load_checkpoint, weights_sha256
 from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative, summarize
-from edgexpert.golden.decoding.eagle import (EagleError, EagleHead, EagleSettings, bundled_eagle_dir,
-                                    draft_vocabulary, load_eagle, save_eagle, train_eagle)
+from edgexpert.golden.decoding.eagle.files import (EagleError, bundled_eagle_dir, load_eagle,
+                                                  save_eagle)
+from edgexpert.golden.decoding.eagle.head import EagleHead, EagleSettings, IntEagleHead
+from edgexpert.golden.decoding.eagle.train import draft_vocabulary, train_eagle
 from edgexpert.golden.integer.int_model import IntModel
 from edgexpert.golden.lm.model import KVCache, MoEModel
 from edgexpert.golden.policies.registry import PAPER_DRAFT, build_policy
@@ -210,7 +212,6 @@ def test_the_integer_head_drafts_what_the_float_head_drafts_mostly(bundled):
     """The A8W4 head on the integer target's features against the float head on the same ones:
     int4 weights move its features, rarely its top choice (89% on this prompt when written)."""
     from edgexpert.golden.lm.corpus import load_corpus
-    from edgexpert.golden.decoding.eagle import IntEagleHead
     from edgexpert.golden.lm.prompts import load_prompts
     ckpt, head, _ = bundled
     target = IntModel(ckpt.model)

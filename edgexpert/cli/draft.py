@@ -1,4 +1,4 @@
-"""The EAGLE draft head: `draft train` (golden/decoding/eagle.py, docs/golden-model.md)."""
+"""The EAGLE draft head: `draft train` (golden/decoding/eagle/, docs/golden-model.md)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ __all__ = ["register", "eagle_head"]
 def eagle_head(ckpt, config, needed: bool = False):
     """The bundled EAGLE head for `ckpt`'s model when a policy may draft with it
     (policies.draft other than self, or `needed`), else None. A head trained for another
-    checkpoint is refused in one line (golden.decoding.eagle.EagleError)."""
+    checkpoint is refused in one line (golden.decoding.eagle.files.EagleError)."""
     if config.policies.draft == "self" and not needed:
         return None
-    from ..golden.decoding.eagle import load_eagle
+    from ..golden.decoding.eagle.files import load_eagle
     return load_eagle(ckpt.model)[0]
 
 
 def cmd_draft_train(args) -> int:
-    """Train the EAGLE draft head for the checkpoint (golden/decoding/eagle.py)."""
+    """Train the EAGLE draft head for the checkpoint (golden/decoding/eagle/train.py)."""
     load(args)   # validated only: the head's settings are EagleSettings, not config keys
     if args.steps is not None and not 1 <= args.steps <= 1_000_000:
         raise InputError(f"--steps {args.steps} is out of range: accepted 1..1000000")
@@ -31,7 +31,9 @@ def cmd_draft_train(args) -> int:
     import torch
 
     from ..support.tools import build_root
-    from ..golden.decoding.eagle import EagleSettings, bundled_eagle_dir, save_eagle, train_eagle
+    from ..golden.decoding.eagle.files import bundled_eagle_dir, save_eagle
+    from ..golden.decoding.eagle.head import EagleSettings
+    from ..golden.decoding.eagle.train import train_eagle
     from ..golden.lm.train import token_streams
     # one thread: bit-identical reruns, and the other core stays free
     torch.set_num_threads(1)
@@ -65,8 +67,8 @@ def register(sub) -> None:
     draft = p.add_subparsers(dest="draft_command", required=True, metavar="ACTION")
     q = draft.add_parser("train", parents=[settings_options(1)],
                          help="train the EAGLE draft head (build/draft/eagle); its settings are "
-                              "golden/decoding/eagle.py's EagleSettings, so --config and --set are only "
-                              "validated")
+                              "golden/decoding/eagle/head.py's EagleSettings, so --config and "
+                              "--set are only validated")
     q.add_argument("--install", action="store_true",
                    help="also copy it into golden/checkpoint/eagle/ (the bundled head)")
     q.add_argument("--steps", type=int, metavar="N", help="optimizer steps (default 600)")

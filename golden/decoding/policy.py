@@ -9,8 +9,9 @@ A policy is asked, for every forward pass (kind "prefill", "ar", "draft" or "ver
 and, for speculative decoding, `draft_engine(engine)`: the model the draft runs (Specter's has
 quantized experts), and `expansion(...)`: which drafted nodes grow and are verified. `decode` is the
 policy's own DecodeConfig (Specter drafts a chain). `draft` says what drafts: "self" (the target's
-own layers, `draft_engine`) or "eagle" (the EAGLE head of golden/decoding/eagle.py, set by `use_eagle`;
-refused by the policies whose rules read the draft's per-layer routing, `EAGLE_REFUSAL`).
+own layers, `draft_engine`) or "eagle" (the EAGLE head of golden/decoding/eagle/, set by
+`use_eagle`; refused by the policies whose rules read the draft's per-layer routing,
+`EAGLE_REFUSAL`).
 
 Prefill is costed for an accelerator whose on-chip buffers hold the activations of
 `prefill_chunk` consecutive prompt tokens and which streams each expert's weights once per chunk
@@ -33,7 +34,7 @@ import torch
 
 from ...contracts.config import DecodeConfig
 from ...contracts.weight_layout import Matrix, WeightLayout, channel_runs
-from .eagle import IntEagleHead
+from .eagle.head import IntEagleHead
 from ..integer.int_model import IntModel
 from ..lm.model import LayerTrace, Router, route
 
@@ -185,7 +186,7 @@ class Policy:
         self.eagle_bytes = 0       # what one of its draft passes reads of its weights
 
     def use_eagle(self, head) -> None:
-        """Draft with `head` (a golden.decoding.eagle.EagleHead; a float64 copy is kept)."""
+        """Draft with `head` (a golden.decoding.eagle.head.EagleHead; a float64 copy is kept)."""
         if self.EAGLE_REFUSAL is not None:
             raise ValueError(f"{self.name} cannot draft with the eagle head: {self.EAGLE_REFUSAL}")
         self.eagle = copy.deepcopy(head).to_double()
@@ -195,7 +196,8 @@ class Policy:
 
     def eagle_for(self, engine):
         """The head that drafts for `engine`: on the integer path its A8W4 twin
-        (golden.decoding.eagle.IntEagleHead, built once per integer model), else the float64 head."""
+        (golden.decoding.eagle.head.IntEagleHead, built once per integer model), else the
+        float64 head."""
         if not isinstance(engine, IntModel):
             return self.eagle
         if self._int_eagle is None or self._int_eagle[0] is not engine:

@@ -14,8 +14,9 @@
 
 The registry `POLICIES` builds each of them by name from the configuration (`build_policy`);
 `COMPARED` are the ones `edgexpert compare` runs, in its order (`build_policies`). Each
-speculative policy drafts with its own layers ("self") or with the EAGLE head (golden/decoding/eagle.py),
-as `policies.draft` says; "paper" is the draft of each policy's paper (`PAPER_DRAFT`).
+speculative policy drafts with its own layers ("self") or with the EAGLE head
+(golden/decoding/eagle/), as `policies.draft` says; "paper" is the draft of each policy's paper
+(`PAPER_DRAFT`).
 """
 
 from __future__ import annotations
@@ -599,7 +600,7 @@ def build_policy(name: str, config: Config, model: MoEModel, layout: WeightLayou
     (golden/policies/prefill.py) is given. The draft is `draft` ("self" or "eagle", refused by a policy
     that cannot draft with the head) or else policies.draft: "paper" (`PAPER_DRAFT`), "self",
     or "eagle" wherever the policy can (the others keep self). `eagle`: the EAGLE head
-    (golden/decoding/eagle.py), needed when a policy drafts with it."""
+    (golden/decoding/eagle/head.py), needed when a policy drafts with it."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}: accepted {', '.join(POLICIES)}")
     if draft not in (None, "self", "eagle"):
