@@ -96,8 +96,7 @@ def test_eagle_drafting_is_lossless_on_a_small_model(small, path):
     config, model, _ = small
     head, _ = _train(small)
     engine = FloatEngine(model) if path == "float" else IntModel(model)
-    policy = Policy(WeightLayout.for_model(model.cfg), DECODE)
-    policy.use_eagle(head)
+    policy = Policy(WeightLayout.for_model(model.cfg), DECODE, eagle=head)
     prompts = [[1, 2, 3, 4, 5, 6, 7, 8], [9], [17, 30, 2, 2, 41]]
     runs = []
     for prompt in prompts:
@@ -215,8 +214,7 @@ def test_the_integer_head_drafts_what_the_float_head_drafts_mostly(bundled):
     from edgexpert.golden.lm.prompts import load_prompts
     ckpt, head, _ = bundled
     target = IntModel(ckpt.model)
-    policy = Policy(WeightLayout.for_model(ckpt.model.cfg), DecodeConfig())
-    policy.use_eagle(head)
+    policy = Policy(WeightLayout.for_model(ckpt.model.cfg), DecodeConfig(), eagle=head)
     integer = policy.eagle_for(target)
     assert isinstance(integer, IntEagleHead) and policy.eagle_for(target) is integer
     assert policy.eagle_for(FloatEngine(ckpt.model)) is policy.eagle
@@ -243,8 +241,7 @@ def test_bundled_eagle_drafting_is_lossless_on_every_bundled_prompt(bundled, pat
     ckpt, head, _ = bundled
     cfg = DecodeConfig(max_new_tokens=10)
     engine = FloatEngine(ckpt.model) if path == "float" else IntModel(ckpt.model)
-    policy = Policy(WeightLayout.for_model(ckpt.model.cfg), cfg)
-    policy.use_eagle(head)
+    policy = Policy(WeightLayout.for_model(ckpt.model.cfg), cfg, eagle=head)
     for prompt in load_prompts(load_corpus(), ckpt.tokenizer, None):
         ar = decode_ar(engine, prompt, cfg)
         assert decode_speculative(engine, prompt, cfg, policy=policy).tokens == ar.tokens
