@@ -34,7 +34,7 @@ from edgexpert.golden.lm.corpus import load_corpus
 from edgexpert.golden.decoding.decode import decode_speculative
 from edgexpert.golden.integer.int_model import quantize_model
 from edgexpert.golden.traces.masks import depth_groups
-from edgexpert.golden.policies.registry import selected_count
+from edgexpert.golden.policies.edgexpert import selected_count
 from edgexpert.golden.lm.prompts import PROMPT_TOKENS, load_prompts
 from edgexpert.golden.traces.decode_trace import build_trace
 

@@ -1,5 +1,5 @@
-"""The EAGLE draft head (golden/decoding/eagle.py): deterministic training tied to its checkpoint, the
-training-time test matching how the tree drafts, lossless drafting on both paths, the bundled
+"""The EAGLE draft head (golden/decoding/eagle/): deterministic training tied to its checkpoint,
+the training-time test matching how the tree drafts, lossless drafting on both paths, the bundled
 head, the draft setting of the policies and the bytes an eagle draft pass costs."""
 
 import dataclasses
@@ -13,8 +13,10 @@ from edgexpert.contracts.config import ConfigError, DecodeConfig, load_config
 from edgexpert.contracts.weight_layout import WeightLayout
 from edgexpert.golden.lm.checkpoint import load_checkpoint, weights_sha256
 from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative, summarize
-from edgexpert.golden.decoding.eagle import (EagleError, EagleHead, EagleSettings, bundled_eagle_dir,
-                                    draft_vocabulary, load_eagle, save_eagle, train_eagle)
+from edgexpert.golden.decoding.eagle.files import (EagleError, bundled_eagle_dir, load_eagle,
+                                                  save_eagle)
+from edgexpert.golden.decoding.eagle.head import EagleHead, EagleSettings, IntEagleHead
+from edgexpert.golden.decoding.eagle.train import draft_vocabulary, train_eagle
 from edgexpert.golden.integer.int_model import IntModel
 from edgexpert.golden.lm.model import KVCache, MoEModel
 from edgexpert.golden.policies.registry import PAPER_DRAFT, build_policy
@@ -94,8 +96,7 @@ def test_eagle_drafting_is_lossless_on_a_small_model(small, path):
     config, model, _ = small
     head, _ = _train(small)
     engine = FloatEngine(model) if path == "float" else IntModel(model)
-    policy = Policy(WeightLayout.for_model(model.cfg), DECODE)
-    policy.use_eagle(head)
+    policy = Policy(WeightLayout.for_model(model.cfg), DECODE, eagle=head)
     prompts = [[1, 2, 3, 4, 5, 6, 7, 8], [9], [17, 30, 2, 2, 41]]
     runs = []
     for prompt in prompts:
@@ -210,12 +211,10 @@ def test_the_integer_head_drafts_what_the_float_head_drafts_mostly(bundled):
     """The A8W4 head on the integer target's features against the float head on the same ones:
     int4 weights move its features, rarely its top choice (89% on this prompt when written)."""
     from edgexpert.golden.lm.corpus import load_corpus
-    from edgexpert.golden.decoding.eagle import IntEagleHead
     from edgexpert.golden.lm.prompts import load_prompts
     ckpt, head, _ = bundled
     target = IntModel(ckpt.model)
-    policy = Policy(WeightLayout.for_model(ckpt.model.cfg), DecodeConfig())
-    policy.use_eagle(head)
+    policy = Policy(WeightLayout.for_model(ckpt.model.cfg), DecodeConfig(), eagle=head)
     integer = policy.eagle_for(target)
     assert isinstance(integer, IntEagleHead) and policy.eagle_for(target) is integer
     assert policy.eagle_for(FloatEngine(ckpt.model)) is policy.eagle
@@ -242,8 +241,7 @@ def test_bundled_eagle_drafting_is_lossless_on_every_bundled_prompt(bundled, pat
     ckpt, head, _ = bundled
     cfg = DecodeConfig(max_new_tokens=10)
     engine = FloatEngine(ckpt.model) if path == "float" else IntModel(ckpt.model)
-    policy = Policy(WeightLayout.for_model(ckpt.model.cfg), cfg)
-    policy.use_eagle(head)
+    policy = Policy(WeightLayout.for_model(ckpt.model.cfg), cfg, eagle=head)
     for prompt in load_prompts(load_corpus(), ckpt.tokenizer, None):
         ar = decode_ar(engine, prompt, cfg)
         assert decode_speculative(engine, prompt, cfg, policy=policy).tokens == ar.tokens

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from edgexpert.golden.blocks import dcu
-from edgexpert.golden.policies.registry import integer_inputs, salient_channels, selected_count
+from edgexpert.golden.policies.edgexpert import integer_inputs, salient_channels, selected_count
 
 
 def test_equal_real_scales_give_equal_weights():

@@ -8,8 +8,9 @@ import torch
 from edgexpert.contracts.config import load_config
 from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.studies.evaluate import quality, run_policy, teacher_forced
-from edgexpert.golden.policies.registry import Autoregressive, CoalescingHook, EdgeXpert, MoESpec
-from edgexpert.golden.decoding.policy import PassFetches, Policy
+from edgexpert.golden.policies.edgexpert import CoalescingHook, EdgeXpert
+from edgexpert.golden.policies.moe_spec import MoESpec
+from edgexpert.golden.decoding.policy import Autoregressive, PassFetches, Policy
 from edgexpert.golden.lm.prune import pruning_masks
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 

@@ -15,7 +15,8 @@ from edgexpert.golden.lm.corpus import load_corpus
 from edgexpert.golden.decoding.decode import FloatEngine
 from edgexpert.golden.studies.evaluate import quality
 from edgexpert.golden.lm.model import MoEModel
-from edgexpert.golden.policies.registry import CoalescingHook, build_policies
+from edgexpert.golden.policies.edgexpert import CoalescingHook
+from edgexpert.golden.policies.registry import build_policies
 from edgexpert.golden.decoding.policy import Policy
 from edgexpert.golden.lm.prune import (MASK_RULE, bundled_pruned_dir, load_pruned_checkpoint,
                                     pruning_masks, recover)

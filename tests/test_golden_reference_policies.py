@@ -7,9 +7,11 @@ import torch
 from edgexpert.contracts.config import ConfigError, load_config
 from edgexpert.golden.decoding.decode import FloatEngine, Tree, decode_ar, decode_speculative
 from edgexpert.golden.lm.model import LayerTrace
-from edgexpert.golden.policies.registry import (AdaptiveExpansion, Combined, ResidentAR, S2MoE, SpecMoE,
-                                       Specter, affinity_order, on_chip_slots, quantized_experts,
-                                       reuse_aware_router)
+from edgexpert.golden.policies.combined import Combined
+from edgexpert.golden.policies.registry import on_chip_slots
+from edgexpert.golden.policies.resident import ResidentAR, SpecMoE, affinity_order
+from edgexpert.golden.policies.s2moe import AdaptiveExpansion, S2MoE, reuse_aware_router
+from edgexpert.golden.policies.specter import Specter, quantized_experts
 from edgexpert.golden.decoding.policy import ExpertSlots, hottest
 from edgexpert.contracts.weight_layout import WeightLayout
 

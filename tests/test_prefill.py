@@ -12,7 +12,7 @@ from edgexpert.contracts.config import ConfigError, DecodeConfig, load_config
 from edgexpert.golden.lm.checkpoint import weights_sha256
 from edgexpert.golden.decoding.decode import FloatEngine, run_pass
 from edgexpert.golden.lm.model import KVCache, LayerTrace, MoEModel, route
-from edgexpert.golden.policies.registry import EdgeXpert
+from edgexpert.golden.policies.edgexpert import EdgeXpert
 from edgexpert.golden.decoding.policy import Policy, chunked_expert_fetches
 from edgexpert.golden.policies.prefill import (MAJOR, MINOR, MODEL_HASH_FORM, TRIVIAL, EncoderError,
                                       EncoderSettings, PrefillRouting, TokenEncoder, load_encoder,
@@ -97,8 +97,7 @@ def test_prefill_bytes_count_distinct_experts_per_chunk():
     assert chunked_expert_fetches(experts, 1) == 2 + 2 + 1 + 2 + 1
     assert chunked_expert_fetches(experts, 16) == 5
     trace = LayerTrace(torch.zeros(5, 64), torch.zeros(5, 8), experts, torch.ones(5, 2))
-    policy = Policy(layout, DecodeConfig())
-    policy.prefill_chunk = 2
+    policy = Policy(layout, DecodeConfig(), prefill_chunk=2)
     assert policy.pass_bytes("prefill", [trace, trace], None) == 12 * layout.expert_fetch_bytes
     # decode passes keep one fetch per distinct expert and pass
     assert policy.pass_bytes("verify", [trace, trace], None) == 10 * layout.expert_fetch_bytes

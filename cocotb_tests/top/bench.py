@@ -56,8 +56,8 @@ COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES
             "words": TopCsr.WORDS, "beats": EmaCsr.BEATS, "ema_busy": EmaCsr.BUSY_CYCLES,
             "dcu_jobs": TopCsr.DCU_JOBS, "descriptor_wait": TopCsr.DESCRIPTOR_WAIT_CYCLES,
             "feedback_wait": TopCsr.FEEDBACK_WAIT_CYCLES}
-#: channels the DCU keeps per group: golden/policies/registry.py `selected_count` without pruning,
-#: round(ratio x channels), 1..channels
+#: channels the DCU keeps per group: golden/policies/edgexpert.py `selected_count` without
+#: pruning, round(ratio x channels), 1..channels
 KEEP = tuple(max(1, min(c, round(PARAMS["ratio"] * c))) for c in (D, F))
 #: the DCU modes and their job orders (host.py)
 DCU_ORDERS = {"dcu": "ahead", "dcu_inline": "inline"}

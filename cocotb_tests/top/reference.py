@@ -10,8 +10,9 @@ of at most `candidates` (one engine group; the DCU in the top selects for one su
 group: the GATE_UP mask is the DCU's selection (golden/blocks/dcu.py) on the candidates' MoE inputs
 (x_q, x_m, x_e and routing weights); every candidate computes its hidden vector on those channels
 (GATE_UP sums over the mask, h quantized over all F values); the DOWN mask is the DCU's
-selection on *those* hidden vectors and their scales (what the live policy, golden/policies/registry.py
-`CoalescingHook`, selects on, and all the hardware can see), and the DOWN sums run over it.
+selection on *those* hidden vectors and their scales (what the live policy,
+golden/policies/edgexpert.py `CoalescingHook`, selects on, and all the hardware can see), and the
+DOWN sums run over it.
 `policies.coalescing_ratio` of the channels each; pruning mask all ones (golden/traces/masks.py).
 """
 
@@ -27,7 +28,7 @@ from edgexpert.golden.blocks import dcu
 from edgexpert.golden.lm.checkpoint import load_checkpoint
 from edgexpert.golden.integer.int_model import IntModel, RESIDUAL_FRAC, weight_rows
 from edgexpert.golden.integer.intops import Dyadic, int_matmul, quantize_vec, requant, rshift, sigmoid_q15
-from edgexpert.golden.policies.registry import selected_count
+from edgexpert.golden.policies.edgexpert import selected_count
 
 from .host import expert_groups
 

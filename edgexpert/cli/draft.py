@@ -1,4 +1,4 @@
-"""The EAGLE draft head: `draft train` (golden/decoding/eagle.py, docs/golden-model.md)."""
+"""The EAGLE draft head: `draft train` (golden/decoding/eagle/, docs/golden-model.md)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ __all__ = ["register", "eagle_head"]
 def eagle_head(ckpt, config, needed: bool = False):
     """The EAGLE head beside `ckpt` (its eagle/ folder) when a policy may draft with it
     (policies.draft other than self, or `needed`), else None. A head trained for another
-    checkpoint is refused in one line (golden.decoding.eagle.EagleError)."""
+    checkpoint is refused in one line (golden.decoding.eagle.files.EagleError)."""
     if config.policies.draft == "self" and not needed:
         return None
-    from ..golden.decoding.eagle import load_eagle
+    from ..golden.decoding.eagle.files import load_eagle
     return load_eagle(ckpt.model, ckpt.path / "eagle")[0]
 
 
 def cmd_draft_train(args) -> int:
-    """Train the EAGLE draft head for the checkpoint (golden/decoding/eagle.py)."""
+    """Train the EAGLE draft head for the checkpoint (golden/decoding/eagle/train.py)."""
     # the head's settings are EagleSettings, not config keys: the config names the model
     config = load(args)
     if args.steps is not None and not 1 <= args.steps <= 1_000_000:
@@ -32,7 +32,9 @@ def cmd_draft_train(args) -> int:
     import torch
 
     from ..support.tools import build_root
-    from ..golden.decoding.eagle import EagleSettings, save_eagle, train_eagle
+    from ..golden.decoding.eagle.files import save_eagle
+    from ..golden.decoding.eagle.head import EagleSettings
+    from ..golden.decoding.eagle.train import train_eagle
     from ..golden.lm.train import token_streams
     # one thread: bit-identical reruns, and the other core stays free
     torch.set_num_threads(1)
@@ -67,8 +69,8 @@ def register(sub) -> None:
     draft = p.add_subparsers(dest="draft_command", required=True, metavar="ACTION")
     q = draft.add_parser("train", parents=[settings_options(1)],
                          help="train the EAGLE draft head (build/draft/eagle); its settings are "
-                              "golden/decoding/eagle.py's EagleSettings, so --config and --set "
-                              "only name the model (model.name)")
+                              "golden/decoding/eagle/head.py's EagleSettings, so --config and "
+                              "--set only name the model (model.name)")
     q.add_argument("--install", action="store_true",
                    help="also copy it into the checkpoint's eagle/ folder (the bundled "
                         "model's: golden/checkpoint/eagle/ or golden/checkpoint_fine/eagle/)")

@@ -3,8 +3,8 @@
 Self-speculative drafting: the draft is the target model itself with a smaller expert budget
 (top-`draft_experts` routing), reading the target's KV cache for the prefix and its own cache
 entries for the tree it is building. A policy may instead draft with an EAGLE head
-(golden/decoding/eagle.py): one small decoder layer on the target's features of the accepted prefix,
-which every target pass then records next to its KV cache.
+(golden/decoding/eagle/): one small decoder layer on the target's features of the accepted
+prefix, which every target pass then records next to its KV cache.
 
 Dynamic draft tree (in the manner of EAGLE-2): the root is the last known token. At each depth
 the draft runs once on the `width` most probable frontier nodes and proposes `branch` children
@@ -33,7 +33,7 @@ import torch
 
 from ...contracts.config import DecodeConfig
 from ...contracts.weight_layout import WeightLayout
-from .eagle import EagleTree, record_features
+from .eagle.draft import EagleTree, record_features
 from ..lm.model import KVCache, LayerTrace, MoEModel, route
 from .policy import Policy
 
@@ -71,9 +71,9 @@ class PassCost:
     """One forward pass: the distinct routed experts per layer, the bytes the policy's expert
     fetches moved, and the KV-cache entries its tokens attend to that were cached before it
     (`context`: what the pass reads from the cache; its own tokens' entries it writes). An
-    EAGLE draft pass (golden/decoding/eagle.py) does not run the target (`reads_target` False: no expert,
-    no target weight, its one layer's KV cache) and reads the head's weights instead
-    (`draft_head_bytes`, at their storage precision)."""
+    EAGLE draft pass (golden/decoding/eagle/draft.py) does not run the target (`reads_target`
+    False: no expert, no target weight, its one layer's KV cache) and reads the head's weights
+    instead (`draft_head_bytes`, at their storage precision)."""
     kind: str                     # "prefill", "ar", "draft", "verify"
     tokens: int
     experts_per_layer: list[int]
@@ -231,7 +231,7 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
                policy: Policy | None = None) -> Tree:
     """Draft a tree after `root` with the policy's draft: the self-speculative one (see the
     module doc; the policy's "draft" routing and channels apply to every draft pass), or its
-    EAGLE head (golden/decoding/eagle.py: no target pass, no trace kept)."""
+    EAGLE head (golden/decoding/eagle/draft.py: no target pass, no trace kept)."""
     policy = policy or default_policy(engine, cfg)
     eagle = EagleTree(policy.eagle_for(engine), cache, root) if policy.eagle is not None else None
     drafter = policy.draft_engine(engine)

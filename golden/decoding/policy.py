@@ -9,8 +9,9 @@ A policy is asked, for every forward pass (kind "prefill", "ar", "draft" or "ver
 and, for speculative decoding, `draft_engine(engine)`: the model the draft runs (Specter's has
 quantized experts), and `expansion(...)`: which drafted nodes grow and are verified. `decode` is the
 policy's own DecodeConfig (Specter drafts a chain). `draft` says what drafts: "self" (the target's
-own layers, `draft_engine`) or "eagle" (the EAGLE head of golden/decoding/eagle.py, set by `use_eagle`;
-refused by the policies whose rules read the draft's per-layer routing, `EAGLE_REFUSAL`).
+own layers, `draft_engine`) or "eagle" (the EAGLE head of golden/decoding/eagle/, given to the
+constructor; refused by the policies whose rules read the draft's per-layer routing,
+`EAGLE_REFUSAL`).
 
 Prefill is costed for an accelerator whose on-chip buffers hold the activations of
 `prefill_chunk` consecutive prompt tokens and which streams each expert's weights once per chunk
@@ -19,9 +20,10 @@ expert per pass would leave no routing policy anything to save.
 
 The base class is naive speculative decoding: the draft is the model with top-`draft_experts`
 routing, verification uses the model's own routing, the tree is the `max_candidates` nodes of
-highest draft probability (`Expansion`), and every pass fetches the whole of every expert its tokens use, once
-per pass, with nothing kept on chip between passes. Other policies (golden/policies/registry.py) override
-what they change.
+highest draft probability (`Expansion`), and every pass fetches the whole of every expert its
+tokens use, once per pass, with nothing kept on chip between passes. `Autoregressive` beside it is
+plain decoding; the other policies (golden/policies/, one module per family) override what they
+change.
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ import torch
 
 from ...contracts.config import DecodeConfig
 from ...contracts.weight_layout import Matrix, WeightLayout, channel_runs
-from .eagle import IntEagleHead
+from .eagle.head import EagleHead, IntEagleHead
 from ..integer.int_model import IntModel
 from ..lm.model import LayerTrace, Router, route
 
-__all__ = ["ChannelHook", "Policy", "PassFetches", "ExpertSlots", "Expansion",
+__all__ = ["ChannelHook", "Policy", "Autoregressive", "PassFetches", "ExpertSlots", "Expansion",
            "used_experts", "hottest", "chunked_expert_fetches"]
 
 
@@ -161,12 +163,13 @@ class ChannelHook(ABC):
 
 
 class Policy:
-    """Naive speculative decoding (see the module doc)."""
+    """Naive speculative decoding (see the module doc).
+
+    Every policy is whole when constructed: `prefill_chunk` (policies.prefill_chunk; 16, its
+    default there, for a policy built by hand) and `eagle`, the EAGLE head it drafts with (None:
+    its own layers), are keyword arguments that subclasses pass through as `**base`."""
     name = "naive_sd"
     speculative = True
-    #: prompt tokens whose activations the on-chip buffers hold at once (policies.prefill_chunk;
-    #: `golden.policies.build_policy` sets it from the configuration)
-    prefill_chunk = 16
     #: the model this policy decodes with when it is not the compared one (EdgeXpert on a
     #: pruned-and-recovered checkpoint); None: the compared model
     model = None
@@ -177,25 +180,33 @@ class Policy:
     #: for non-expert weights); "reuse", by reads per step (the draft head, then non-expert weights)
     onchip = "configured"
 
-    def __init__(self, layout: WeightLayout, decode: DecodeConfig):
+    def __init__(self, layout: WeightLayout, decode: DecodeConfig, *, prefill_chunk: int = 16,
+                 eagle: EagleHead | None = None):
         self.layout = layout
         self.decode = decode
-        self.draft = "self" if self.speculative else "none"
-        self.eagle = None          # the EAGLE head (float64) when draft is "eagle"
-        self.eagle_bytes = 0       # what one of its draft passes reads of its weights
-
-    def use_eagle(self, head) -> None:
-        """Draft with `head` (a golden.decoding.eagle.EagleHead; a float64 copy is kept)."""
-        if self.EAGLE_REFUSAL is not None:
-            raise ValueError(f"{self.name} cannot draft with the eagle head: {self.EAGLE_REFUSAL}")
-        self.eagle = copy.deepcopy(head).to_double()
-        self.eagle_bytes = head.weight_bytes()
-        self.draft = "eagle"
+        #: prompt tokens whose activations the on-chip buffers hold at once
+        self.prefill_chunk = prefill_chunk
+        if eagle is not None:
+            self.check_eagle()
+        # the head drafts in float64 (a copy), as golden.decoding.decode.FloatEngine runs the target
+        self.eagle = None if eagle is None else copy.deepcopy(eagle).to_double()
+        # what one of the head's draft passes reads of its weights
+        self.eagle_bytes = 0 if eagle is None else eagle.weight_bytes()
+        self.draft = "eagle" if eagle is not None else "self" if self.speculative else "none"
         self._int_eagle = None
+
+    @classmethod
+    def check_eagle(cls) -> None:
+        """Raises ValueError when this policy cannot draft with an EAGLE head."""
+        if not cls.speculative:
+            raise ValueError(f"{cls.name} does not draft: it takes no eagle head")
+        if cls.EAGLE_REFUSAL is not None:
+            raise ValueError(f"{cls.name} cannot draft with the eagle head: {cls.EAGLE_REFUSAL}")
 
     def eagle_for(self, engine):
         """The head that drafts for `engine`: on the integer path its A8W4 twin
-        (golden.decoding.eagle.IntEagleHead, built once per integer model), else the float64 head."""
+        (golden.decoding.eagle.head.IntEagleHead, built once per integer model), else the
+        float64 head."""
         if not isinstance(engine, IntModel):
             return self.eagle
         if self._int_eagle is None or self._int_eagle[0] is not engine:
@@ -228,3 +239,9 @@ class Policy:
         else:
             experts = sum(len(used_experts(t)) for t in traces)
         return experts * self.layout.expert_fetch_bytes
+
+
+class Autoregressive(Policy):
+    """Plain decoding: the speculative machinery is not used."""
+    name = "ar"
+    speculative = False

@@ -89,7 +89,7 @@ class LayerTrace:
     weights: torch.Tensor         # [T, j] their routing weights
     int_data: dict | None = None  # the integer path's exact values (golden.integer.int_model)
     #: [T, D] the residual stream after the layer (dequantized on the int path): the feature an
-    #: EAGLE draft head reads (golden/decoding/eagle.py)
+    #: EAGLE draft head reads (golden/decoding/eagle/)
     output: torch.Tensor | None = None
 
 
@@ -99,8 +99,8 @@ class KVCache:
     [H_kv, L, head_dim], and on the integer path the keys' scales [H_kv, L]), plus each entry's
     position, and `entries`: named tensors whose axis 0 runs over the cached tokens, kept and
     dropped with them (an EAGLE draft keeps each entry's token and target features there,
-    golden/decoding/eagle.py), and `draft`: what a draft head keeps across steps next to this cache
-    (golden/decoding/eagle.py; a fork shares it)."""
+    golden/decoding/eagle/draft.py), and `draft`: what a draft head keeps across steps next to
+    this cache (golden/decoding/eagle/draft.py; a fork shares it)."""
     layers: list = field(default_factory=list)
     positions: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
     entries: dict = field(default_factory=dict)

@@ -2,11 +2,11 @@
 
 The mask is `pruning_masks(parent, sparsity)` (MASK_RULE): per expert, the `sparsity` share of
 input channels with the least weight-column L2 norm (gate and up together for GATE_UP, down's
-columns for DOWN); EdgeXpert's policy (golden/policies/registry.py) weighs channel importance by it. The
-pruned columns are set to zero and held there while the rest of the model is fine-tuned on the
-training split with the training loss (golden/lm/train.py): their gradients are masked, so AdamW's
-moments for them stay zero and neither the update nor the weight decay can move them. Short run,
-small peak rate, linear warm-up over a tenth of the steps and cosine decay; deterministic for
+columns for DOWN); EdgeXpert's policy (golden/policies/edgexpert.py) weighs channel importance by
+it. The pruned columns are set to zero and held there while the rest of the model is fine-tuned on
+the training split with the training loss (golden/lm/train.py): their gradients are masked, so
+AdamW's moments for them stay zero and neither the update nor the weight decay can move them. Short
+run, small peak rate, linear warm-up over a tenth of the steps and cosine decay; deterministic for
 `train.seed` (it seeds the data order).
 
 The pruned checkpoint records its parent by `weights_sha256` (golden/lm/checkpoint.py: the float16

@@ -1,2 +1,3 @@
-"""Decoding policies: what each pass fetches (EdgeXpert, the reference systems, ours) and the
-registry that builds them by name."""
+"""Decoding policies: what each pass fetches, one family per module (EdgeXpert, the reference
+systems, ours), EdgeXpert's prefill (`prefill.py`), and the registry that builds them by name
+(`registry.py`)."""

@@ -119,10 +119,10 @@ def against_naive(results: dict, naive: int) -> dict:
 def compare(config, model, prompts: list[list[int]], windows: list[list[int]],
             eot: int | None, encoder=None, eagle=None, progress: bool = True) -> dict:
     """Every policy on the same prompts (traffic, greedy match) and held-out windows (quality),
-    keyed by policy name; EMA bytes change against naive speculative decoding. `encoder`: EdgeXpert's
-    prefill encoder (None: its prefill routes natively); `eagle`: the EAGLE draft head
-    (golden/decoding/eagle.py) for the policies that draft with it (policies.draft). `progress`: a bar
-    over the policies."""
+    keyed by policy name; EMA bytes change against naive speculative decoding. `encoder`:
+    EdgeXpert's prefill encoder (None: its prefill routes natively); `eagle`: the EAGLE draft head
+    (golden/decoding/eagle/) for the policies that draft with it (policies.draft). `progress`: a
+    bar over the policies."""
     engine = FloatEngine(model)
     layout = WeightLayout.for_model(model.cfg)
     reference = [decode_ar(engine, p, config.decode, eot) for p in prompts]

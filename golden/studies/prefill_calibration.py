@@ -37,7 +37,7 @@ from ...contracts.config import DecodeConfig
 from ...support.progress import progress_bar
 from ...contracts.weight_layout import WeightLayout
 from ..lm.model import MoEModel, routing_weights
-from ..policies.registry import EdgeXpert
+from ..policies.edgexpert import EdgeXpert
 from ..decoding.policy import Policy, chunked_expert_fetches
 from ..policies.prefill import (ENCODER_PATHS, MAJOR, MINOR, TRIVIAL, PrefillRouting, TokenEncoder,
                       moe_inputs, prefill_quality, prefill_routing, shared_set_route,
@@ -145,9 +145,9 @@ def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[in
 
     def measure(routing: PrefillRouting, chunk: int) -> dict:
         policy = EdgeXpert(layout, decode, model, policies.coalescing_ratio,
-                           policies.pruning_sparsity, policies.calibration, prefill=routing)
-        native = Policy(layout, decode)
-        policy.prefill_chunk = native.prefill_chunk = chunk
+                           policies.pruning_sparsity, policies.calibration, prefill=routing,
+                           prefill_chunk=chunk)
+        native = Policy(layout, decode, prefill_chunk=chunk)
         quality = prefill_quality(engine, policy, native, windows)
         bar.update(1)
         return quality
@@ -210,9 +210,9 @@ def compare_encoders(engine, model: MoEModel, encoder: TokenEncoder, windows: li
     paths = {}
     for path in progress_bar(ENCODER_PATHS, desc="encoder paths", unit="path", enabled=progress):
         policy = EdgeXpert(layout, decode, model, policies.coalescing_ratio,
-                           policies.pruning_sparsity, policies.calibration, prefill=routings[path])
-        native = Policy(layout, decode)
-        policy.prefill_chunk = native.prefill_chunk = policies.prefill_chunk
+                           policies.pruning_sparsity, policies.calibration, prefill=routings[path],
+                           prefill_chunk=policies.prefill_chunk)
+        native = Policy(layout, decode, prefill_chunk=policies.prefill_chunk)
         paths[path] = prefill_quality(engine, policy, native, windows)
     return {"prompt_tokens": tokens, "class_changes": sum(moves.values()),
             "class_moves": dict(sorted(moves.items())), "paths": paths}

@@ -28,7 +28,7 @@ from ...contracts.mask_trace import MaskEntry, MaskTrace
 from ...contracts.trace import PassKind, Trace
 from ...contracts.weight_layout import Matrix
 from ..blocks import dcu
-from ..policies.registry import selected_count
+from ..policies.edgexpert import selected_count
 
 __all__ = ["GOLDEN_SOURCE", "GroupInputs", "depth_groups", "coalesced_masks"]
 

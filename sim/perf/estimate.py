@@ -63,7 +63,7 @@ BUNDLED_MEASURED = {
 }
 #: the policies that draft with the bundled EAGLE head in `edgexpert compare` (their papers'
 #: drafts, golden/policies/registry.py PAPER_DRAFT), and what one of its draft passes reads of it
-#: (golden/decoding/eagle.py `EagleHead.weight_bytes`: its layer at int4, 1,024 int8 head rows)
+#: (golden/decoding/eagle/head.py `EagleHead.weight_bytes`: its layer at int4, 1,024 int8 head rows)
 BUNDLED_EAGLE = ("naive_sd", "edgexpert", "moe_spec", "combined")
 BUNDLED_EAGLE_HEAD_BYTES = 498_944
 #: the bundled model's experts per layer (its ModelConfig), against which policies.moe_spec_budget

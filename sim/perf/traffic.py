@@ -14,12 +14,13 @@ in `summarize`'s output). `measured_plan` turns that into the performance model'
   entries, at the integer path's precision (`MoEModelSpec.kv_bytes_per_token`).
 
 A self-draft pass (the model with top-1 routing, Specter's quantized experts) runs the target's
-own layers and reads what a target pass reads. An EAGLE draft pass (golden/decoding/eagle.py) does not
-read the target (`reads_target` 0): it reads the head's weights (`draft_head_bytes`, int4 layers
-and int8 head rows as golden states them), one embedding row per token, and its own one-layer
-KV cache, whose entries have one target layer's shape (`kv_bytes_per_token / n_layers`). The
-target features it reads (three 192-wide rows per accepted token) come from the verification
-pass just before and are taken to stay on chip. A kind that mixes both weighs each by its share.
+own layers and reads what a target pass reads. An EAGLE draft pass (golden/decoding/eagle/) does
+not read the target (`reads_target` 0): it reads the head's weights (`draft_head_bytes`, int4
+layers and int8 head rows as golden states them), one embedding row per token, and its own
+one-layer KV cache, whose entries have one target layer's shape
+(`kv_bytes_per_token / n_layers`). The target features it reads (three 192-wide rows per accepted
+token) come from the verification pass just before and are taken to stay on chip. A kind that
+mixes both weighs each by its share.
 
 `traffic_columns` gives the per-token byte columns `edgexpert compare` prints; `add_traffic`
 adds them to every policy of a comparison.
