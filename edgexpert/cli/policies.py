@@ -74,8 +74,9 @@ def cmd_compare(args) -> int:
     from ..golden.policies.prefill import load_encoder
     from .plot import tradeoff_plot
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
-    result = _with_traffic(compare(config, ckpt.model, prompts, windows, eot,
-                                   load_encoder(ckpt.model, ckpt.path)[0], eagle_head(ckpt, config)), config)
+    encoder = load_encoder(ckpt.model, ckpt.path)[0]
+    result = _with_traffic(compare(config, ckpt.model, prompts, windows, eot, encoder,
+                                   eagle_head(ckpt, config)), config)
     report = {"policies": result, "prompts": len(prompts), "windows": len(windows),
               "decode": dataclasses.asdict(config.decode),
               "settings": dataclasses.asdict(config.policies)}
