@@ -111,13 +111,15 @@ def _pru(config: Config, **model):
 
 
 def dcu_parameters(config: Config) -> dict:
-    """The DCU's parameters (keyword arguments of `Dcu`): the model's channel counts and the
-    draft tree's candidates (decode.max_candidates). The full-size point (Qwen3-30B-A3B:
-    d_model 2048, expert width 768) is `--set model.d_model=2048 --set model.n_heads=16
-    --set model.expert_ffn=768` (docs/blocks/dcu.md)."""
+    """The DCU's parameters (keyword arguments of `Dcu`): the model's channel counts, the
+    draft tree's candidates (decode.max_candidates) and the layers and experts per layer a job
+    may name. The full-size point (Qwen3-30B-A3B: d_model 2048, expert width 768) is `--set
+    model.d_model=2048 --set model.n_heads=16 --set model.expert_ffn=768` (docs/blocks/dcu.md)."""
     model = config.model
+    layout = WeightLayout.for_model(model)
     return {"gate_up_channels": model.d_model, "down_channels": model.expert_ffn,
-            "max_group": config.decode.max_candidates}
+            "max_group": config.decode.max_candidates, "layers": layout.n_layers,
+            "experts": layout.experts_per_layer}
 
 
 def _dcu(config: Config) -> Dcu:

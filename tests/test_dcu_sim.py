@@ -1,10 +1,12 @@
 # amaranth: UnusedElaboratable=no
 # (constructors rejected on purpose leave their component unused)
 """The DCU in Amaranth's simulator: random jobs (group sizes 1 and the maximum, ties, all-zero
-inputs, pruning, one-word and partial-word matrices) with random pauses on both inputs and on
-the output; every command word equals the golden selection's (golden/blocks/dcu.py) as the EMA
-contract encodes it. The cocotb bench (cocotb_tests/dcu/) replays golden traces on Icarus and
-Verilator."""
+inputs, pruning, one-word and partial-word matrices, a candidate of negligible weight and small
+exponent) with random pauses on both inputs and on the output; every command word equals the
+golden selection's (golden/blocks/dcu.py) as the EMA contract encodes it. Jobs with a field out
+of range for the instance (cocotb_tests/dcu/bad_jobs.py) are rejected, reported, counted, and
+the good job after each is exact. The cocotb bench (cocotb_tests/dcu/) replays golden traces on
+Icarus and Verilator."""
 
 import random
 
@@ -12,7 +14,8 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from edgexpert.contracts.dcu import DcuJob, encode_job
+from edgexpert.cocotb_tests.dcu.bad_jobs import bad_jobs
+from edgexpert.contracts.dcu import DcuCsr, DcuError, DcuJob, dcu_status_layout, encode_job
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.golden.blocks import dcu as golden
@@ -30,7 +33,7 @@ def random_job(rng: random.Random, layout: WeightLayout, max_group: int, tag: in
                kind: str) -> DcuJob:
     matrix = rng.choice([Matrix.GATE_UP, Matrix.DOWN])
     c = layout.in_channels(matrix)
-    n = {"one": 1, "max": max_group}.get(kind, rng.randint(1, max_group))
+    n = {"one": 1, "max": max_group, "weighted": 2}.get(kind, rng.randint(1, max_group))
     q = np.array([[rng.randint(-127, 127) for _ in range(c)] for _ in range(n)])
     m = np.array([rng.randint(8257, 16513) for _ in range(n)])
     e = np.array([rng.randint(18, 26) for _ in range(n)])
@@ -42,21 +45,33 @@ def random_job(rng: random.Random, layout: WeightLayout, max_group: int, tag: in
     if kind == "ties":      # few distinct values: many equal keys
         q = np.array([[rng.choice([0, 3, 5]) for _ in range(c)] for _ in range(n)])
         m[:], e[:], g[:] = 9000, 20, 30000
-    if kind == "prune" or rng.random() < 0.3:
+    keep = rng.randint(1, c)
+    if kind == "weighted":
+        # issue 28: A (m 8257, e 20, g 1) and B (m 16000, e 36, g 65536), B's weighted scale
+        # 1.9x A's; with E from the exponents alone both weights were 0 and the selection fell
+        # back to channels 0..k-1, A's here
+        keep = c // 4
+        q[:] = 0
+        q[0, :keep], q[1, c - keep:] = 127, 127
+        m[:], e[:], g[:] = [8257, 16000], [20, 36], [1, 65536]
+    if kind == "prune" or (kind != "weighted" and rng.random() < 0.3):
         prune = np.array([rng.random() < 0.7 for _ in range(c)], dtype=np.int64)
     if kind == "pruned_all":
         prune = np.zeros(c, dtype=np.int64)
     return DcuJob(tag, rng.randrange(layout.n_layers), rng.randrange(layout.n_experts), matrix,
-                  q, m, e, g, rng.randint(1, c), prune, scales=rng.random() < 0.5,
+                  q, m, e, g, keep, prune, scales=rng.random() < 0.5,
                   new_step=rng.random() < 0.3)
 
 
 def run_dcu(dut: Dcu, jobs_route: list[int], jobs_data: list[int], expected: int,
-            rng: random.Random, pause: float) -> tuple[list[int], int]:
+            rng: random.Random, pause: float) -> dict:
     """Drive the route and data beats with random pauses, take `expected` command words with
-    random pauses; returns (words, cycles)."""
+    random pauses, then read the registers; returns the words, the cycles, the rejected jobs
+    (code, tag) in order and the registers (`DcuCsr` name: value)."""
     out: list[int] = []
+    rejected: list[tuple[DcuError, int]] = []
     cycles = [0]
+    registers: dict[str, int] = {}
 
     def driver(port, beats):
         async def tb(ctx):
@@ -69,6 +84,12 @@ def run_dcu(dut: Dcu, jobs_route: list[int], jobs_data: list[int], expected: int
                 await ctx.tick().until(port.ready)
             ctx.set(port.valid, 0)
         return tb
+
+    async def monitor(ctx):
+        async for _, _, valid, payload in ctx.tick().sample(dut.rejected.valid,
+                                                            dut.rejected.payload):
+            if valid:
+                rejected.append((DcuError(payload.code), int(payload.tag)))
 
     async def sink(ctx):
         idle = 0
@@ -88,14 +109,19 @@ def run_dcu(dut: Dcu, jobs_route: list[int], jobs_data: list[int], expected: int
         for _ in range(50):        # nothing more comes
             await ctx.tick()
             assert not ctx.get(dut.cmd.valid), "a command beyond the expected ones"
+        for reg in DcuCsr:
+            ctx.set(dut.csr.addr, reg)
+            await ctx.tick()
+            registers[reg.name] = ctx.get(dut.csr.data)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(driver(dut.route, jobs_route))
     sim.add_testbench(driver(dut.data, jobs_data))
+    sim.add_testbench(monitor, background=True)
     sim.add_testbench(sink)
     sim.run()
-    return out, cycles[0]
+    return {"words": out, "cycles": cycles[0], "rejected": rejected, "registers": registers}
 
 
 # three-words: a word count that is not a power of two (the bundled GATE_UP has 6), so the
@@ -106,7 +132,7 @@ def test_dcu_matches_the_golden_selection(shape):
     gate_up, down, max_group = shape
     layout = WeightLayout(n_layers=2, n_experts=5, d_model=gate_up, expert_ffn=down)
     rng = random.Random(20261201)
-    kinds = ["one", "max", "zero", "ties", "prune", "pruned_all"] + ["random"] * 10
+    kinds = ["one", "max", "zero", "ties", "prune", "pruned_all", "weighted"] + ["random"] * 9
     jobs = [random_job(rng, layout, max_group, tag, kind) for tag, kind in enumerate(kinds)]
     route, beats, expected = [], [], []
     for job in jobs:
@@ -115,10 +141,40 @@ def test_dcu_matches_the_golden_selection(shape):
         beats += d
         expected += expected_commands(layout, job)
     for pause in (0.0, 0.4):
-        out, _ = run_dcu(Dcu(gate_up, down, max_group), route, beats, len(expected),
-                         random.Random(7), pause)
+        out = run_dcu(Dcu(gate_up, down, max_group), route, beats, len(expected),
+                      random.Random(7), pause)["words"]
         for i, (got, want) in enumerate(zip(out, expected)):
             assert got == want, f"command word {i}: {got:#x} != {want:#x} (pause {pause})"
+
+
+# issue 28: a DCU for groups of at most 4 given a group of 5 (or a count of 0) took the route
+# beats and then waited for data it never took: it hung without a word
+@pytest.mark.parametrize("shape", [(48, 40, 4), (20, 64, 3)], ids=["partial-words", "one-word"])
+def test_bad_jobs_are_rejected_and_the_next_job_is_exact(shape):
+    gate_up, down, max_group = shape
+    layout = WeightLayout(n_layers=2, n_experts=5, d_model=gate_up, expert_ffn=down)
+    rng = random.Random(20261202)
+    bad = bad_jobs(layout, max_group, rng, first_tag=100)
+    assert {b.code for b in bad} == set(DcuError) - {DcuError.NONE}
+    route, beats, expected = [], [], []
+    for tag, job in enumerate(bad):       # each bad job, then a good one
+        good = random_job(rng, layout, max_group, tag, "random")
+        r, d = encode_job(layout, good, max_group)
+        route += job.route + r
+        beats += job.data + d
+        expected += expected_commands(layout, good)
+    first = bad[0]
+    for pause in (0.0, 0.4):
+        dut = Dcu(gate_up, down, max_group, layers=layout.n_layers,
+                  experts=layout.experts_per_layer)
+        result = run_dcu(dut, route, beats, len(expected), random.Random(11), pause)
+        for i, (got, want) in enumerate(zip(result["words"], expected)):
+            assert got == want, f"command word {i}: {got:#x} != {want:#x} (pause {pause})"
+        assert result["rejected"] == [(b.code, b.tag) for b in bad], pause
+        regs = result["registers"]
+        status = dcu_status_layout.from_bits(regs["STATUS"] & (2**dcu_status_layout.size - 1))
+        assert (status.error, DcuError(status.code), status.tag) == (1, first.code, first.tag)
+        assert (regs["JOBS"], regs["REJECTED"]) == (len(bad), len(bad))
 
 
 def test_bad_parameters_name_the_accepted_range():
@@ -128,3 +184,5 @@ def test_bad_parameters_name_the_accepted_range():
         Dcu(gate_up_channels=4096)
     with pytest.raises(TypeError, match="down_channels must be an integer"):
         Dcu(down_channels=6.0)
+    with pytest.raises(ValueError, match=r"experts = 1025 is out of range: accepted 1..1024"):
+        Dcu(experts=1025)

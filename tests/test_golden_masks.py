@@ -32,7 +32,8 @@ def test_ratio_and_importance(trace):
     entries = [e for step in masks.steps for e in step]
     assert all(len(e.channels) == (12 if e.matrix == Matrix.GATE_UP else 4) for e in entries)
     # recompute the first entry's selection by hand from the contract (docs/contracts.md, "Depth
-    # coalescing"): W_c from m * g aligned to the group's smallest exponent, keys 2 I + 1
+    # coalescing"): W_c = m g 2^(16 - S - e) with S the largest bitlen(m) + bitlen(g) - e of a
+    # candidate with m g > 0, keys 2 I + 1
     first = entries[0]
     verify = np.flatnonzero(trace["row_kind"] == PassKind.VERIFY)
     layer_rows = verify[trace["row_layer"][verify] == first.layer]
@@ -40,10 +41,14 @@ def test_ratio_and_importance(trace):
     group = rows[trace["row_depth"][rows] == trace["row_depth"][rows].min()]
     users = [(r, k) for r in group for k, e in enumerate(trace["experts"][r]) if e == first.expert]
     products = {(r, k): int(trace["x_m"][r]) * int(trace["weights_q16"][r, k]) for r, k in users}
-    low = min(int(trace["x_e"][r]) for r, k in users if products[r, k] > 0)
+    def size(r, k):
+        return (int(trace["x_m"][r]).bit_length() + int(trace["weights_q16"][r, k]).bit_length()
+                - int(trace["x_e"][r]))
+    top = max(size(r, k) for r, k in users if products[r, k] > 0)
     keys = [1] * 48
     for r, k in users:
-        w = products[r, k] >> (int(trace["x_e"][r]) - low + 15)
+        shift = int(trace["x_e"][r]) + top - 16
+        w = products[r, k] >> shift if shift >= 0 else products[r, k] << -shift
         for j in range(48):
             keys[j] += 2 * abs(int(trace["x_q"][r, j])) * w
     assert first.channels == tuple(sorted(sorted(range(48), key=lambda j: (-keys[j], j))[:12]))

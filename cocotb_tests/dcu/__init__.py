@@ -21,9 +21,10 @@ CHAIN_MODULE = "edgexpert.cocotb_tests.dcu.chain"
 CHAIN_EMA = {"data_width": 256, "addr_width": 32, "outstanding": 16, "buffer_bytes": 65536,
              "buffer_banks": 4, "slots": 16}
 
-#: the bundled model's channel counts (configs/default.yaml: d_model 192, expert_ffn 64) and the
-#: draft tree's max_candidates (64)
-BENCH_CASES = {"bundled": {"gate_up_channels": 192, "down_channels": 64, "max_group": 64}}
+#: the bundled model's channel counts (configs/default.yaml: d_model 192, expert_ffn 64), the
+#: draft tree's max_candidates (64), its layers (4) and experts per layer (32, no shared one)
+BENCH_CASES = {"bundled": {"gate_up_channels": 192, "down_channels": 64, "max_group": 64,
+                           "layers": 4, "experts": 32}}
 
 #: policies.coalescing_ratio of configs/default.yaml
 BENCH_RATIO = 0.75
@@ -36,7 +37,8 @@ FULL_PAUSED_JOBS = 400
 
 def bench_tests() -> list[str]:
     """Names of the cocotb tests the bench runs (what its report holds)."""
-    return sorted(["trace_groups/none", "trace_groups/random", "edge_cases/random"])
+    return sorted(["trace_groups/none", "trace_groups/random", "edge_cases/random",
+                   "bad_jobs/random"])
 
 
 def golden_groups(out: Path, prompts: int | None, new_tokens: int, every: bool) -> dict:
@@ -146,7 +148,7 @@ def fetch_comparison(groups_file: Path, job_cycles: list[int], layout, beat_byte
                                                                  job_cycles):
         matrix = Matrix(matrix)
         c = layout.in_channels(matrix)
-        keep = max(1, round(ratio * c))
+        keep = dcu.requested_count(c, ratio)
         chosen = set(dcu.select(q[at:at + n, :c], m[at:at + n], e[at:at + n], g[at:at + n],
                                 keep).tolist())
         at += n

@@ -10,7 +10,11 @@ on the results) and on a missing or extra word after the run drains.
   `trace_jobs` of them taken evenly over the file), without pauses (cycles per job measured) and, for the first `paused_jobs` of them, with seeded
   random pauses on `route`, `data` and `cmd`;
 - `edge_cases/random`: groups of 1 and of `max_group` candidates, all-zero inputs, ties, pruned
-  channels, a fully pruned expert, extreme values, random pauses on all three streams.
+  channels, a fully pruned expert, extreme values, random pauses on all three streams;
+- `bad_jobs/random`: every way a job can be out of range for the instance (bad_jobs.py), each
+  followed by a good job, random pauses: each bad one rejected (`rejected`: its tag and first
+  bad field, in order), no command for it, the good ones exact, STATUS naming the first,
+  JOBS and REJECTED counting them.
 
 This module runs inside the simulator; `edgexpert.cocotb_tests.dcu.run_bench` starts it. Seeds:
 cocotb's (COCOTB_RANDOM_SEED, fixed by the caller, logged); each test derives its own.
@@ -24,19 +28,20 @@ from collections import defaultdict
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
-from edgexpert.contracts.dcu import DcuJob, encode_job
+from edgexpert.cocotb_tests.dcu.bad_jobs import bad_jobs
+from edgexpert.contracts.dcu import (DcuCsr, DcuError, DcuJob, dcu_reject_layout,
+                                     dcu_status_layout, encode_job)
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.golden.blocks import dcu as golden
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 P = bench_params()
-#: a layout of the DCU's channel counts, for the EMA command encoding (layers and experts of the
-#: bundled model: 4, 32)
-LAYOUT = WeightLayout(n_layers=4, n_experts=32, d_model=P["gate_up_channels"],
+#: a layout of the DCU's channel counts, layers and experts, for the EMA command encoding
+LAYOUT = WeightLayout(n_layers=P["layers"], n_experts=P["experts"], d_model=P["gate_up_channels"],
                       expert_ffn=P["down_channels"])
 _report: dict = {}
 
@@ -50,7 +55,7 @@ def _record(name: str, **values):
 
 def _keep(matrix: Matrix) -> int:
     """policies.coalescing_ratio of the matrix's channels (golden.policies.selected_count)."""
-    return max(1, round(P["ratio"] * LAYOUT.in_channels(matrix)))
+    return golden.requested_count(LAYOUT.in_channels(matrix), P["ratio"])
 
 
 def trace_jobs() -> list[DcuJob]:
@@ -117,15 +122,23 @@ async def _send(source: StreamSource, beats: list[int]):
 
 async def run_jobs(dut, jobs: list[DcuJob], mode: str, name: str) -> dict:
     """Send `jobs`, compare every command word; returns cycles per job (no-pause runs)."""
-    rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
-    await start_clock_and_reset(dut)
     route, data, expected, ends = [], [], [], []
     for job in jobs:
-        r, d = encode_job(LAYOUT, job)
+        r, d = encode_job(LAYOUT, job, P["max_group"])
         route += r
         data += d
         expected += expected_words(job)
         ends.append(len(expected))
+    result, _ = await run_beats(dut, route, data, expected, ends, mode, name, jobs)
+    return result
+
+
+async def run_beats(dut, route: list[int], data: list[int], expected: list[int],
+                    ends: list[int], mode: str, name: str, jobs: list[DcuJob]):
+    """Send the beats, compare every command word with `expected` (`ends`: where each good
+    job's words end); returns (cycles per good job, the rejected jobs seen: (code, tag))."""
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
+    await start_clock_and_reset(dut)
     dut._log.info("%s: seed %d, %d jobs, %d route and %d data beats, %d command words, pauses %s",
                   name, cocotb.RANDOM_SEED, len(jobs), len(route), len(data), len(expected), mode)
     route_src = StreamSource(dut, "route", Pauses(mode, rng), rng)
@@ -141,17 +154,29 @@ async def run_jobs(dut, jobs: list[DcuJob], mode: str, name: str) -> dict:
             while seen < len(ends) and len(sink.items) >= ends[seen]:
                 done_at.append(sink.cycles)
                 seen += 1
+    rejected: list[tuple[DcuError, int]] = []
+
+    async def watch_rejected():
+        while True:
+            await RisingEdge(dut.clk)
+            await ReadOnly()
+            if dut.rejected__valid.value:
+                beat = dcu_reject_layout.from_bits(dut.rejected__payload.value.to_unsigned())
+                rejected.append((DcuError(beat.code), int(beat.tag)))
     watcher = cocotb.start_soon(watch())
+    rejecter = cocotb.start_soon(watch_rejected())
     sending = [cocotb.start_soon(_send(route_src, route)), cocotb.start_soon(_send(data_src, data))]
     # a job costs at most a few hundred cycles per 32 channels; 8 x that bound (pauses halve
     # the rate on three streams) is a hang
-    bound = 8 * sum(40 * (len(j.m) + 32) * -(-j.q.shape[1] // 32) for j in jobs) + 1000
+    bound = 8 * sum(40 * (len(j.m) + 32) * -(-j.q.shape[1] // 32) for j in jobs) + 40 * (
+        len(route) + len(data)) + 1000
     await sink.wait_for(len(expected), max_cycles=bound)
     for task in sending:
         await task
     await ClockCycles(dut.clk, 50)
     sink.stop()
     watcher.cancel()
+    rejecter.cancel()
     got = list(sink.items)
     assert len(got) == len(expected), f"{len(got)} command words for {len(expected)} expected"
     for i, (g, e) in enumerate(zip(got, expected)):
@@ -165,7 +190,15 @@ async def run_jobs(dut, jobs: list[DcuJob], mode: str, name: str) -> dict:
     return {"jobs": len(jobs), "words": len(expected), "cycles": sink.cycles - start,
             "job_cycles": job_cycles,
             "cycles_per_job": {k: {"mean": sum(v) / len(v), "worst": max(v), "jobs": len(v)}
-                               for k, v in sorted(per_job.items())}}
+                               for k, v in sorted(per_job.items())}}, rejected
+
+
+async def read_csr(dut, reg: DcuCsr) -> int:
+    """The register one cycle after its address."""
+    dut.csr__addr.value = int(reg)
+    await RisingEdge(dut.clk)
+    await RisingEdge(dut.clk)
+    return dut.csr__data.value.to_unsigned()
 
 
 @cocotb.test()
@@ -188,3 +221,31 @@ async def edge_cases_random(dut):
     result = await run_jobs(dut, jobs, "random", "edge_cases/random")
     del result["cycles_per_job"], result["job_cycles"]
     _record("edge_cases/random", **result, group_sizes=sorted({len(j.m) for j in jobs}))
+
+
+@cocotb.test()
+async def bad_jobs_random(dut):
+    rng = random.Random(f"{cocotb.RANDOM_SEED}-bad_jobs")
+    dut.csr__addr.value = 0
+    bad = bad_jobs(LAYOUT, P["max_group"], rng, first_tag=100)
+    # after each bad job a golden trace group (mostly small: the Icarus run stays short)
+    trace = trace_jobs()
+    goods = [trace[i % len(trace)] for i in range(len(bad))]
+    route, data, expected, ends = [], [], [], []
+    for job, after in zip(bad, goods):
+        r, d = encode_job(LAYOUT, after, P["max_group"])
+        route += job.route + r
+        data += job.data + d
+        expected += expected_words(after)
+        ends.append(len(expected))
+    result, rejected = await run_beats(dut, route, data, expected, ends, "random",
+                                       "bad_jobs/random", goods)
+    assert rejected == [(b.code, b.tag) for b in bad], f"rejected {rejected}"
+    status = dcu_status_layout.from_bits(await read_csr(dut, DcuCsr.STATUS)
+                                         & (2**dcu_status_layout.size - 1))
+    assert (status.error, DcuError(status.code), status.tag) == (1, bad[0].code, bad[0].tag)
+    counts = {reg.name: await read_csr(dut, reg) for reg in (DcuCsr.JOBS, DcuCsr.REJECTED)}
+    assert counts == {"JOBS": len(goods), "REJECTED": len(bad)}, counts
+    del result["cycles_per_job"], result["job_cycles"]
+    _record("bad_jobs/random", **result, rejected=len(rejected),
+            codes=sorted({b.code.name for b in bad}))

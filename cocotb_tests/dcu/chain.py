@@ -50,7 +50,7 @@ def _steps() -> list[list[DcuJob]]:
         matrix = Matrix(int(matrix))
         c = LAYOUT.in_channels(matrix)
         job = DcuJob(i % 256, int(layer), int(expert), matrix, q[at:at + n, :c], m[at:at + n],
-                     e[at:at + n], g[at:at + n], max(1, round(P["ratio"] * c)), scales=True)
+                     e[at:at + n], g[at:at + n], golden.requested_count(c, P["ratio"]), scales=True)
         at += n
         try:
             fits = bool(steps) and not first and reference.step(

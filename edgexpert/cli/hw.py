@@ -236,12 +236,12 @@ def cmd_bench_dcu(args) -> int:
     """The DCU's cycles per depth group on Verilator (cocotb_tests/dcu, every group of the
     bundled prompts' golden traces) against the EMA's fetch cycles for the same groups."""
     from ..blocks import dcu_parameters
-    from ..cocotb_tests.dcu import fetch_comparison, run_bench
+    from ..cocotb_tests.dcu import BENCH_CASES, fetch_comparison, run_bench
     from ..contracts.weight_layout import WeightLayout
 
     config = load(args)
     hw = dcu_parameters(config)
-    bundled = {"gate_up_channels": 192, "down_channels": 64, "max_group": 64}
+    bundled = BENCH_CASES["bundled"]
     if hw != bundled:
         raise InputError(f"bench dcu replays the bundled model's traces: it needs the default "
                          f"model and decode.max_candidates (accepted {bundled}, not {hw})")

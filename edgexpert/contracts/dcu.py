@@ -14,7 +14,15 @@ C is the matrix's input channels. The selection is golden/blocks/dcu.py's (docs/
 coalescing"). Out come, per job, a NEW_STEP when the header asks for one, then the DESCRIPTOR
 and its ceil(C / 32) MASK words: what the EMA's command port takes.
 
-`DcuJob` holds one job on the host side; `encode_job` checks it and returns its beats.
+A job whose fields are out of range for the instance (docs/contracts.md, "DCU jobs: accepted
+ranges") is *rejected*: the DCU takes exactly the beats its header announced, emits no command
+for it, reports it on `rejected` (`dcu_reject_layout`: its tag and its first bad field,
+`DcuError`), latches the first rejected job in STATUS (`dcu_status_layout`) and counts it
+(`DcuCsr`); the next job is taken as usual.
+
+`DcuJob` holds one job on the host side; `encode_job` checks it against the instance (one
+`ValueError` naming the first bad field and its accepted range) and returns its beats;
+`header_beat`, `prune_beat`, `entry_beat` and `data_beats` pack beats unchecked.
 """
 
 from __future__ import annotations
@@ -23,14 +31,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from amaranth.hdl import signed, unsigned
-from amaranth.lib import data
+from amaranth.lib import data, enum
 
 from .ema import EXPERT_BITS, LAYER_BITS, MASK_BITS, TAG_BITS
 from .weight_layout import Matrix, WeightLayout
 
 __all__ = ["LANES", "MAX_GROUP", "COUNT_BITS", "KEEP_BITS", "M_BITS", "E_BITS", "G_BITS",
-           "dcu_header_layout", "dcu_entry_layout", "dcu_route_layout", "dcu_data_layout",
-           "DcuJob", "encode_job"]
+           "G_MAX", "DcuError", "DcuCsr", "dcu_header_layout",
+           "dcu_entry_layout", "dcu_route_layout", "dcu_data_layout", "dcu_reject_layout",
+           "dcu_status_layout", "DcuJob", "encode_job", "header_beat", "prune_beat",
+           "entry_beat", "data_beats"]
 
 #: channels per data beat and per prune word: one EMA mask word, so a word of importance is a
 #: word of mask
@@ -43,6 +53,35 @@ COUNT_BITS = 7
 KEEP_BITS = 12
 #: scale mantissa (< 2^15), signed exponent, Q.16 routing weight (0..65536): docs/contracts.md
 M_BITS, E_BITS, G_BITS = 15, 8, 17
+#: the largest routing weight, 1.0 in Q.16: G_BITS holds more, which m g < 2^31 does not allow
+G_MAX = 2**16
+
+
+class DcuError(enum.IntEnum, shape=3):
+    """The first field of a rejected job found out of range for the instance, in beat order
+    (the header's fields in layout order, then the prune words, then the entries)."""
+    NONE = 0
+    #: layer >= the instance's `layers`
+    LAYER = 1
+    #: expert >= the instance's `experts`
+    EXPERT = 2
+    #: candidate count n = 0 or above the instance's `max_group`
+    COUNT = 3
+    #: requested count k = 0 or above the matrix's input channels
+    KEEP = 4
+    #: a PRUNE bit past the matrix's last channel (the EMA's BAD_DESCRIPTOR for MASK words)
+    PRUNE = 5
+    #: a routing weight g above G_MAX
+    WEIGHT = 6
+    #: a bit above the field of a PRUNE (bits 32..47) or ENTRY (bits 40..47) beat
+    RESERVED = 7
+
+
+class DcuCsr(enum.IntEnum, shape=2):
+    """Register map of the DCU's read port (read-only, 64 bits, as the EMA's `EmaCsr`)."""
+    STATUS = 0        # dcu_status_layout
+    JOBS = 1          # jobs completed with their commands
+    REJECTED = 2      # jobs rejected
 
 dcu_header_layout = data.StructLayout({
     "tag": unsigned(TAG_BITS),
@@ -51,7 +90,7 @@ dcu_header_layout = data.StructLayout({
     "matrix": unsigned(1),           # weight_layout.Matrix
     "scales": unsigned(1),           # the descriptor's scales flag
     "new_step": unsigned(1),         # emit NEW_STEP before the descriptor
-    "count": unsigned(COUNT_BITS),   # candidates n, 1..MAX_GROUP
+    "count": unsigned(COUNT_BITS),   # candidates n, 1..the instance's max_group
     "keep": unsigned(KEEP_BITS),     # requested channels k, 1..C
 })
 
@@ -68,6 +107,17 @@ dcu_route_layout = data.UnionLayout({
 })
 
 dcu_data_layout = data.StructLayout({"lanes": data.ArrayLayout(signed(8), LANES)})
+
+#: a rejected job's completion: its header's tag and its first bad field
+dcu_reject_layout = data.StructLayout({"code": DcuError, "tag": unsigned(TAG_BITS)})
+
+#: STATUS: the first rejected job since reset (the EMA's `ema_status_layout` without busy)
+dcu_status_layout = data.StructLayout({
+    "error": 1,
+    "code": DcuError,
+    "reserved": 4,
+    "tag": unsigned(TAG_BITS),
+})
 
 
 @dataclass(frozen=True)
@@ -96,43 +146,72 @@ def _in_range(name: str, values, lo: int, hi: int) -> None:
         raise ValueError(f"{name} = {int(bad)} is out of range: accepted {lo}..{hi}")
 
 
-def encode_job(layout: WeightLayout, job: DcuJob) -> tuple[list[int], list[int]]:
+def _route(fields: dict) -> int:
+    return dcu_route_layout.const(fields).as_value().value
+
+
+def header_beat(tag: int, layer: int, expert: int, matrix: int, count: int, keep: int,
+                scales: bool = False, new_step: bool = False) -> int:
+    """A HEADER beat, unchecked (`encode_job` checks; a bench builds bad ones with it)."""
+    return _route({"header": {"tag": tag, "layer": layer, "expert": expert,
+                              "matrix": int(matrix), "scales": int(scales),
+                              "new_step": int(new_step), "count": count, "keep": keep}})
+
+
+def prune_beat(bits: int) -> int:
+    """A PRUNE beat: bit i keeps channel 32 w + i of word w (unchecked)."""
+    return _route({"prune": bits})
+
+
+def entry_beat(m: int, e: int, g: int) -> int:
+    """An ENTRY beat of one candidate, unchecked."""
+    return _route({"entry": {"m": m, "e": e, "g": g}})
+
+
+def encode_job(layout: WeightLayout, job: DcuJob,
+               max_group: int = MAX_GROUP) -> tuple[list[int], list[int]]:
     """(route beats, data beats) of `job` as integers of `dcu_route_layout` and
-    `dcu_data_layout`; every field is checked first (ValueError naming the accepted range)."""
+    `dcu_data_layout`, for a DCU of `layout`'s channels, layers and experts and groups of up to
+    `max_group`; every field is checked first (ValueError naming the accepted range)."""
     channels = layout.in_channels(job.matrix)
     q = np.asarray(job.q, dtype=np.int64)
-    if q.ndim != 2 or q.shape[1] != channels or not 1 <= q.shape[0] <= MAX_GROUP:
-        raise ValueError(f"job inputs have shape {q.shape}: accepted [1..{MAX_GROUP}, {channels}]")
+    if q.ndim != 2 or q.shape[1] != channels:
+        raise ValueError(f"job inputs have shape {q.shape}: accepted [n, {channels}]")
     n = q.shape[0]
+    _in_range("candidate count n", n, 1, max_group)
     for name, v in (("m", job.m), ("e", job.e), ("g", job.g)):
         if np.asarray(v).shape != (n,):
             raise ValueError(f"job {name} has shape {np.asarray(v).shape}: accepted ({n},)")
     _in_range("tag", job.tag, 0, 2**TAG_BITS - 1)
     _in_range("layer", job.layer, 0, min(layout.n_layers, 2**LAYER_BITS) - 1)
     _in_range("expert", job.expert, 0, min(layout.experts_per_layer, 2**EXPERT_BITS) - 1)
-    _in_range("keep", job.keep, 1, channels)
+    _in_range("requested count k", job.keep, 1, channels)
     _in_range("input q", q, -127, 127)
     _in_range("scale mantissa m", job.m, 0, 2**M_BITS - 1)
     _in_range("scale exponent e", job.e, -2**(E_BITS - 1), 2**(E_BITS - 1) - 1)
-    _in_range("routing weight g", job.g, 0, 2**(G_BITS - 1))
+    _in_range("routing weight g", job.g, 0, G_MAX)
     prune = np.ones(channels, dtype=np.int64) if job.prune is None else np.asarray(job.prune)
     if prune.shape != (channels,):
         raise ValueError(f"pruning mask has shape {prune.shape}: accepted ({channels},)")
+    _in_range("pruning mask bit", prune, 0, 1)
     words = -(-channels // LANES)
-    route = [dcu_route_layout.const({"header": {
-        "tag": job.tag, "layer": job.layer, "expert": job.expert, "matrix": int(job.matrix),
-        "scales": int(job.scales), "new_step": int(job.new_step), "count": n,
-        "keep": job.keep}}).as_value().value]
+    route = [header_beat(job.tag, job.layer, job.expert, job.matrix, n, job.keep, job.scales,
+                         job.new_step)]
     for w in range(words):
-        bits = sum(1 << i for i in range(LANES) if w * LANES + i < channels and prune[w * LANES + i] > 0)
-        route.append(dcu_route_layout.const({"prune": bits}).as_value().value)
-    for m, e, g in zip(np.asarray(job.m).tolist(), np.asarray(job.e).tolist(), np.asarray(job.g).tolist()):
-        route.append(dcu_route_layout.const({"entry": {"m": m, "e": e, "g": g}}).as_value().value)
-    beats = []
-    padded = np.zeros((n, words * LANES), dtype=np.int64)
-    padded[:, :channels] = q
-    for row in padded:
-        for w in range(words):
-            beats.append(sum((int(v) & 0xFF) << (8 * i)
-                             for i, v in enumerate(row[w * LANES:(w + 1) * LANES])))
-    return route, beats
+        route.append(prune_beat(sum(1 << i for i in range(LANES)
+                                    if w * LANES + i < channels and prune[w * LANES + i])))
+    for m, e, g in zip(np.asarray(job.m).tolist(), np.asarray(job.e).tolist(),
+                       np.asarray(job.g).tolist()):
+        route.append(entry_beat(m, e, g))
+    return route, data_beats(q)
+
+
+def data_beats(q) -> list[int]:
+    """The data beats of inputs q [n, C]: per row ceil(C / 32) beats, lanes past the last
+    channel 0 (unchecked)."""
+    q = np.asarray(q, dtype=np.int64)
+    words = -(-q.shape[1] // LANES)
+    padded = np.zeros((q.shape[0], words * LANES), dtype=np.int64)
+    padded[:, :q.shape[1]] = q
+    return [sum((int(v) & 0xFF) << (8 * i) for i, v in enumerate(row[w * LANES:(w + 1) * LANES]))
+            for row in padded for w in range(words)]

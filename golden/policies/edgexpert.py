@@ -23,7 +23,7 @@ __all__ = ["selected_count", "integer_inputs", "salient_channels", "CoalescingHo
 def selected_count(channels: int, ratio: float, prune: torch.Tensor | None = None) -> int:
     """How many channels a depth group fetches: `ratio` of them (rounded, at least one), and
     never a channel the pruning mask removed (golden/blocks/dcu.py, `keep_count`)."""
-    return dcu.keep_count(channels, max(1, round(ratio * channels)), prune)
+    return dcu.keep_count(channels, dcu.requested_count(channels, ratio), prune)
 
 
 def integer_inputs(values: torch.Tensor, weights: torch.Tensor):
@@ -45,7 +45,7 @@ def salient_channels(values: torch.Tensor, weights: torch.Tensor, ratio: float,
     (`integer_inputs`). The mask traces (golden/traces/masks.py) call golden/blocks/dcu.py on the
     traces' integers directly."""
     q, m, e, g = integer_inputs(values, weights)
-    return dcu.select(q, m, e, g, max(1, round(ratio * values.shape[1])), prune)
+    return dcu.select(q, m, e, g, dcu.requested_count(values.shape[1], ratio), prune)
 
 
 class CoalescingHook(ChannelHook):

@@ -8,7 +8,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.dcu import LANES, dcu_data_layout
+from ...contracts.dcu import COUNT_BITS, LANES, DcuError, dcu_data_layout
 from ...contracts.weight_layout import Matrix
 from .collector import job_layout
 from .geometry import IMPORTANCE_BITS, WEIGHT_BITS, DcuGeometry
@@ -33,7 +33,8 @@ class Accumulator(wiring.Component):
     transparent to its write port, so a matrix of one word can take a beat every cycle. Each
     job takes n * ceil(C / 32) cycles plus three: the job goes on once its last write has
     landed and the OR of the final sums is in a register. The sums go to the job's bank of
-    the importance memory."""
+    the importance memory. A rejected job's data beats (n x words of them, n up to 127) are
+    taken and dropped: neither multiplied nor written."""
 
     def __init__(self, geometry: DcuGeometry):
         self._g = geometry
@@ -54,7 +55,8 @@ class Accumulator(wiring.Component):
         g = self._g
         job = Signal(job_layout)
         word = Signal(g.word_bits)
-        cand = Signal(g.cand_bits)
+        cand = Signal(COUNT_BITS)
+        rejected = job.error != DcuError.NONE
         last_word = Mux(job.header.matrix == Matrix.DOWN, g.words(Matrix.DOWN) - 1,
                         g.words(Matrix.GATE_UP) - 1)
         taken = self.data.valid & self.data.ready
@@ -89,7 +91,7 @@ class Accumulator(wiring.Component):
                           reset_less=k >= 2) for k in range(COPIES)]
         cand_next = Signal(g.cand_bits)         # the weight memory's address
         m.d.comb += cand_next.eq(cand)
-        m.d.sync += [pending.eq(taken), adding.eq(pending)]
+        m.d.sync += [pending.eq(taken & ~rejected), adding.eq(pending)]
         with m.If(taken):
             m.d.sync += [at.eq(word), first.eq(cand == 0), final.eq(cand == job.header.count - 1)]
             for i in range(LANES):
@@ -131,7 +133,11 @@ class Accumulator(wiring.Component):
                 with m.If(self.job_in.valid):
                     m.d.comb += cand_next.eq(0)
                     m.d.sync += [job.eq(self.job_in.payload), word.eq(0), cand.eq(0), top.eq(0)]
-                    m.next = "Run"
+                    # a count of 0 (a rejected job) announces no data
+                    with m.If(self.job_in.payload.header.count == 0):
+                        m.next = "Offer"
+                    with m.Else():
+                        m.next = "Run"
             with m.State("Run"):
                 m.d.comb += self.data.ready.eq(1)
                 with m.If(taken):

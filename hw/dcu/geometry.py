@@ -7,33 +7,41 @@ from dataclasses import dataclass
 from amaranth.hdl import Mux
 
 from ...contracts.dcu import KEEP_BITS, LANES, MAX_GROUP
+from ...contracts.ema import EXPERT_BITS, LAYER_BITS
 from ...contracts.weight_layout import Matrix
 
-__all__ = ["DcuGeometry", "IMPORTANCE_BITS", "KEY_BITS", "WEIGHT_BITS", "WEIGHT_SHIFT"]
+__all__ = ["DcuGeometry", "IMPORTANCE_BITS", "KEY_BITS", "WEIGHT_BITS", "LEFT_SHIFT"]
 
-#: the contract's widths (docs/contracts.md, "Depth coalescing"): W_c < 2^16 after a shift of at
-#: least 15; |q| W summed over 64 candidates < 2^29; the key adds the pruning bit
-WEIGHT_SHIFT = 15
+#: the contract's widths (docs/contracts.md, "Depth coalescing"): W_c < 2^16; |q| W summed over
+#: 64 candidates < 2^29; the key adds the pruning bit
 WEIGHT_BITS = 16
 IMPORTANCE_BITS = 29
 KEY_BITS = IMPORTANCE_BITS + 1
+#: the most a live candidate's product is shifted left: its shift e_c + S - 16 is at least
+#: bitlen(m_c) + bitlen(g_c) - 16 >= 2 - 16
+LEFT_SHIFT = WEIGHT_BITS - 2
 
 
 @dataclass(frozen=True)
 class DcuGeometry:
-    """Channels of each matrix (GATE_UP: d_model, DOWN: the expert's hidden width) and the most
-    candidates a depth group has."""
+    """Channels of each matrix (GATE_UP: d_model, DOWN: the expert's hidden width), the most
+    candidates a depth group has, and the layers and experts per layer a job may name."""
     gate_up_channels: int
     down_channels: int
     max_group: int
+    layers: int = 2**LAYER_BITS
+    experts: int = 2**EXPERT_BITS
 
     def __post_init__(self):
         for name in ("gate_up_channels", "down_channels"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < 2**KEEP_BITS:
                 raise ValueError(f"{name} = {value!r} is out of range: accepted 1..{2**KEEP_BITS - 1}")
-        if not isinstance(self.max_group, int) or not 1 <= self.max_group <= MAX_GROUP:
-            raise ValueError(f"max_group = {self.max_group!r} is out of range: accepted 1..{MAX_GROUP}")
+        for name, top in (("max_group", MAX_GROUP), ("layers", 2**LAYER_BITS),
+                          ("experts", 2**EXPERT_BITS)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
+                raise ValueError(f"{name} = {value!r} is out of range: accepted 1..{top}")
 
     def channels(self, matrix: Matrix) -> int:
         return self.gate_up_channels if matrix == Matrix.GATE_UP else self.down_channels

@@ -8,13 +8,14 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.dcu import KEEP_BITS, LANES
+from ...contracts.dcu import KEEP_BITS, LANES, DcuError
 from ...contracts.ema import EmaOp, ema_command_layout
 from ...contracts.weight_layout import Matrix
 from .accumulator import importance_layout
 from .arith import popcount
 from .collector import job_layout
 from .geometry import KEY_BITS, DcuGeometry
+from .registers import RejectSignature
 from ..streams import ReadSignature
 
 __all__ = ["Selector"]
@@ -36,13 +37,18 @@ class Selector(wiring.Component):
     keys equal to T while fewer than keep - above of them are taken, in channel order. `cmd` holds
     its payload until `ready`. The job's words are in its bank of the prune and importance
     memories; the next job is taken only after the last mask word, so the front may fill the
-    other bank meanwhile."""
+    other bank meanwhile. `completed` is high on the cycle the last mask word is taken.
+
+    A rejected job (`error` set) is taken in one cycle and emits nothing on `cmd`: its
+    completion is one cycle of `rejected`: its tag and first bad field."""
 
     def __init__(self, geometry: DcuGeometry):
         self._g = geometry
         super().__init__({
             "job": In(stream.Signature(job_layout)),
             "cmd": Out(stream.Signature(ema_command_layout)),
+            "rejected": Out(RejectSignature),
+            "completed": Out(1),
             "sums_rd": Out(ReadSignature(geometry.bank_addr_bits, importance_layout.size)),
             "prune_rd": Out(ReadSignature(geometry.bank_addr_bits, LANES)),
             # both memories are read only while searching and emitting (their read energy)
@@ -121,7 +127,11 @@ class Selector(wiring.Component):
         with m.FSM():
             with m.State("Idle"):
                 m.d.comb += self.job.ready.eq(1)
-                with m.If(self.job.valid):
+                with m.If(self.job.valid & (self.job.payload.error != DcuError.NONE)):
+                    m.d.comb += [self.rejected.valid.eq(1),
+                                 self.rejected.payload.code.eq(self.job.payload.error),
+                                 self.rejected.payload.tag.eq(self.job.payload.header.tag)]
+                with m.Elif(self.job.valid):
                     m.d.sync += [job.eq(self.job.payload), threshold.eq(0),
                                  high.eq(start), above_bits.eq(0), above.eq(0),
                                  word.eq(0), pending.eq(0)]
@@ -181,5 +191,6 @@ class Selector(wiring.Component):
                     m.d.sync += [word.eq(word + 1),
                                  ties.eq(Mux(taken_equal >= ties, 0, ties - taken_equal))]
                     with m.If(word == last_word):
+                        m.d.comb += self.completed.eq(1)
                         m.next = "Idle"
         return m

@@ -7,13 +7,15 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.dcu import LANES, dcu_data_layout, dcu_entry_layout, dcu_route_layout
-from ...contracts.ema import ema_command_layout
+from ...contracts.dcu import LANES, DcuCsr, dcu_data_layout, dcu_entry_layout, dcu_route_layout
+from ...contracts.ema import CSR_DATA_BITS, EXPERT_BITS, LAYER_BITS, ema_command_layout
 from .accumulator import Accumulator, importance_layout
 from .collector import Collector
 from .geometry import WEIGHT_BITS, DcuGeometry
+from .registers import Registers, RejectSignature
 from .selector import Selector
 from .weigher import Weigher
+from ..streams import ReadSignature
 
 __all__ = ["Dcu"]
 
@@ -29,7 +31,15 @@ class Dcu(wiring.Component):
     (edgexpert.contracts.dcu), EMA commands out on `cmd`.
 
     Parameters: `gate_up_channels` and `down_channels` (the matrices' input channels: d_model
-    and the expert's hidden width) and `max_group` (candidates per depth group, 1..64).
+    and the expert's hidden width), `max_group` (candidates per depth group, 1..64), `layers`
+    and `experts` (per layer, shared ones included) a job may name (default: every value the
+    header's fields hold).
+
+    A job with a field out of range for these (docs/contracts.md, "DCU jobs: accepted ranges")
+    is rejected: its beats are taken as its header announces and dropped, nothing goes out on
+    `cmd`, and one cycle of `rejected` (nothing to acknowledge) gives its tag and first bad field
+    (`DcuError`); STATUS keeps the first one and REJECTED counts them (`csr`: `DcuCsr` address
+    in, the register one cycle later). The next job is taken as usual.
 
     Two jobs at a time: while the selector searches one job's threshold (ceil(B / 2) passes
     over its words, B the largest key's bit length) and offers its commands (2 + words cycles
@@ -41,13 +51,18 @@ class Dcu(wiring.Component):
     until taken.
     """
 
-    def __init__(self, gate_up_channels: int = 192, down_channels: int = 64, max_group: int = 64):
+    def __init__(self, gate_up_channels: int = 192, down_channels: int = 64, max_group: int = 64,
+                 *, layers: int = 2**LAYER_BITS, experts: int = 2**EXPERT_BITS):
         self._g = DcuGeometry(_check("gate_up_channels", gate_up_channels),
-                              _check("down_channels", down_channels), _check("max_group", max_group))
+                              _check("down_channels", down_channels),
+                              _check("max_group", max_group), _check("layers", layers),
+                              _check("experts", experts))
         super().__init__({
             "route": In(stream.Signature(dcu_route_layout)),
             "data": In(stream.Signature(dcu_data_layout)),
             "cmd": Out(stream.Signature(ema_command_layout)),
+            "rejected": Out(RejectSignature),
+            "csr": In(ReadSignature(DcuCsr.as_shape().width, CSR_DATA_BITS)),
         })
 
     @property
@@ -61,6 +76,7 @@ class Dcu(wiring.Component):
         m.submodules.weigher = weigher = Weigher(g)
         m.submodules.accumulator = accumulator = Accumulator(g)
         m.submodules.selector = selector = Selector(g)
+        m.submodules.registers = registers = Registers()
         # two banks: the selector reads one job's while the next job's are written
         m.submodules.prune = prune = Memory(shape=LANES, depth=2 * g.max_words, init=[])
         m.submodules.entries = entries = Memory(shape=dcu_entry_layout, depth=g.max_group, init=[])
@@ -70,6 +86,13 @@ class Dcu(wiring.Component):
         wiring.connect(m, wiring.flipped(self.route), collector.route)
         wiring.connect(m, wiring.flipped(self.data), accumulator.data)
         wiring.connect(m, selector.cmd, wiring.flipped(self.cmd))
+        wiring.connect(m, wiring.flipped(self.csr), registers.csr)
+        # a rejected job's completion goes out and to the status register and counter
+        m.d.comb += [self.rejected.valid.eq(selector.rejected.valid),
+                     self.rejected.payload.eq(selector.rejected.payload),
+                     registers.rejected.valid.eq(selector.rejected.valid),
+                     registers.rejected.payload.eq(selector.rejected.payload),
+                     registers.completed.eq(selector.completed)]
         wiring.connect(m, collector.job, weigher.job_in)
         wiring.connect(m, weigher.job_out, accumulator.job_in)
         wiring.connect(m, accumulator.job_out, selector.job)

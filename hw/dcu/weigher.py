@@ -1,16 +1,16 @@
-"""Stage 2: each candidate's weight W_c = floor(m_c g_c / 2^(e_c - E + 15)), once per candidate
+"""Stage 2: each candidate's weight W_c = floor(m_c g_c 2^(16 - S - e_c)), once per candidate
 (not per channel), from the entry memory into the weight memory."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.dcu import G_BITS, M_BITS, dcu_entry_layout
-from .collector import job_layout
-from .geometry import WEIGHT_BITS, WEIGHT_SHIFT, DcuGeometry
+from ...contracts.dcu import COUNT_BITS, G_BITS, M_BITS, DcuError, dcu_entry_layout
+from .collector import SIZE_BITS, job_layout
+from .geometry import LEFT_SHIFT, WEIGHT_BITS, DcuGeometry
 from ..streams import ReadSignature
 
 __all__ = ["Weigher"]
@@ -18,7 +18,8 @@ __all__ = ["Weigher"]
 
 class Weigher(wiring.Component):
     """Per job: reads entry c on one cycle and writes W_c on the next (n + 1 cycles, one
-    multiplier and one shifter), then offers the job to the accumulator."""
+    multiplier and one shifter), then offers the job to the accumulator. A rejected job
+    (`error` set) is passed on without weighing: its entries may be more than the memory holds."""
 
     def __init__(self, geometry: DcuGeometry):
         self._g = geometry
@@ -33,24 +34,30 @@ class Weigher(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         job = Signal(job_layout)
-        cand = Signal(self._g.cand_bits + 1)       # the entry being read; count when done
+        cand = Signal(COUNT_BITS)       # the entry being read; count when done
         entry = data.View(dcu_entry_layout, self.entry_rd.data)
         product = Signal(M_BITS + G_BITS)
         m.d.comb += product.eq(entry.m * entry.g)
-        # e_c - E >= 0 for every entry with a nonzero product (E is their minimum); a shift of
-        # 31 or more empties the 31-bit product
-        offset = Signal(range(-2**9, 2**9))
-        m.d.comb += offset.eq(entry.e - job.e_min)
-        shift = offset + WEIGHT_SHIFT
-        weight = Mux((product != 0) & (offset >= 0) & (shift < M_BITS + G_BITS),
-                     (product >> shift[:5])[:WEIGHT_BITS], 0)
+        # the right shift e_c + S - 16 is at least -LEFT_SHIFT for a live candidate (its size
+        # is at most S), so the product shifted left by LEFT_SHIFT is shifted right by 0 or more
+        offset = Signal(signed(SIZE_BITS + 2))
+        m.d.comb += offset.eq(entry.e + job.size - WEIGHT_BITS + LEFT_SHIFT)
+        wide = Cat(Const(0, LEFT_SHIFT), product)
+        weight = Signal(WEIGHT_BITS)
+        # a live candidate's product is below 2^31: a right shift past the wide product's
+        # bits leaves 0; a zero product weighs 0 whatever S is
+        with m.If((product != 0) & (offset < len(wide))):
+            m.d.comb += weight.eq((wide >> offset[:len(wide).bit_length()])[:WEIGHT_BITS])
 
         with m.FSM():
             with m.State("Idle"):
                 m.d.comb += self.job_in.ready.eq(1)
                 with m.If(self.job_in.valid):
                     m.d.sync += [job.eq(self.job_in.payload), cand.eq(0)]
-                    m.next = "Run"
+                    with m.If(self.job_in.payload.error == DcuError.NONE):
+                        m.next = "Run"
+                    with m.Else():
+                        m.next = "Offer"
             with m.State("Run"):
                 m.d.comb += self.entry_rd.addr.eq(cand)
                 m.d.sync += cand.eq(cand + 1)
