@@ -8,8 +8,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .layouts import (ACC_WIDTH, act_layout, check_positive, check_word, column_layout,
-                      index_bits, sum_layout)
+from .layouts import (ACC_WIDTH, check_positive, check_word, column_layout, index_bits,
+                      sum_layout, x_layout)
 
 __all__ = ["ColumnMac"]
 
@@ -24,8 +24,9 @@ class ColumnMac(wiring.Component):
     means (docs/contracts.md: masks change which products enter the sums).
 
     One group, three phases, in order:
-    1. Load: `act` items (candidate, channel, int8) into the activation memory until `last`;
-       the last item's candidate is the group's last (candidates are 0..n-1).
+    1. Load: `act` beats (candidate, beat, `act_values` int8 of channels beat * act_values ..)
+       into the activation memory until `last`, one beat per cycle; the last beat's candidate
+       is the group's last (candidates are 0..n-1).
     2. Mac: per column word, per `lanes`-wide chunk of it, `lanes` products
        act[c][j] * w[o..o+lanes-1] for *every* candidate c of the group at once, added into the
        int32 accumulators (wrapping, as int32 registers do): `lanes` x `candidates` multipliers.
@@ -37,26 +38,34 @@ class ColumnMac(wiring.Component):
        during the Drain (the activation memory is not read then), so its Mac starts as soon as
        the Drain ends.
 
-    The activation memory (depth `channels`, one int8 per candidate) has an asynchronous read
-    port: the products of a cycle use what that cycle's address reads, every candidate's value
-    of the channel in one row. The accumulators are registers next to the multipliers, a row of
-    `lanes` int32 per (candidate, chunk): a cycle selects one chunk's row of every candidate
-    through a multiplexer per candidate and writes back the enabled lanes of the group's
-    candidates (a candidate beyond the group's last keeps its cleared rows). An SRAM there (as
-    before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the engine's energy
-    per MAC at 28 nm (docs/blocks/engine.md, synthesis). The reset clears every row, so a group
-    cut off by a reset leaves no partial sums behind.
+    The activation memory (a row per beat: `act_values` int8 of every candidate, written one
+    candidate's beat at a time) has an asynchronous read port: the products of a cycle use what
+    that cycle's address reads, every candidate's value of the channel in one row, picked out of
+    its beat by the channel's low bits. The accumulators are registers next to the multipliers,
+    a row of `lanes` int32 per (candidate, chunk): a cycle selects one chunk's row of every
+    candidate through a multiplexer per candidate and writes back the enabled lanes of the
+    group's candidates (a candidate beyond the group's last keeps its cleared rows). An SRAM
+    there (as before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the
+    engine's energy per MAC at 28 nm (docs/blocks/engine.md, synthesis). The reset clears every
+    row, so a group cut off by a reset leaves no partial sums behind.
     """
 
-    def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int):
+    def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int,
+                 act_values: int):
         check_positive("channels", channels)
         check_positive("outputs", outputs)
         check_positive("candidates", candidates, 1, 64)
         check_word(lanes, word_bits)
+        # a beat of inputs is at most a word of int8 (edgexpert.contracts.top.inputs_per_beat),
+        # a power of two so that a channel's beat and place in it are bit fields
+        check_positive("act_values", act_values, 1, word_bits // 8)
+        if act_values & (act_values - 1):
+            raise TypeError(f"act_values must be a power of two in 1..{word_bits // 8}, "
+                            f"not {act_values!r}")
         self._n, self._o, self._c = channels, outputs, candidates
-        self._p, self._w = lanes, word_bits
+        self._p, self._w, self._v = lanes, word_bits, act_values
         super().__init__({
-            "act": In(stream.Signature(act_layout(candidates, channels))),
+            "act": In(stream.Signature(x_layout(candidates, channels, act_values))),
             "columns": In(stream.Signature(column_layout(channels, word_bits))),
             "sums": Out(stream.Signature(sum_layout(candidates, outputs))),
         })
@@ -78,9 +87,11 @@ class ColumnMac(wiring.Component):
         m = Module()
         n_ch, outs, cands, lanes = self._n, self._o, self._c, self._p
         cpw, wpc, n_chunks = self.chunks_per_word, self.words_per_column, self.n_chunks
+        per, per_bits = self._v, self._v.bit_length() - 1
         m.submodules.act_mem = act_mem = Memory(
-            shape=data.ArrayLayout(signed(8), cands), depth=n_ch, init=[])
-        act_wr = act_mem.write_port(granularity=1)
+            shape=data.ArrayLayout(data.ArrayLayout(signed(8), per), cands),
+            depth=-(-n_ch // per), init=[])
+        act_wr = act_mem.write_port(granularity=1)   # one candidate's beat (an array element)
         act_rd = act_mem.read_port(domain="comb")
         # the accumulator rows: `acc_addr` selects the chunk whose row of every candidate is read
         # (acc_rd[c]) and written (acc_wr[c]), with a write enable per candidate and lane (its 32
@@ -119,8 +130,8 @@ class ColumnMac(wiring.Component):
         loaded = Signal()
         next_last = Signal(index_bits(cands))
         item = self.act.payload
-        m.d.comb += [act_wr.addr.eq(item.channel),
-                     act_wr.data.eq(item.value.replicate(cands)),
+        m.d.comb += [act_wr.addr.eq(item.beat),
+                     act_wr.data.eq(item.values.as_value().replicate(cands)),
                      act_wr.en.eq((self.act.valid & self.act.ready) << item.candidate)]
         act_last = self.act.valid & self.act.ready & item.last
         with m.If(act_last):
@@ -139,9 +150,9 @@ class ColumnMac(wiring.Component):
                 chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
                 w = [chunk_bits[4 * i:4 * i + 4].as_signed() for i in range(lanes)]
                 in_row = self.columns.valid & (g < n_chunks)
-                m.d.comb += [act_rd.addr.eq(col.channel), acc_addr.eq(g)]
+                m.d.comb += [act_rd.addr.eq(col.channel >> per_bits), acc_addr.eq(g)]
                 for c in range(cands):
-                    x = act_rd.data[c]
+                    x = act_rd.data[c][col.channel[:per_bits]] if per > 1 else act_rd.data[c][0]
                     m.d.comb += [acc_wr[c][i].eq(acc_rd[c][i] + x * w[i]) for i in range(lanes)]
                     m.d.comb += acc_wr_en[c].eq((in_row & (c <= last_cand)).replicate(lanes))
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
