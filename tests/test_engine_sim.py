@@ -18,6 +18,7 @@ from amaranth.sim import Simulator
 
 from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, group_items,
                                                 layouts, unpack)
+from edgexpert.contracts.top import input_beats, inputs_per_beat
 from edgexpert.contracts.weight_image import ExpertWeights, memory_image
 from edgexpert.contracts.weight_layout import WeightLayout
 from edgexpert.golden.integer.intops import (I64, Dyadic, fp16_dyadic, int_matmul, quantize_vec, requant,
@@ -244,3 +245,16 @@ def test_parameters_are_checked(kwargs, message):
               "tokens": 2} | kwargs
     with pytest.raises(TypeError, match=message):
         ExpertEngine(**params)
+
+
+def test_input_beats_follow_the_contract():
+    """docs/contracts.md, "The engine's input beats": channel j is value j % V of beat j // V
+    (V = word_bits / 8), the last beat padded with zeros; a word outside 16..1024 or not a
+    power of two is refused with the accepted range."""
+    x = list(range(-5, 5))                       # D = 10, V = 4: 3 beats
+    beats = input_beats(x, 32)
+    assert inputs_per_beat(32) == 4 and inputs_per_beat(256) == 32 and len(beats) == 3
+    assert [beats[j // 4][j % 4] for j in range(10)] == x and beats[2][2:] == [0, 0]
+    for bad in (8, 48, 2048, True):
+        with pytest.raises(ValueError, match="power of two in 16..1024"):
+            inputs_per_beat(bad)

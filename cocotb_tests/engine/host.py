@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from amaranth.hdl import Shape
 from amaranth.lib import data
 
+from edgexpert.contracts.top import input_beats, inputs_per_beat
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.hw.engine.layouts import (act_layout, cand_layout, column_layout, flush_layout,
                                          hidden_scale_layout, moe_layout, scale_words_layout,
-                                         sum_layout)
+                                         sum_layout, x_layout)
 
 __all__ = ["INPUTS", "OUTPUTS", "layouts", "group_items", "flush_items", "unpack",
            "words_per_column", "plan_groups"]
@@ -29,7 +30,8 @@ OUTPUTS = ("hidden", "hidden_scale", "expert_out", "moe_out")
 def layouts(d_model: int, expert_ffn: int, candidates: int, word_bits: int, tokens: int) -> dict:
     """Payload layout of every port (hw/engine/layouts.py)."""
     return {
-        "cand": cand_layout(tokens), "x": act_layout(candidates, d_model),
+        "cand": cand_layout(tokens),
+        "x": x_layout(candidates, d_model, inputs_per_beat(word_bits)),
         "gate_up": column_layout(d_model, word_bits), "down": column_layout(expert_ffn, word_bits),
         "gate_up_scales": scale_words_layout(word_bits),
         "down_scales": scale_words_layout(word_bits), "flush": flush_layout(tokens),
@@ -68,10 +70,12 @@ def group_items(layout: WeightLayout, image, layer: int, expert: int, x_q, x_m: 
                                          "token": int(tokens[i]), "weight": int(weights[i]),
                                          "last": int(i == n - 1)}).as_bits()
                       for i in range(n)]}
-    d = layout.d_model
-    items["x"] = [lay["x"].const({"candidate": i, "channel": j, "value": int(x_q[i][j]),
-                                  "last": int(i == n - 1 and j == d - 1)}).as_bits()
-                  for i in range(n) for j in range(d)]
+    items["x"] = []
+    for i in range(n):
+        beats = input_beats(x_q[i], word_bits)
+        items["x"] += [lay["x"].const({"candidate": i, "beat": b, "values": v,
+                                       "last": int(i == n - 1 and b == len(beats) - 1)}).as_bits()
+                       for b, v in enumerate(beats)]
     for matrix, name, channels in ((Matrix.GATE_UP, "gate_up", gate_up_channels),
                                    (Matrix.DOWN, "down", down_channels)):
         block = layout.block_address(layer, expert, matrix) - base

@@ -95,6 +95,7 @@ def plan(masks: str, selection: str) -> list:
 
 def commands(batch, masks: str) -> list[int]:
     return batch_commands(TRACE, batch, candidates=CANDS, tokens=SLOTS,
+                          word_bits=EMA["data_width"],
                           dcu=KEEP if masks in DCU_ORDERS else None,
                           order=DCU_ORDERS.get(masks, "ahead"))
 

@@ -24,11 +24,11 @@ import numpy as np
 
 from edgexpert.contracts.dcu import LANES, DcuJob, encode_job
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
-from edgexpert.contracts.top import TopOp
+from edgexpert.contracts.top import TopOp, input_beats, inputs_per_beat
 from edgexpert.contracts.trace import PassKind
 from edgexpert.contracts.weight_layout import Matrix
 from edgexpert.hw.ema import EmaGeometry
-from edgexpert.hw.engine.layouts import act_layout, cand_layout, flush_layout
+from edgexpert.hw.engine.layouts import cand_layout, flush_layout, x_layout
 from edgexpert.hw.top import command_layout
 from edgexpert.hw.top.layouts import data_item_layout, route_item_layout
 
@@ -143,15 +143,17 @@ def _beat(lay, op: TopOp, bits: int) -> int:
     return int(op) << lay["op"].offset | bits << lay["arg"].offset
 
 
-def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int,
+def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bits: int,
                    dcu: tuple[int, int] | None = None, order: str = "ahead") -> list[int]:
     """The command beats of one batch (module doc for the order). `dcu`: the DCU selects, keeping
-    (GATE_UP, DOWN) channels per group; None: the groups' masks go in EMA descriptors."""
+    (GATE_UP, DOWN) channels per group; None: the groups' masks go in EMA descriptors.
+    `word_bits`: the engine's word (the EMA's data width), which sets the X beat's inputs."""
     if order not in ("ahead", "inline"):
         raise ValueError(f"order = {order!r}: accepted 'ahead' or 'inline'")
     t, layout = trace, trace.layout
-    lay = command_layout(tokens, candidates, layout.d_model)
-    eng = {"cand": cand_layout(tokens), "x": act_layout(candidates, layout.d_model),
+    lay = command_layout(tokens, candidates, layout.d_model, word_bits)
+    eng = {"cand": cand_layout(tokens),
+           "x": x_layout(candidates, layout.d_model, inputs_per_beat(word_bits)),
            "flush": flush_layout(tokens)}
     slot_of = {row: i for i, row in enumerate(batch.rows)}
     beats = []
@@ -174,11 +176,12 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int,
             "x": {"m": int(t["x_m"][row]), "e": int(t["x_e"][row])}, "token": slot_of[row],
             "weight": int(t["weights_q16"][row, k]), "last": int(c == n - 1)}).as_bits())
             for c, (row, k) in enumerate(grp.cands)]
-        d = layout.d_model
-        out += [_beat(lay, TopOp.X, eng["x"].const({
-            "candidate": c, "channel": j, "value": int(t["x_q"][row][j]),
-            "last": int(c == n - 1 and j == d - 1)}).as_bits())
-            for c, (row, _) in enumerate(grp.cands) for j in range(d)]
+        for c, (row, _) in enumerate(grp.cands):
+            xs = input_beats(t["x_q"][row], word_bits)
+            out += [_beat(lay, TopOp.X, eng["x"].const({
+                "candidate": c, "beat": b, "values": v,
+                "last": int(c == n - 1 and b == len(xs) - 1)}).as_bits())
+                for b, v in enumerate(xs)]
         return out
 
     if dcu is not None:

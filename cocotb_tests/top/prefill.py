@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgexpert.contracts.top import TopOp
-from edgexpert.hw.engine.layouts import act_layout, cand_layout, flush_layout
+from edgexpert.contracts.top import TopOp, input_beats, inputs_per_beat
+from edgexpert.hw.engine.layouts import cand_layout, flush_layout, x_layout
 
 __all__ = ["PrefillGroup", "score_beats", "logit_beats", "groups_from_routes", "group_beats",
            "expected_group_outputs", "expected_moe"]
@@ -59,10 +59,12 @@ def groups_from_routes(routes: list[dict], candidates: int) -> list[PrefillGroup
 
 
 def group_beats(lay, trace_rows: dict, layer: int, groups: list[PrefillGroup], *,
-                candidates: int, tokens: int, d_model: int) -> list[int]:
+                candidates: int, tokens: int, d_model: int, word_bits: int) -> list[int]:
     """CAND and X beats of every group (token t of the chunk in token slot t), then a FLUSH of
-    each token slot. `trace_rows`: the prompt's token arrays (PrefillTrace.prompt)."""
-    cand, act, flush = cand_layout(tokens), act_layout(candidates, d_model), flush_layout(tokens)
+    each token slot. `trace_rows`: the prompt's token arrays (PrefillTrace.prompt); `word_bits`:
+    the engine's word, which sets the X beat's inputs."""
+    cand, flush = cand_layout(tokens), flush_layout(tokens)
+    act = x_layout(candidates, d_model, inputs_per_beat(word_bits))
     x_q, x_m, x_e = trace_rows["x_q"], trace_rows["x_m"], trace_rows["x_e"]
     beats = []
     for grp in groups:
@@ -71,10 +73,12 @@ def group_beats(lay, trace_rows: dict, layer: int, groups: list[PrefillGroup], *
             "x": {"m": int(x_m[tok, layer]), "e": int(x_e[tok, layer])}, "token": tok,
             "weight": weight, "last": int(c == n - 1)}).as_bits())
             for c, (tok, _, weight) in enumerate(grp.cands)]
-        beats += [_beat(lay, TopOp.X, act.const({
-            "candidate": c, "channel": j, "value": int(x_q[tok, layer, j]),
-            "last": int(c == n - 1 and j == d_model - 1)}).as_bits())
-            for c, (tok, _, _) in enumerate(grp.cands) for j in range(d_model)]
+        for c, (tok, _, _) in enumerate(grp.cands):
+            xs = input_beats(x_q[tok, layer], word_bits)
+            beats += [_beat(lay, TopOp.X, act.const({
+                "candidate": c, "beat": b, "values": v,
+                "last": int(c == n - 1 and b == len(xs) - 1)}).as_bits())
+                for b, v in enumerate(xs)]
     n_tokens = 1 + max(tok for grp in groups for tok, _, _ in grp.cands)
     beats += [_beat(lay, TopOp.FLUSH, flush.const({"token": s}).as_bits()) for s in range(n_tokens)]
     return beats

@@ -48,7 +48,7 @@ TRACE = read_prefill_trace(Path(PARAMS["trace"]))
 LAYOUT = TRACE.layout
 D, F = LAYOUT.d_model, LAYOUT.expert_ffn
 LAYOUTS = layouts(D, F, CANDS, EMA["data_width"], SLOTS)
-CMD = command_layout(SLOTS, CANDS, D, PRU)
+CMD = command_layout(SLOTS, CANDS, D, EMA["data_width"], PRU)
 #: counters read before and after every layer (bench.py reads the same per batch)
 COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES,
             "compute": TopCsr.COMPUTE_CYCLES, "words": TopCsr.WORDS, "beats": EmaCsr.BEATS,
@@ -91,7 +91,8 @@ async def prefill_chunk(dut, mode: str):
         for p in ("hidden", "hidden_scale", "expert_out"):
             want[p] += expect[p]
         want["moe_out"] += expected_moe(rows, layer, t)
-        beats = group_beats(CMD, rows, layer, groups, candidates=CANDS, tokens=SLOTS, d_model=D)
+        beats = group_beats(CMD, rows, layer, groups, candidates=CANDS, tokens=SLOTS, d_model=D,
+                            word_bits=EMA["data_width"])
         task = cocotb.start_soon(feed(source, beats))
         words = len(groups) * (D * 2 + F) + 2000
         bound = 40 * (len(beats) + words) + 8 * PARAMS["latency"] * len(groups) + 20_000

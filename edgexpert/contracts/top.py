@@ -20,7 +20,8 @@ from amaranth.lib import enum
 
 from .ema import CSR_ADDR_BITS
 
-__all__ = ["TopOp", "TopCsr", "TOP_CSR_ADDR_BITS", "TOP_CSR_BASE"]
+__all__ = ["TopOp", "TopCsr", "TOP_CSR_ADDR_BITS", "TOP_CSR_BASE", "inputs_per_beat",
+           "input_beats"]
 
 
 class TopOp(enum.IntEnum, shape=4):
@@ -28,7 +29,7 @@ class TopOp(enum.IntEnum, shape=4):
     EMA = 0
     #: one candidate of the next group (x scale, token slot, routing weight, last)
     CAND = 1
-    #: one int8 MoE input of a candidate of the group in flight
+    #: a beat of one candidate's int8 MoE inputs, `inputs_per_beat` of them (`input_beats`)
     X = 2
     #: read a token slot's MoE sum out and clear it
     FLUSH = 3
@@ -46,6 +47,27 @@ class TopOp(enum.IntEnum, shape=4):
     SCORE = 8
     #: one beat of a token's router logits for the PRU (its `lanes` Q.16 logits)
     LOGIT = 9
+
+
+def inputs_per_beat(word_bits: int) -> int:
+    """int8 MoE inputs an X beat carries: a weight-buffer word's bits of them (word_bits / 8,
+    the engine's word, the EMA's AXI data width), so the engine takes a word of inputs per cycle
+    as it takes a word of weights (docs/contracts.md, "The engine's input beats")."""
+    if not isinstance(word_bits, int) or isinstance(word_bits, bool) \
+            or not 16 <= word_bits <= 1024 or word_bits & (word_bits - 1):
+        raise ValueError(f"word_bits must be a power of two in 16..1024, not {word_bits!r}")
+    return word_bits // 8
+
+
+def input_beats(x_q, word_bits: int) -> list[list[int]]:
+    """One candidate's int8 inputs x_q[0..D-1] as X beat values (docs/contracts.md, "The
+    engine's input beats"): beat b holds input channels b * V .. b * V + V - 1 with
+    V = inputs_per_beat(word_bits), channel b * V + i in value i; the last beat's values beyond
+    D are 0; ceil(D / V) beats in channel order."""
+    per = inputs_per_beat(word_bits)
+    values = [int(v) for v in x_q]
+    values += [0] * (-len(values) % per)
+    return [values[b:b + per] for b in range(0, len(values), per)]
 
 
 #: the read port's address: one more bit than the EMA controller's map, which it includes

@@ -8,8 +8,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .layouts import (ACC_WIDTH, act_layout, check_positive, check_word, column_layout,
-                      index_bits, sum_layout)
+from .layouts import (ACC_WIDTH, check_positive, check_word, column_layout, index_bits,
+                      sum_layout, x_layout)
 
 __all__ = ["ColumnMac"]
 
@@ -24,35 +24,48 @@ class ColumnMac(wiring.Component):
     means (docs/contracts.md: masks change which products enter the sums).
 
     One group, three phases, in order:
-    1. Load: `act` items (candidate, channel, int8) into the activation memory until `last`;
-       the last item's candidate is the group's last (candidates are 0..n-1).
-    2. Mac: per column word, per `lanes`-wide chunk of it, per candidate: `lanes` products
-       act[c][j] * w[o..o+lanes-1] added into the int32 accumulators (wrapping, as int32
-       registers do). One chunk x candidate per cycle: a word takes n * ceil(chunk count) cycles
-       while the column stream is valid; `columns.ready` rises on its last cycle.
+    1. Load: `act` beats (candidate, beat, `act_values` int8 of channels beat * act_values ..)
+       into the activation memory until `last`, one beat per cycle; the last beat's candidate
+       is the group's last (candidates are 0..n-1).
+    2. Mac: per column word, per `lanes`-wide chunk of it, `lanes` products
+       act[c][j] * w[o..o+lanes-1] for *every* candidate c of the group at once, added into the
+       int32 accumulators (wrapping, as int32 registers do): `lanes` x `candidates` multipliers.
+       One chunk per cycle whatever the group's size: a word takes `chunks_per_word` cycles
+       while the column stream is valid (one at lanes = word_bits / 4, so a word is consumed in
+       the cycle it arrives); `columns.ready` rises on its last cycle.
     3. Drain: every (candidate, output) accumulator, candidate-major, one per cycle on `sums`;
        each accumulator word is cleared as its last lane leaves. The next group's Load runs
        during the Drain (the activation memory is not read then), so its Mac starts as soon as
        the Drain ends.
 
-    The activation memory (depth `channels`, one int8 per candidate) has an asynchronous read
-    port: the products of a cycle use what that cycle's address reads. The accumulators are
-    registers next to the multipliers, a row of `lanes` int32 per (candidate, chunk): a cycle
-    reads one row through a multiplexer and writes back only that row's enabled lanes. An SRAM
-    there (as before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the engine's
-    energy per MAC at 28 nm (docs/blocks/engine.md, synthesis). The reset clears every row, so a
-    group cut off by a reset leaves no partial sums behind.
+    The activation memory (a row per beat: `act_values` int8 of every candidate, written one
+    candidate's beat at a time) has an asynchronous read port: the products of a cycle use what
+    that cycle's address reads, every candidate's value of the channel in one row, picked out of
+    its beat by the channel's low bits. The accumulators are registers next to the multipliers,
+    a row of `lanes` int32 per (candidate, chunk): a cycle selects one chunk's row of every
+    candidate through a multiplexer per candidate and writes back the enabled lanes of the
+    group's candidates (a candidate beyond the group's last keeps its cleared rows). An SRAM
+    there (as before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the
+    engine's energy per MAC at 28 nm (docs/blocks/engine.md, synthesis). The reset clears every
+    row, so a group cut off by a reset leaves no partial sums behind.
     """
 
-    def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int):
+    def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int,
+                 act_values: int):
         check_positive("channels", channels)
         check_positive("outputs", outputs)
         check_positive("candidates", candidates, 1, 64)
         check_word(lanes, word_bits)
+        # a beat of inputs is at most a word of int8 (edgexpert.contracts.top.inputs_per_beat),
+        # a power of two so that a channel's beat and place in it are bit fields
+        check_positive("act_values", act_values, 1, word_bits // 8)
+        if act_values & (act_values - 1):
+            raise TypeError(f"act_values must be a power of two in 1..{word_bits // 8}, "
+                            f"not {act_values!r}")
         self._n, self._o, self._c = channels, outputs, candidates
-        self._p, self._w = lanes, word_bits
+        self._p, self._w, self._v = lanes, word_bits, act_values
         super().__init__({
-            "act": In(stream.Signature(act_layout(candidates, channels))),
+            "act": In(stream.Signature(x_layout(candidates, channels, act_values))),
             "columns": In(stream.Signature(column_layout(channels, word_bits))),
             "sums": Out(stream.Signature(sum_layout(candidates, outputs))),
         })
@@ -74,25 +87,30 @@ class ColumnMac(wiring.Component):
         m = Module()
         n_ch, outs, cands, lanes = self._n, self._o, self._c, self._p
         cpw, wpc, n_chunks = self.chunks_per_word, self.words_per_column, self.n_chunks
+        per, per_bits = self._v, self._v.bit_length() - 1
         m.submodules.act_mem = act_mem = Memory(
-            shape=data.ArrayLayout(signed(8), cands), depth=n_ch, init=[])
-        act_wr = act_mem.write_port(granularity=1)
+            shape=data.ArrayLayout(data.ArrayLayout(signed(8), per), cands),
+            depth=-(-n_ch // per), init=[])
+        act_wr = act_mem.write_port(granularity=1)   # one candidate's beat (an array element)
         act_rd = act_mem.read_port(domain="comb")
-        # the accumulator rows: `acc_addr` selects the row read (acc_rd) and written (acc_wr),
-        # with a write enable per lane (its 32 bits) so that the drain clears one lane at a time
+        # the accumulator rows: `acc_addr` selects the chunk whose row of every candidate is read
+        # (acc_rd[c]) and written (acc_wr[c]), with a write enable per candidate and lane (its 32
+        # bits) so that the MAC writes only the group's candidates and the drain clears one lane
         acc_layout = data.ArrayLayout(signed(ACC_WIDTH), lanes)
-        rows = [Signal(acc_layout, name=f"acc_{r}") for r in range(n_chunks * cands)]
-        acc_addr = Signal(range(len(rows)))
-        acc_rd = Signal(acc_layout)
-        acc_wr = Signal(acc_layout)
-        acc_wr_en = Signal(lanes)
+        rows = [[Signal(acc_layout, name=f"acc_{c}_{r}") for r in range(n_chunks)]
+                for c in range(cands)]
+        acc_addr = Signal(range(n_chunks))
+        acc_rd = Signal(data.ArrayLayout(acc_layout, cands))
+        acc_wr = Signal(data.ArrayLayout(acc_layout, cands))
+        acc_wr_en = Signal(data.ArrayLayout(lanes, cands))
         with m.Switch(acc_addr):
-            for r, row in enumerate(rows):
+            for r in range(n_chunks):
                 with m.Case(r):
-                    m.d.comb += acc_rd.eq(row)
-                    for i in range(lanes):
-                        with m.If(acc_wr_en[i]):
-                            m.d.sync += row[i].eq(acc_wr[i])
+                    for c in range(cands):
+                        m.d.comb += acc_rd[c].eq(rows[c][r])
+                        for i in range(lanes):
+                            with m.If(acc_wr_en[c][i]):
+                                m.d.sync += rows[c][r][i].eq(acc_wr[c][i])
 
         last_cand = Signal(index_bits(cands))
         cand = Signal(index_bits(cands))
@@ -112,8 +130,8 @@ class ColumnMac(wiring.Component):
         loaded = Signal()
         next_last = Signal(index_bits(cands))
         item = self.act.payload
-        m.d.comb += [act_wr.addr.eq(item.channel),
-                     act_wr.data.eq(item.value.replicate(cands)),
+        m.d.comb += [act_wr.addr.eq(item.beat),
+                     act_wr.data.eq(item.values.as_value().replicate(cands)),
                      act_wr.en.eq((self.act.valid & self.act.ready) << item.candidate)]
         act_last = self.act.valid & self.act.ready & item.last
         with m.If(act_last):
@@ -127,42 +145,39 @@ class ColumnMac(wiring.Component):
                                  chunk.eq(0), word.eq(0)]
                     m.next = "Mac"
             with m.State("Mac"):
-                # the chunk's weights are selected first, so one set of `lanes` multipliers
-                # serves every chunk of the word
+                # the chunk's weights are selected first, so one set of `lanes` x `candidates`
+                # multipliers serves every chunk of the word
                 chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
                 w = [chunk_bits[4 * i:4 * i + 4].as_signed() for i in range(lanes)]
-                x = act_rd.data[cand]
-                m.d.comb += [act_rd.addr.eq(col.channel),
-                             acc_addr.eq(cand * n_chunks + g),
-                             acc_wr_en.eq((self.columns.valid & (g < n_chunks)).replicate(lanes))]
-                m.d.comb += [acc_wr[i].eq(acc_rd[i] + x * w[i]) for i in range(lanes)]
+                in_row = self.columns.valid & (g < n_chunks)
+                m.d.comb += [act_rd.addr.eq(col.channel >> per_bits), acc_addr.eq(g)]
+                for c in range(cands):
+                    x = act_rd.data[c][col.channel[:per_bits]] if per > 1 else act_rd.data[c][0]
+                    m.d.comb += [acc_wr[c][i].eq(acc_rd[c][i] + x * w[i]) for i in range(lanes)]
+                    m.d.comb += acc_wr_en[c].eq((in_row & (c <= last_cand)).replicate(lanes))
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
                 with m.If(self.columns.valid):
-                    with m.If(cand == last_cand):
-                        m.d.sync += cand.eq(0)
-                        with m.If(word_done):
-                            m.d.comb += self.columns.ready.eq(1)
-                            m.d.sync += [chunk.eq(0),
-                                         word.eq(Mux(word == wpc - 1, 0, word + 1))]
-                            with m.If(col.last):
-                                m.d.sync += [out.eq(0), lane_hot.eq(1)]
-                                m.next = "Drain"
-                        with m.Else():
-                            m.d.sync += chunk.eq(chunk + 1)
+                    with m.If(word_done):
+                        m.d.comb += self.columns.ready.eq(1)
+                        m.d.sync += [chunk.eq(0), word.eq(Mux(word == wpc - 1, 0, word + 1))]
+                        with m.If(col.last):
+                            m.d.sync += [out.eq(0), lane_hot.eq(1)]
+                            m.next = "Drain"
                     with m.Else():
-                        m.d.sync += cand.eq(cand + 1)
+                        m.d.sync += chunk.eq(chunk + 1)
             with m.State("Drain"):
                 m.d.comb += self.act.ready.eq(~loaded)
                 shift = lanes.bit_length() - 1   # lanes divides a power of two: one itself
-                addr = cand * n_chunks + (out >> shift)
+                row = acc_rd[cand]
                 # AND-OR selection as a balanced tree (log2(lanes) levels of OR)
-                terms = [Mux(lane_hot[i], acc_rd[i], 0) for i in range(lanes)]
+                terms = [Mux(lane_hot[i], row[i], 0) for i in range(lanes)]
                 while len(terms) > 1:
-                    terms = [a | b for a, b in zip(terms[::2], terms[1::2])] + terms[len(terms) & ~1:]
+                    terms = ([a | b for a, b in zip(terms[::2], terms[1::2])]
+                             + terms[len(terms) & ~1:])
                 value = terms[0]
                 last_out = out == outs - 1
                 m.d.comb += [
-                    acc_addr.eq(addr),
+                    acc_addr.eq(out >> shift),
                     self.sums.valid.eq(1),
                     self.sums.payload.candidate.eq(cand),
                     self.sums.payload.index.eq(out),
@@ -173,7 +188,7 @@ class ColumnMac(wiring.Component):
                 with m.If(self.sums.ready):
                     # each lane is cleared as it leaves; the candidate's last output also clears
                     # the lanes of its last word beyond the outputs (padding products)
-                    m.d.comb += acc_wr_en.eq(lane_hot | last_out.replicate(lanes))
+                    m.d.comb += acc_wr_en[cand].eq(lane_hot | last_out.replicate(lanes))
                     m.d.sync += lane_hot.eq(Mux(last_out, 1, lane_hot.rotate_left(1)))
                     m.d.sync += out.eq(out + 1)
                     with m.If(out == outs - 1):

@@ -6,12 +6,13 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ...contracts.top import inputs_per_beat
 from .broadcast import Broadcast
 from .column_mac import ColumnMac
 from .combine import Combine
 from .layouts import (WEIGHT_BITS, act_layout, cand_layout, check_positive, check_word,
                       column_layout, dyadic_layout, flush_layout, hidden_scale_layout, index_bits,
-                      moe_layout, scale_words_layout, sum_layout)
+                      moe_layout, scale_words_layout, sum_layout, x_layout)
 from .quantizer import Quantizer
 from .requant import Requant
 from .swiglu import SwiGlu
@@ -54,7 +55,8 @@ class ExpertEngine(wiring.Component):
 
     A group (1..C candidates that chose one expert) goes through, in order:
     `cand` (per candidate: x scale, token slot, routing weight; `last` on the group's last) ->
-    `x` (the candidates' int8 inputs, any order, `last` on the last) -> GATE_UP MAC over the
+    `x` (the candidates' int8 inputs, a beat of word_bits / 8 of one candidate per cycle, any
+    order, `last` on the last; edgexpert.contracts.top.input_beats) -> GATE_UP MAC over the
     `gate_up` columns -> requantization with the `gate_up_scales` block -> SiLU(gate) * up ->
     quantize_vec (`hidden`, `hidden_scale`) -> DOWN MAC over the `down` columns ->
     requantization with `down_scales` -> `expert_out` -> the weighted sum in the token's slot.
@@ -80,7 +82,7 @@ class ExpertEngine(wiring.Component):
         self._p, self._w, self._t = lanes, word_bits, tokens
         super().__init__({
             "cand": In(stream.Signature(cand_layout(tokens))),
-            "x": In(stream.Signature(act_layout(candidates, d_model))),
+            "x": In(stream.Signature(x_layout(candidates, d_model, inputs_per_beat(word_bits)))),
             "gate_up": In(stream.Signature(column_layout(d_model, word_bits))),
             "gate_up_scales": In(stream.Signature(scale_words_layout(word_bits))),
             "down": In(stream.Signature(column_layout(expert_ffn, word_bits))),
@@ -100,12 +102,13 @@ class ExpertEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         d, f, c, w = self._d, self._f, self._c, self._w
-        m.submodules.gate_up_mac = gu_mac = ColumnMac(d, 2 * f, c, self._p, w)
+        m.submodules.gate_up_mac = gu_mac = ColumnMac(d, 2 * f, c, self._p, w, inputs_per_beat(w))
         m.submodules.gate_up_requant = gu_rq = Requant(c, 2 * f, w)
         m.submodules.swiglu = swiglu = SwiGlu(c, f)
         m.submodules.quantizer = quant = Quantizer(c, f)
         m.submodules.hidden_copy = hidden_copy = Broadcast(act_layout(c, f))
-        m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w)
+        # the DOWN MAC's inputs come from the quantizer, one value per cycle: beats of one value
+        m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w, 1)
         m.submodules.down_requant = dn_rq = Requant(c, d, w)
         m.submodules.out_copy = out_copy = Broadcast(sum_layout(c, d))
         m.submodules.combine = comb = Combine(c, d, self._t)
@@ -117,7 +120,6 @@ class ExpertEngine(wiring.Component):
         connect(m, gu_rq.out, swiglu.i)
         connect(m, swiglu.o, quant.h)
         connect(m, quant.hidden, hidden_copy.i)
-        connect(m, hidden_copy.a, dn_mac.act)
         connect(m, hidden_copy.b, wiring.flipped(self.hidden))
         connect(m, quant.scale, wiring.flipped(self.hidden_scale))
         connect(m, wiring.flipped(self.down), dn_mac.columns)
@@ -177,6 +179,13 @@ class ExpertEngine(wiring.Component):
         m.d.comb += [comb.flush.valid.eq(self.flush.valid & ~t_any),
                      comb.flush.payload.eq(self.flush.payload),
                      self.flush.ready.eq(comb.flush.ready & ~t_any)]
+        hidden = hidden_copy.a.payload
+        m.d.comb += [dn_mac.act.valid.eq(hidden_copy.a.valid),
+                     dn_mac.act.payload.candidate.eq(hidden.candidate),
+                     dn_mac.act.payload.beat.eq(hidden.channel),
+                     dn_mac.act.payload.values[0].eq(hidden.value),
+                     dn_mac.act.payload.last.eq(hidden.last),
+                     hidden_copy.a.ready.eq(dn_mac.act.ready)]
         m.d.comb += [gu_mac.act.valid.eq(self.x.valid & x_open),
                      gu_mac.act.payload.eq(self.x.payload),
                      self.x.ready.eq(gu_mac.act.ready & x_open)]

@@ -11,7 +11,7 @@ from amaranth.lib import data
 
 __all__ = ["ACC_WIDTH", "Q16_WIDTH", "H_WIDTH", "SCALE_M_BITS", "SCALE_E_BITS", "WEIGHT_BITS",
            "index_bits", "check_positive", "check_word", "dyadic_layout", "act_layout",
-           "column_layout",
+           "x_layout", "column_layout",
            "scale_words_layout", "sum_layout", "h_layout", "cand_layout", "hidden_scale_layout",
            "flush_layout", "moe_layout", "fp16_decode", "rshift"]
 
@@ -62,6 +62,15 @@ def act_layout(candidates: int, channels: int) -> data.StructLayout:
     """One int8 activation of one candidate on one input channel; `last` on the group's last."""
     return data.StructLayout({"candidate": index_bits(candidates), "channel": index_bits(channels),
                               "value": signed(8), "last": 1})
+
+
+def x_layout(candidates: int, channels: int, values: int) -> data.StructLayout:
+    """A beat of one candidate's int8 inputs: input channels beat * values .. beat * values +
+    values - 1, channel beat * values + i in `values[i]` (edgexpert.contracts.top.input_beats,
+    with values = inputs_per_beat(word_bits)); `last` on the group's last beat."""
+    return data.StructLayout({"candidate": index_bits(candidates),
+                              "beat": index_bits(-(-channels // values)),
+                              "values": data.ArrayLayout(signed(8), values), "last": 1})
 
 
 def column_layout(channels: int, word_bits: int) -> data.StructLayout:

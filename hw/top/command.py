@@ -12,7 +12,8 @@ from ...contracts.ema import EmaOp, ema_command_layout
 from ...contracts.top import TopOp
 from ...contracts.weight_layout import Matrix
 from ..ema.geometry import EmaGeometry
-from ..engine.layouts import act_layout, flush_layout
+from ...contracts.top import inputs_per_beat
+from ..engine.layouts import flush_layout, x_layout
 from .layouts import cand_item_layout, command_layout, data_item_layout, route_item_layout
 
 __all__ = ["Dispatcher", "CommandMerge", "CommandFork"]
@@ -31,17 +32,19 @@ class Dispatcher(wiring.Component):
     - with `pru` (PruParams): SCORE and LOGIT to the PRU's `score` and `logit` inputs.
     """
 
-    def __init__(self, tokens: int, candidates: int, d_model: int, pru=None):
+    def __init__(self, tokens: int, candidates: int, d_model: int, word_bits: int, pru=None):
         pru_ports = {} if pru is None else {"score": Out(stream.Signature(pru.score_layout)),
                                             "logit": Out(stream.Signature(pru.logit_layout))}
         self._pru = pru
         super().__init__({
-            "cmd": In(stream.Signature(command_layout(tokens, candidates, d_model, pru))),
+            "cmd": In(stream.Signature(command_layout(tokens, candidates, d_model, word_bits,
+                                                      pru))),
             "ema": Out(stream.Signature(ema_command_layout)),
             "route": Out(stream.Signature(route_item_layout)),
             "data": Out(stream.Signature(data_item_layout)),
             "cand": Out(stream.Signature(cand_item_layout(tokens))),
-            "x": Out(stream.Signature(act_layout(candidates, d_model))),
+            "x": Out(stream.Signature(x_layout(candidates, d_model,
+                                               inputs_per_beat(word_bits)))),
             "flush": Out(stream.Signature(flush_layout(tokens))),
             **pru_ports,
         })

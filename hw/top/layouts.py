@@ -9,7 +9,8 @@ from amaranth.lib import data
 from ...contracts.dcu import dcu_data_layout, dcu_route_layout
 from ...contracts.ema import ema_command_layout
 from ...contracts.top import TopOp
-from ..engine.layouts import act_layout, cand_layout, flush_layout, index_bits
+from ...contracts.top import inputs_per_beat
+from ..engine.layouts import cand_layout, flush_layout, index_bits, x_layout
 
 __all__ = ["command_layout", "job_layout", "route_item_layout", "data_item_layout",
            "cand_item_layout", "channel_layout", "line_layout", "word_layout"]
@@ -25,12 +26,15 @@ def cand_item_layout(tokens: int) -> data.StructLayout:
     return data.StructLayout({"cand": cand_layout(tokens), "feedback": 1})
 
 
-def command_layout(tokens: int, candidates: int, d_model: int, pru=None) -> data.StructLayout:
+def command_layout(tokens: int, candidates: int, d_model: int, word_bits: int,
+                   pru=None) -> data.StructLayout:
     """One beat of the host's command stream: the op and its argument (an EMA command word,
-    one of the engine's `cand`, `x`, `flush` items, or a DCU route or data beat with `last`;
-    with `pru`, a PruParams, also the PRU's `score` and `logit` items)."""
+    one of the engine's `cand`, `x` (a beat of word_bits / 8 inputs), `flush` items, or a DCU
+    route or data beat with `last`; with `pru`, a PruParams, also the PRU's `score` and `logit`
+    items)."""
     arms = {"ema": ema_command_layout, "cand": cand_layout(tokens),
-            "x": act_layout(candidates, d_model), "flush": flush_layout(tokens),
+            "x": x_layout(candidates, d_model, inputs_per_beat(word_bits)),
+            "flush": flush_layout(tokens),
             "route": route_item_layout, "data": data_item_layout}
     if pru is not None:
         arms.update(score=pru.score_layout, logit=pru.logit_layout)

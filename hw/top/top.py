@@ -102,7 +102,8 @@ class AcceleratorTop(wiring.Component):
         members = {} if pru is None else {"route": Out(stream.Signature(pru.route_layout))}
         super().__init__({
             **members,
-            "cmd": In(stream.Signature(command_layout(tokens, candidates, d, pru))),
+            "cmd": In(stream.Signature(command_layout(tokens, candidates, d, g.data_width,
+                                                      pru))),
             "hidden": Out(stream.Signature(act_layout(candidates, f))),
             "hidden_scale": Out(stream.Signature(hidden_scale_layout(candidates))),
             "expert_out": Out(stream.Signature(sum_layout(candidates, d))),
@@ -131,7 +132,8 @@ class AcceleratorTop(wiring.Component):
         ema = m.submodules.ema = self._ema
         engine = m.submodules.engine = self._engine
         g = ema.geometry
-        disp = m.submodules.dispatcher = Dispatcher(tokens, candidates, lay.d_model, self._pru)
+        disp = m.submodules.dispatcher = Dispatcher(tokens, candidates, lay.d_model,
+                                                    g.data_width, self._pru)
         # the EMA's commands: the host's EMA words (source 0), the DCU's (source 1) and with a
         # PRU its fetch words (source 2), a whole command at a time, then to the EMA and the
         # feeder's job queue

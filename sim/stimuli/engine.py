@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import random
 
-from ...hw.engine.layouts import (act_layout, cand_layout, column_layout, flush_layout,
-                                 scale_words_layout)
+from ...contracts.top import input_beats, inputs_per_beat
+from ...hw.engine.layouts import (cand_layout, column_layout, flush_layout, scale_words_layout,
+                                 x_layout)
 from .common import GAUSSIAN_SIGMA, Stimulus
 
 __all__ = ["drive_engine", "engine_stimulus"]
@@ -27,9 +28,12 @@ def _group(rng: random.Random, p: dict) -> dict[str, list]:
     items["cand"] = [{"x": {"m": rng.randrange(1 << 13, 1 << 15), "e": rng.randint(18, 20)},
                       "token": rng.randrange(t), "weight": rng.randrange(1 << 16),
                       "last": int(i == c - 1)} for i in range(c)]
-    items["x"] = [{"candidate": i, "channel": j,
-                   "value": max(-127, min(127, round(rng.gauss(0, GAUSSIAN_SIGMA["act"])))),
-                   "last": int(i == c - 1 and j == d - 1)} for i in range(c) for j in range(d)]
+    items["x"] = []
+    for i in range(c):
+        xs = input_beats([max(-127, min(127, round(rng.gauss(0, GAUSSIAN_SIGMA["act"]))))
+                          for _ in range(d)], w)
+        items["x"] += [{"candidate": i, "beat": b, "values": v,
+                        "last": int(i == c - 1 and b == len(xs) - 1)} for b, v in enumerate(xs)]
     for name, channels, outputs in (("gate_up", d, 2 * f), ("down", f, d)):
         per_col = -(-outputs * 4 // w)
         # a word's MACs: every candidate times the word's values (the last word may hold fewer)
@@ -50,7 +54,8 @@ def _group(rng: random.Random, p: dict) -> dict[str, list]:
 
 async def drive_engine(ctx, dut, rng: random.Random, cycles: int) -> int:
     p = dut.parameters
-    layouts = {"cand": cand_layout(p["tokens"]), "x": act_layout(p["candidates"], p["d_model"]),
+    layouts = {"cand": cand_layout(p["tokens"]),
+               "x": x_layout(p["candidates"], p["d_model"], inputs_per_beat(p["word_bits"])),
                "gate_up": column_layout(p["d_model"], p["word_bits"]),
                "down": column_layout(p["expert_ffn"], p["word_bits"]),
                "gate_up_scales": scale_words_layout(p["word_bits"]),

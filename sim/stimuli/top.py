@@ -17,9 +17,9 @@ import random
 from collections import deque
 
 from ...contracts.ema import Descriptor, encode_descriptor, new_step_command
-from ...contracts.top import TopOp
+from ...contracts.top import TopOp, input_beats, inputs_per_beat
 from ...contracts.weight_layout import Matrix
-from ...hw.engine.layouts import act_layout, cand_layout, flush_layout
+from ...hw.engine.layouts import cand_layout, flush_layout, x_layout
 from ...hw.top import command_layout
 from .common import GAUSSIAN_SIGMA, Stimulus
 
@@ -32,10 +32,10 @@ GROUPS_PER_STEP = 3
 LATENCY = 20
 
 
-def _step(rng: random.Random, layout, tokens: int, candidates: int) -> list[int]:
-    lay = command_layout(tokens, candidates, layout.d_model)
-    cand, x, flush = cand_layout(tokens), act_layout(candidates, layout.d_model), \
-        flush_layout(tokens)
+def _step(rng: random.Random, layout, tokens: int, candidates: int, word_bits: int) -> list[int]:
+    lay = command_layout(tokens, candidates, layout.d_model, word_bits)
+    cand, flush = cand_layout(tokens), flush_layout(tokens)
+    x = x_layout(candidates, layout.d_model, inputs_per_beat(word_bits))
 
     def beat(op: TopOp, bits: int) -> int:
         return int(op) << lay["op"].offset | bits << lay["arg"].offset
@@ -58,11 +58,13 @@ def _step(rng: random.Random, layout, tokens: int, candidates: int) -> list[int]
             "x": {"m": rng.randrange(1 << 13, 1 << 15), "e": rng.randint(18, 20)},
             "token": c, "weight": rng.randrange(1 << 16),
             "last": int(c == candidates - 1)}).as_bits()) for c in range(candidates)]
-        beats += [beat(TopOp.X, x.const({
-            "candidate": c, "channel": j,
-            "value": max(-127, min(127, round(rng.gauss(0, GAUSSIAN_SIGMA["act"])))),
-            "last": int(c == candidates - 1 and j == d - 1)}).as_bits())
-            for c in range(candidates) for j in range(d)]
+        for c in range(candidates):
+            xs = input_beats([max(-127, min(127, round(rng.gauss(0, GAUSSIAN_SIGMA["act"]))))
+                              for _ in range(d)], word_bits)
+            beats += [beat(TopOp.X, x.const({
+                "candidate": c, "beat": b, "values": v,
+                "last": int(c == candidates - 1 and b == len(xs) - 1)}).as_bits())
+                for b, v in enumerate(xs)]
     beats += [beat(TopOp.FLUSH, flush.const({"token": c}).as_bits())
               for c in range(min(tokens, candidates))]
     return beats
@@ -85,7 +87,7 @@ async def drive_top(ctx, dut, rng: random.Random, cycles: int) -> int:
     macs = 0
     for cycle in range(cycles):
         if not beats:
-            beats.extend(_step(rng, layout, p["tokens"], c))
+            beats.extend(_step(rng, layout, p["tokens"], c, p["word_bits"]))
         ctx.set(dut.cmd.valid, 1)
         ctx.set(dut.cmd.payload.as_value(), beats[0])
         serving = bool(bursts) and bursts[0][0] <= cycle
