@@ -2,8 +2,8 @@
 channel importance of one depth group and expert, and the selection of the channels fetched.
 
 Pure integer arithmetic on int64 tensors; the DCU's RTL (hw/dcu/) matches it bit for bit, the
-policy (golden/policies/registry.py, `salient_channels`) and the mask traces (golden/traces/masks.py) select with
-it. This module is the reference: it does not share code with the RTL.
+policy (golden/policies/edgexpert.py, `salient_channels`) and the mask traces
+(golden/traces/masks.py) select with it. This module is the reference: it does not share code with the RTL.
 
 For one depth group of n candidates c that use expert e, with int8 inputs q[c, j] (the MoE input
 x_q for GATE_UP, the expert's hidden vector hidden_q for DOWN) with scales m_c * 2^-e_c, Q.16
