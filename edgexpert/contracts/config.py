@@ -24,7 +24,7 @@ __all__ = [
     "ConfigError", "MacLaneConfig", "EmaConfig", "EngineConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
     "PolicyConfig", "SynthConfig", "DramConfig", "PlatformConfig", "DRAM_MAX_DATA_RATE_MTPS",
     "Config",
-    "load_config", "apply_overrides", "build_dataclass", "MODEL_NAMES",
+    "load_config", "apply_overrides", "build_dataclass", "MODEL_NAMES", "checkpoint_folder",
 ]
 
 
@@ -86,6 +86,12 @@ class HardwareConfig:
 #: the bundled models, each a checkpoint folder of golden/ and, past the first, a settings file
 #: configs/<name>.yaml that `model.name` brings in over the defaults (`load_config`)
 MODEL_NAMES = ("coarse", "fine")
+
+
+def checkpoint_folder(name: str) -> str:
+    """The folder of golden/ that holds bundled model `name`: checkpoint/ for the first,
+    checkpoint_<name>/ for the others."""
+    return "checkpoint" if name == MODEL_NAMES[0] else f"checkpoint_{name}"
 
 
 @dataclass(frozen=True)
@@ -444,7 +450,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         user = _read_yaml(text, str(path))
     user = apply_overrides(user, list(overrides))
     data = _default_data()
-    name = (user.get("model") or {}).get("name") if isinstance(user.get("model"), dict) else None
+    model = user.get("model")
+    name = model.get("name") if isinstance(model, dict) else None
     if name in MODEL_NAMES[1:]:     # any other value is refused below, naming the choices
         text = resources.files("edgexpert.contracts").joinpath(f"configs/{name}.yaml").read_text()
         data = _merge(data, _read_yaml(text, f"bundled configs/{name}.yaml"))

@@ -25,7 +25,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 from tokenizers import Tokenizer
 
-from ...contracts.config import MODEL_NAMES, ConfigError, ModelConfig, build_dataclass
+from ...contracts.config import (MODEL_NAMES, ConfigError, ModelConfig, build_dataclass,
+                                 checkpoint_folder)
 from ...contracts.errors import InputError
 from .model import MoEModel
 from .tokenizer import load_tokenizer
@@ -54,7 +55,7 @@ def bundled_checkpoint_dir(name: str = MODEL_NAMES[0]) -> Path:
     if name not in MODEL_NAMES:
         raise InputError(f"model {name!r} is not a bundled model: accepted {', '.join(MODEL_NAMES)}")
     golden = Path(__file__).resolve().parents[1]
-    return golden / ("checkpoint" if name == MODEL_NAMES[0] else f"checkpoint_{name}")
+    return golden / checkpoint_folder(name)
 
 
 def load_bundled(cfg: ModelConfig) -> "Checkpoint":

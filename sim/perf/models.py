@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...contracts.config import MODEL_NAMES
+from ...contracts.config import MODEL_NAMES, checkpoint_folder
 from ...contracts.weight_layout import WeightLayout
 
 __all__ = ["MoEModelSpec", "MODELS", "BUNDLED", "RESIDENT_ORDER", "model_spec", "model_names",
@@ -278,8 +278,7 @@ MODELS: dict[str, MoEModelSpec] = {m.name: m for m in (
 def _bundled_meta_path(name: str) -> Path:
     # the checkpoint's meta.json, read as a file: importing golden.lm.checkpoint would load torch
     from ... import golden
-    folder = "checkpoint" if name == MODEL_NAMES[0] else f"checkpoint_{name}"
-    return Path(golden.__file__).resolve().parent / folder / "meta.json"
+    return Path(golden.__file__).resolve().parent / checkpoint_folder(name) / "meta.json"
 
 
 def bundled_spec(name: str = MODEL_NAMES[0]) -> MoEModelSpec:
