@@ -258,3 +258,57 @@ def test_input_beats_follow_the_contract():
     for bad in (8, 48, 2048, True):
         with pytest.raises(ValueError, match="power of two in 16..1024"):
             inputs_per_beat(bad)
+
+
+def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
+    """Three candidates' h back to back, every output taken at once: each q and scale equal to
+    quantize_vec, and the quantizer's two stages overlap: the second vector is in before the
+    first one's values are out, and the three take F + 3 (F + 21) cycles and a few of latency
+    (docs/blocks/engine.md, Cycles), not the 3 (2F + 37) of one stage."""
+    from edgexpert.hw.engine.layouts import act_layout, h_layout, hidden_scale_layout
+    from edgexpert.hw.engine.quantizer import Quantizer
+    ffn, cands = 8, 3
+    rng = np.random.default_rng(20261202)
+    h = rng.integers(-2**40, 2**40, (cands, ffn))
+    h[1] = 0                                     # a = 0: q = 0, m = e = 0
+    h[2] = rng.integers(-3, 4, ffn)              # a small vector: k > 0
+    want_q, want_s = quantize_vec(torch.from_numpy(h).to(I64), 16)
+    quant = Quantizer(cands, ffn)
+    lay_h, lay_q = h_layout(cands, ffn), act_layout(cands, ffn)
+    lay_s = hidden_scale_layout(cands)
+    items = [lay_h.const({"candidate": c, "index": f, "value": int(h[c, f]),
+                          "last": int(c == cands - 1 and f == ffn - 1)}).as_bits()
+             for c in range(cands) for f in range(ffn)]
+    got_q, got_s, taken_at, out_at = [], [], [], []
+
+    async def tb(ctx):
+        ctx.set(quant.hidden.ready, 1)
+        ctx.set(quant.scale.ready, 1)
+        queue = deque(items)
+        for cycle in range(400):
+            ctx.set(quant.h.valid, bool(queue))
+            if queue:
+                ctx.set(quant.h.payload.as_value(), queue[0])
+            if queue and ctx.get(quant.h.ready):
+                queue.popleft()
+                taken_at.append(cycle)
+            if ctx.get(quant.hidden.valid):
+                got_q.append(unpack(lay_q, ctx.get(quant.hidden.payload.as_value())))
+                out_at.append(cycle)
+            if ctx.get(quant.scale.valid):
+                got_s.append(unpack(lay_s, ctx.get(quant.scale.payload.as_value())))
+            await ctx.tick()
+            if len(got_q) == cands * ffn:
+                break
+
+    sim = Simulator(quant)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert [(q["candidate"], q["channel"], q["value"]) for q in got_q] == \
+        [(c, f, int(want_q[c, f])) for c in range(cands) for f in range(ffn)]
+    assert [(s["candidate"], s["scale"]["m"], s["scale"]["e"]) for s in got_s] == \
+        [(c, int(want_s.m[c]), int(want_s.e[c])) for c in range(cands)]
+    assert len(taken_at) == cands * ffn
+    assert taken_at[2 * ffn - 1] < out_at[ffn - 1], "the second vector waited for the first"
+    assert out_at[-1] <= ffn + cands * (ffn + 21) + 4, out_at[-1]

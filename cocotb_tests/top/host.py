@@ -5,9 +5,10 @@ Per batch (the rows of one pass and layer, at most `tokens` of them, one token s
 host forms the engine's groups (naive: each chosen expert with up to `candidates` of its
 (token, slot) choices; EdgeXpert: the same within each depth group), packs them into EMA steps
 that fit the slots and the buffer, and sends per step either (host masks) a NEW_STEP, then per
-group its two descriptors (GATE_UP, DOWN, with the scale blocks and the group's masks) one group
-ahead of the group's CAND and X beats; or (the DCU's masks) per group a GATE_UP job (its route
-and its inputs as data beats; the step's first asks for the NEW_STEP) and a DOWN job's header
+group its two descriptors (GATE_UP, DOWN, with the scale blocks and the group's masks), the
+GATE_UP one group ahead (GU(g+1) and D(g) before g's CAND and X beats, as the DCU's `ahead`);
+or (the DCU's masks) per group a GATE_UP job (its route and its inputs as data beats; the
+step's first asks for the NEW_STEP) and a DOWN job's header
 and prune words, with DCU_CAND beats, in the order `ahead` (GU(g+1) and D(g) before g's CAND and
 X) or `inline` (GU(g), D(g), then g's CAND and X). At the end a FLUSH of each token slot. Knows
 the contracts and the top's payload layouts, never the RTL's arithmetic.
@@ -158,14 +159,13 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
     slot_of = {row: i for i, row in enumerate(batch.rows)}
     beats = []
 
-    def descriptors(i: int, tag: int) -> list[int]:
+    def descriptor(i: int, matrix: Matrix) -> list[int]:
+        """Group i's descriptor of `matrix`, tagged 2i (GATE_UP) or 2i + 1 (DOWN)."""
         grp = batch.groups[i]
-        words = []
-        for n, (matrix, chans) in enumerate(((Matrix.GATE_UP, grp.gate_up),
-                                             (Matrix.DOWN, grp.down))):
-            d = Descriptor((tag + n) % 256, batch.layer, grp.expert, matrix, chans, scales=True)
-            words += encode_descriptor(layout, d)
-        return [_beat(lay, TopOp.EMA, w) for w in words]
+        chans = grp.gate_up if matrix == Matrix.GATE_UP else grp.down
+        d = Descriptor((2 * i + int(matrix == Matrix.DOWN)) % 256, batch.layer, grp.expert,
+                       matrix, chans, scales=True)
+        return [_beat(lay, TopOp.EMA, w) for w in encode_descriptor(layout, d)]
 
     cand_op = TopOp.CAND if dcu is None else TopOp.DCU_CAND
 
@@ -188,17 +188,17 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
         return beats + _dcu_commands(trace, batch, lay, dcu, order, inputs) + [
             _beat(lay, TopOp.FLUSH, eng["flush"].const({"token": s}).as_bits())
             for s in range(len(batch.rows))]
-    tag = 0
     for step in batch.steps:
         beats.append(_beat(lay, TopOp.EMA, new_step_command()))
-        beats += descriptors(step[0], tag)
-        tag += 2
+        beats += descriptor(step[0], Matrix.GATE_UP)
         for n, i in enumerate(step):
-            # the next group's fetch goes ahead of this group's inputs (within the step)
+            # the next group's GATE_UP goes ahead of this group's DOWN (within the step): the
+            # feeder walks the EMA's completions in order, so the GATE_UP array takes the next
+            # group's columns while this group's hidden vectors are made, and the DOWN columns
+            # follow when they can be used (docs/blocks/top.md, "Order of the fetches")
             if n + 1 < len(step):
-                beats += descriptors(step[n + 1], tag)
-                tag += 2
-            beats += inputs(i)
+                beats += descriptor(step[n + 1], Matrix.GATE_UP)
+            beats += descriptor(i, Matrix.DOWN) + inputs(i)
     beats += [_beat(lay, TopOp.FLUSH, eng["flush"].const({"token": s}).as_bits())
               for s in range(len(batch.rows))]
     return beats

@@ -3,7 +3,7 @@ delivers, into int32 accumulators."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -33,10 +33,11 @@ class ColumnMac(wiring.Component):
        One chunk per cycle whatever the group's size: a word takes `chunks_per_word` cycles
        while the column stream is valid (one at lanes = word_bits / 4, so a word is consumed in
        the cycle it arrives); `columns.ready` rises on its last cycle.
-    3. Drain: every (candidate, output) accumulator, candidate-major, one per cycle on `sums`;
-       each accumulator word is cleared as its last lane leaves. The next group's Load runs
-       during the Drain (the activation memory is not read then), so its Mac starts as soon as
-       the Drain ends.
+    3. Drain: every (candidate, output) accumulator, candidate-major, on `sums`: one output
+       per cycle, or with `parts` = 2 two, output o and o + outputs / 2 side by side (GATE_UP's
+       gate and up of one hidden channel, so the SwiGLU needs no memory of gates and the drain
+       takes F cycles per candidate, not 2F). The next group's Load runs during the Drain (the
+       activation memory is not read then), so its Mac starts as soon as the Drain ends.
 
     The activation memory (a row per beat: `act_values` int8 of every candidate, written one
     candidate's beat at a time) has an asynchronous read port: the products of a cycle use what
@@ -44,16 +45,21 @@ class ColumnMac(wiring.Component):
     its beat by the channel's low bits. The accumulators are registers next to the multipliers,
     a row of `lanes` int32 per (candidate, chunk): a cycle selects one chunk's row of every
     candidate through a multiplexer per candidate and writes back the enabled lanes of the
-    group's candidates (a candidate beyond the group's last keeps its cleared rows). An SRAM
-    there (as before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the
-    engine's energy per MAC at 28 nm (docs/blocks/engine.md, synthesis). The reset clears every
-    row, so a group cut off by a reset leaves no partial sums behind.
+    group's candidates (a candidate beyond the group's last is neither written nor drained). An
+    SRAM there (as before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the
+    engine's energy per MAC at 28 nm (docs/blocks/engine.md, synthesis). Nothing is cleared: a
+    flag per chunk says its rows hold no sum of this group yet, so the chunk's first MAC write
+    adds to 0 and a chunk no column reached drains as 0. The drain sets every flag, and so does
+    the reset: a group cut off by a reset leaves no partial sums behind.
     """
 
     def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int,
-                 act_values: int):
+                 act_values: int, parts: int = 1):
         check_positive("channels", channels)
         check_positive("outputs", outputs)
+        check_positive("parts", parts, 1, 2)
+        if outputs % parts:
+            raise TypeError(f"parts must divide the {outputs} outputs, not {parts!r}")
         check_positive("candidates", candidates, 1, 64)
         check_word(lanes, word_bits)
         # a beat of inputs is at most a word of int8 (edgexpert.contracts.top.inputs_per_beat),
@@ -63,11 +69,11 @@ class ColumnMac(wiring.Component):
             raise TypeError(f"act_values must be a power of two in 1..{word_bits // 8}, "
                             f"not {act_values!r}")
         self._n, self._o, self._c = channels, outputs, candidates
-        self._p, self._w, self._v = lanes, word_bits, act_values
+        self._p, self._w, self._v, self._parts = lanes, word_bits, act_values, parts
         super().__init__({
             "act": In(stream.Signature(x_layout(candidates, channels, act_values))),
             "columns": In(stream.Signature(column_layout(channels, word_bits))),
-            "sums": Out(stream.Signature(sum_layout(candidates, outputs))),
+            "sums": Out(stream.Signature(sum_layout(candidates, outputs, parts))),
         })
 
     @property
@@ -112,14 +118,22 @@ class ColumnMac(wiring.Component):
                             with m.If(acc_wr_en[c][i]):
                                 m.d.sync += rows[c][r][i].eq(acc_wr[c][i])
 
+        # a chunk's rows hold no sum of the present group until its first MAC write, which
+        # adds to 0 instead of the row: the drain reads such a row as 0, and nothing is cleared
+        # as it leaves (the reset sets every flag, so a group cut off by a reset leaves nothing)
+        fresh = Signal(n_chunks, init=(1 << n_chunks) - 1)
+
         last_cand = Signal(index_bits(cands))
         cand = Signal(index_bits(cands))
         chunk = Signal(index_bits(cpw))
         word = Signal(index_bits(wpc))
-        out = Signal(index_bits(outs))
-        # the drain's lane as a one-hot register (lane = out % lanes): each bit selects and clears
-        # its lane's 32 bits, where a binary lane number would drive all 2,048 of them
-        lane_hot = Signal(lanes, init=1)
+        half = outs // self._parts
+        out = Signal(index_bits(half))
+        # the drain's lane of each part as a one-hot register (lane = output % lanes): each bit
+        # selects its lane's 32 bits, where a binary lane number would drive all 2,048 of them
+        first_lane = [(p * half) % lanes for p in range(self._parts)]
+        lane_hot = [Signal(lanes, init=1 << first_lane[p], name=f"lane_hot_{p}")
+                    for p in range(self._parts)]
         col = self.columns.payload
         # chunk g of the column holds outputs g*lanes .. g*lanes + lanes - 1
         g = Signal(index_bits(wpc * cpw))
@@ -137,6 +151,33 @@ class ColumnMac(wiring.Component):
         with m.If(act_last):
             m.d.sync += [loaded.eq(1), next_last.eq(item.candidate)]
 
+        def lane_of(row, hot):
+            """The lane of `row` that the one-hot `hot` selects: AND-OR as a balanced tree
+            (log2(lanes) levels of OR)."""
+            terms = [Mux(hot[i], row[i], 0) for i in range(lanes)]
+            while len(terms) > 1:
+                terms = [a | b for a, b in zip(terms[::2], terms[1::2])] + terms[len(terms) & ~1:]
+            return terms[0]
+
+        shift = lanes.bit_length() - 1   # lanes divides a power of two: one itself
+        drained = []                     # per part: the drained (candidate, output)'s sum
+        for p in range(self._parts):
+            chunk_p = Signal(range(n_chunks), name=f"drain_chunk_{p}")
+            m.d.comb += chunk_p.eq((p * half + out) >> shift)
+            if p == 0:
+                # the first part reads through the MAC's row selection (idle in the Drain)
+                m.d.comb += acc_addr.eq(chunk_p)
+                row = acc_rd[cand]
+            else:
+                # another part needs a row of its own: any candidate's, any chunk
+                row = Signal(acc_layout, name=f"drain_row_{p}")
+                with m.Switch(Cat(chunk_p, cand)):
+                    for c in range(cands):
+                        for r in range(n_chunks):
+                            with m.Case(r | c << len(chunk_p)):
+                                m.d.comb += row.eq(rows[c][r])
+            drained.append(Mux(fresh.bit_select(chunk_p, 1), 0, lane_of(row, lane_hot[p])))
+
         with m.FSM(name="phase"):
             with m.State("Load"):
                 m.d.comb += self.act.ready.eq(~loaded)
@@ -150,50 +191,46 @@ class ColumnMac(wiring.Component):
                 chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
                 w = [chunk_bits[4 * i:4 * i + 4].as_signed() for i in range(lanes)]
                 in_row = self.columns.valid & (g < n_chunks)
+                first = fresh.bit_select(g, 1)
                 m.d.comb += [act_rd.addr.eq(col.channel >> per_bits), acc_addr.eq(g)]
                 for c in range(cands):
                     x = act_rd.data[c][col.channel[:per_bits]] if per > 1 else act_rd.data[c][0]
-                    m.d.comb += [acc_wr[c][i].eq(acc_rd[c][i] + x * w[i]) for i in range(lanes)]
+                    m.d.comb += [acc_wr[c][i].eq(Mux(first, 0, acc_rd[c][i]) + x * w[i])
+                                 for i in range(lanes)]
                     m.d.comb += acc_wr_en[c].eq((in_row & (c <= last_cand)).replicate(lanes))
+                for r in range(n_chunks):
+                    with m.If(in_row & (g == r)):
+                        m.d.sync += fresh[r].eq(0)
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
                 with m.If(self.columns.valid):
                     with m.If(word_done):
                         m.d.comb += self.columns.ready.eq(1)
                         m.d.sync += [chunk.eq(0), word.eq(Mux(word == wpc - 1, 0, word + 1))]
                         with m.If(col.last):
-                            m.d.sync += [out.eq(0), lane_hot.eq(1)]
+                            m.d.sync += out.eq(0)
+                            m.d.sync += [hot.eq(1 << first_lane[p])
+                                         for p, hot in enumerate(lane_hot)]
                             m.next = "Drain"
                     with m.Else():
                         m.d.sync += chunk.eq(chunk + 1)
             with m.State("Drain"):
                 m.d.comb += self.act.ready.eq(~loaded)
-                shift = lanes.bit_length() - 1   # lanes divides a power of two: one itself
-                row = acc_rd[cand]
-                # AND-OR selection as a balanced tree (log2(lanes) levels of OR)
-                terms = [Mux(lane_hot[i], row[i], 0) for i in range(lanes)]
-                while len(terms) > 1:
-                    terms = ([a | b for a, b in zip(terms[::2], terms[1::2])]
-                             + terms[len(terms) & ~1:])
-                value = terms[0]
-                last_out = out == outs - 1
+                last_out = out == half - 1
+                value = drained[0] if self._parts == 1 else Cat(*drained)
                 m.d.comb += [
-                    acc_addr.eq(out >> shift),
                     self.sums.valid.eq(1),
                     self.sums.payload.candidate.eq(cand),
                     self.sums.payload.index.eq(out),
                     self.sums.payload.value.eq(value),
                     self.sums.payload.last.eq((cand == last_cand) & last_out),
-                    acc_wr.eq(0),
                 ]
                 with m.If(self.sums.ready):
-                    # each lane is cleared as it leaves; the candidate's last output also clears
-                    # the lanes of its last word beyond the outputs (padding products)
-                    m.d.comb += acc_wr_en[cand].eq(lane_hot | last_out.replicate(lanes))
-                    m.d.sync += lane_hot.eq(Mux(last_out, 1, lane_hot.rotate_left(1)))
+                    m.d.sync += [hot.eq(Mux(last_out, 1 << first_lane[p], hot.rotate_left(1)))
+                                 for p, hot in enumerate(lane_hot)]
                     m.d.sync += out.eq(out + 1)
-                    with m.If(out == outs - 1):
+                    with m.If(last_out):
                         m.d.sync += [out.eq(0), cand.eq(cand + 1)]
                         with m.If(cand == last_cand):
-                            m.d.sync += cand.eq(0)
+                            m.d.sync += [cand.eq(0), fresh.eq((1 << n_chunks) - 1)]
                             m.next = "Load"
         return m

@@ -102,8 +102,10 @@ class ExpertEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         d, f, c, w = self._d, self._f, self._c, self._w
-        m.submodules.gate_up_mac = gu_mac = ColumnMac(d, 2 * f, c, self._p, w, inputs_per_beat(w))
-        m.submodules.gate_up_requant = gu_rq = Requant(c, 2 * f, w)
+        # GATE_UP drains gate f and up f side by side (parts = 2): F cycles per candidate
+        m.submodules.gate_up_mac = gu_mac = ColumnMac(d, 2 * f, c, self._p, w, inputs_per_beat(w),
+                                                      parts=2)
+        m.submodules.gate_up_requant = gu_rq = Requant(c, 2 * f, w, parts=2)
         m.submodules.swiglu = swiglu = SwiGlu(c, f)
         m.submodules.quantizer = quant = Quantizer(c, f)
         m.submodules.hidden_copy = hidden_copy = Broadcast(act_layout(c, f))

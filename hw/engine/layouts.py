@@ -85,10 +85,14 @@ def scale_words_layout(word_bits: int) -> data.StructLayout:
     return data.StructLayout({"data": word_bits, "last": 1})
 
 
-def sum_layout(candidates: int, outputs: int) -> data.StructLayout:
-    """An int32 value of one candidate's output channel `index` (sums, then Q.16 values)."""
-    return data.StructLayout({"candidate": index_bits(candidates), "index": index_bits(outputs),
-                              "value": signed(ACC_WIDTH), "last": 1})
+def sum_layout(candidates: int, outputs: int, parts: int = 1) -> data.StructLayout:
+    """An int32 value of one candidate's output channel `index` (sums, then Q.16 values).
+
+    With `parts` = 2 the outputs are two halves drained side by side (GATE_UP: gate, then up):
+    `value[p]` is output p * outputs / 2 + `index`."""
+    value = signed(ACC_WIDTH) if parts == 1 else data.ArrayLayout(signed(ACC_WIDTH), parts)
+    return data.StructLayout({"candidate": index_bits(candidates),
+                              "index": index_bits(outputs // parts), "value": value, "last": 1})
 
 
 def h_layout(candidates: int, ffn: int) -> data.StructLayout:

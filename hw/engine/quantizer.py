@@ -19,8 +19,10 @@ RECIPROCAL_BITS = 17
 RECIPROCAL_DIVIDE_CYCLES = RECIPROCAL_BITS
 #: m <= 16513 < 2**15 (docs/contracts.md, quantize_vec): 15 quotient bits
 SCALE_DIVIDE_CYCLES = SCALE_M_BITS
-#: the divider's remainder holds 2**64
+#: the reciprocal divider's remainder holds 2**64
 DIVIDER_BITS = 65
+#: the scale divider's remainder: floor(2a * 2**k) + 127 < 2**22 + 127
+SCALE_REM_BITS = 23
 
 
 class Quantizer(wiring.Component):
@@ -35,14 +37,18 @@ class Quantizer(wiring.Component):
 
     The values, one per cycle: with s = bitlength(2a), N = 2a * 2**(49-s) in [2**48, 2**49)
     and n = (254|h| + a) * 2**(49-s) (< 2**56, since 254|h| + a < 128 * 2a), q = floor(n / N).
-    The divider computes R = floor(2**64 / N) once per candidate; q' = floor(n R / 2**64)
-    is q or q - 1 (n R / 2**64 > n / N - n / 2**64 > n / N - 2**-8), and q = q' + 1 exactly
-    when (q' + 1) N <= n. A two-stage pipeline: read and multiply, then correct and emit.
+    A second divider computes R = floor(2**64 / N) once per candidate, beside the first;
+    q' = floor(n R / 2**64) is q or q - 1 (n R / 2**64 > n / N - n / 2**64 > n / N - 2**-8),
+    and q = q' + 1 exactly when (q' + 1) N <= n. A two-stage pipeline: read and multiply, then
+    correct and emit.
 
-    Per candidate, without back-pressure: F cycles to collect h (a memory of F 48-bit values
-    and the running max), 1 + SCALE_DIVIDE_CYCLES for m, the `scale` item, 1 +
-    RECIPROCAL_DIVIDE_CYCLES for R, F + 2 for the values on `hidden`: 2F + 37 cycles. The scale
-    is also held in `scales[c]` for the DOWN requantization until the next group replaces it.
+    Two stages, so that one candidate's vector comes in while the one before it goes out: the
+    collector writes h into one half of a memory of 2F 48-bit values and keeps the running max;
+    the emitter, handed a complete vector, divides (1 + RECIPROCAL_DIVIDE_CYCLES cycles, both
+    dividers at once), sends the `scale` item (1) and the values on `hidden` from the other half
+    (F + 2). Per candidate, without back-pressure: F + 21 cycles, the collector's F hidden
+    under the emitter's work on the candidate before. The scale is also held in `scales[c]`
+    for the DOWN requantization until the next group replaces it.
     """
 
     def __init__(self, candidates: int, ffn: int):
@@ -59,26 +65,53 @@ class Quantizer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         ffn = self._f
-        m.submodules.h_mem = h_mem = Memory(shape=signed(H_WIDTH), depth=ffn, init=[])
+        m.submodules.h_mem = h_mem = Memory(shape=signed(H_WIDTH), depth=2 * ffn, init=[])
         h_wr, h_rd = h_mem.write_port(), h_mem.read_port(domain="comb")
-
-        a = Signal(H_WIDTH)                # max |h| of the candidate
-        cand = Signal(index_bits(self._c))
-        last = Signal()                    # the candidate is the group's last
-        e = Signal(signed(SCALE_E_BITS))
-        norm = Signal(range(NORM_BITS))    # 49 - s: the shift that normalizes 2a
-        big_n = Signal(NORM_BITS)          # N
-        # the restoring divider: quotient bit i is set when rem >= den * 2**i
-        rem = Signal(DIVIDER_BITS)
-        den = Signal(DIVIDER_BITS)
-        quo = Signal(RECIPROCAL_BITS)      # m, then R
-        count = Signal(range(RECIPROCAL_DIVIDE_CYCLES + 1))
-        ge = rem >= den
-        divide = [rem.eq(Mux(ge, rem - den, rem)), den.eq(den >> 1), quo.eq(Cat(ge, quo[:-1])),
-                  count.eq(count - 1)]
 
         def magnitude(v):
             return Mux(v < 0, -v, v)[:H_WIDTH]
+
+        # the collector: the vector coming in, into half `c_bank` of the memory
+        c_a = Signal(H_WIDTH)              # running max |h|
+        c_cand = Signal(index_bits(self._c))
+        c_last = Signal()                  # the candidate is the group's last
+        c_bank = Signal()
+        c_full = Signal()                  # a whole vector is in, waiting for the emitter
+        # the emitter: the vector going out, from half `bank`
+        idle = Signal(init=1)
+        a = Signal(H_WIDTH)
+        cand = Signal(index_bits(self._c))
+        last = Signal()
+        bank = Signal()
+        hand = c_full & idle               # the collected vector passes to the emitter
+
+        item = self.h.payload
+        mag = magnitude(item.value)
+        take = self.h.valid & self.h.ready
+        # the next vector may start in the cycle the last one is handed over, into the other half
+        m.d.comb += [self.h.ready.eq(~c_full | hand),
+                     h_wr.addr.eq(item.index + Mux(c_bank ^ hand, ffn, 0)),
+                     h_wr.data.eq(item.value), h_wr.en.eq(take)]
+        with m.If(hand):
+            m.d.sync += [a.eq(c_a), cand.eq(c_cand), last.eq(c_last), bank.eq(c_bank),
+                         c_bank.eq(~c_bank), c_full.eq(0), idle.eq(0)]
+        with m.If(take):
+            m.d.sync += [c_a.eq(Mux((item.index == 0) | (mag > c_a), mag, c_a)),
+                         c_cand.eq(item.candidate), c_last.eq(item.last)]
+            with m.If(item.index == ffn - 1):
+                m.d.sync += c_full.eq(1)
+
+        e = Signal(signed(SCALE_E_BITS))
+        norm = Signal(range(NORM_BITS))    # 49 - s: the shift that normalizes 2a
+        big_n = Signal(NORM_BITS)          # N
+        # two restoring dividers: quotient bit i is set when rem >= den * 2**i
+        rem, den, quo = Signal(DIVIDER_BITS), Signal(DIVIDER_BITS), Signal(RECIPROCAL_BITS)
+        s_rem, s_den, s_quo = Signal(SCALE_REM_BITS), Signal(SCALE_REM_BITS), Signal(SCALE_M_BITS)
+        count = Signal(range(RECIPROCAL_DIVIDE_CYCLES + 1))
+
+        def divide(rem, den, quo):
+            ge = rem >= den
+            return [rem.eq(Mux(ge, rem - den, rem)), den.eq(den >> 1), quo.eq(Cat(ge, quo[:-1]))]
 
         length = Signal(range(H_WIDTH + 1))
         for i in range(H_WIDTH):           # bitlength(a): the highest set bit wins
@@ -94,51 +127,44 @@ class Quantizer(wiring.Component):
         with m.If(self.hidden.ready):
             m.d.sync += self.hidden.valid.eq(0)
 
-        with m.FSM(name="phase"):
-            with m.State("Collect"):
-                item = self.h.payload
-                mag = magnitude(item.value)
-                m.d.comb += [self.h.ready.eq(1), h_wr.addr.eq(item.index),
-                             h_wr.data.eq(item.value), h_wr.en.eq(self.h.valid)]
-                with m.If(self.h.valid):
-                    m.d.sync += [a.eq(Mux((item.index == 0) | (mag > a), mag, a)),
-                                 cand.eq(item.candidate), last.eq(item.last)]
-                    with m.If(item.index == ffn - 1):
-                        m.next = "Scale"
-            with m.State("Scale"):
+        with m.FSM(name="emit"):
+            with m.State("Idle"):
+                with m.If(hand):
+                    m.next = "Start"
+            with m.State("Start"):
                 k = Signal(signed(8))
                 m.d.comb += k.eq(21 - length)
                 twice = Cat(0, a)
                 scaled = Mux(k >= 0, twice << k.as_unsigned()[:5], twice >> (-k).as_unsigned()[:6])
-                m.d.sync += [rem.eq(scaled[:23] + 127), den.eq(254 << (SCALE_DIVIDE_CYCLES - 1)),
-                             quo.eq(0), count.eq(SCALE_DIVIDE_CYCLES),
+                shift = Signal(range(NORM_BITS))
+                m.d.comb += shift.eq(NORM_BITS - 1 - length)
+                normalized = (Cat(0, a) << shift)[:NORM_BITS]
+                m.d.sync += [s_rem.eq(scaled[:SCALE_REM_BITS] + 127),
+                             s_den.eq(254 << (SCALE_DIVIDE_CYCLES - 1)), s_quo.eq(0),
                              e.eq(Mux(a == 0, 0, 16 + k)),
-                             norm.eq(NORM_BITS - 1 - length)]
-                m.next = "Divide-Scale"
-                with m.If(a == 0):
-                    m.next = "Emit-Scale"
-            with m.State("Divide-Scale"):
-                m.d.sync += divide
+                             norm.eq(shift),
+                             big_n.eq(normalized), rem.eq(Const(1 << 64, DIVIDER_BITS)),
+                             den.eq(normalized << (RECIPROCAL_BITS - 1)), quo.eq(0),
+                             count.eq(RECIPROCAL_DIVIDE_CYCLES), issue.eq(0), a_valid.eq(0)]
+                m.next = "Divide"
+            with m.State("Divide"):
+                m.d.sync += [*divide(rem, den, quo), count.eq(count - 1)]
+                # the scale's 15 quotient bits in the first 15 of the reciprocal's 17 cycles
+                with m.If(count > RECIPROCAL_DIVIDE_CYCLES - SCALE_DIVIDE_CYCLES):
+                    m.d.sync += divide(s_rem, s_den, s_quo)
                 with m.If(count == 1):
                     m.next = "Emit-Scale"
             with m.State("Emit-Scale"):
+                # a = 0: m = e = 0 whatever the divider left
+                m_out = Mux(a == 0, 0, s_quo)
                 m.d.comb += [self.scale.valid.eq(1), self.scale.payload.candidate.eq(cand),
-                             self.scale.payload.scale.m.eq(quo), self.scale.payload.scale.e.eq(e)]
+                             self.scale.payload.scale.m.eq(m_out),
+                             self.scale.payload.scale.e.eq(e)]
                 with m.If(self.scale.ready):
-                    m.d.sync += [self.scales[cand].m.eq(quo), self.scales[cand].e.eq(e)]
-                    m.next = "Reciprocal"
-            with m.State("Reciprocal"):
-                normalized = (Cat(0, a) << norm)[:NORM_BITS]
-                m.d.sync += [big_n.eq(normalized), rem.eq(Const(1 << 64, DIVIDER_BITS)),
-                             den.eq(normalized << (RECIPROCAL_BITS - 1)), quo.eq(0),
-                             count.eq(RECIPROCAL_DIVIDE_CYCLES), issue.eq(0), a_valid.eq(0)]
-                m.next = "Divide-Reciprocal"
-            with m.State("Divide-Reciprocal"):
-                m.d.sync += divide
-                with m.If(count == 1):
+                    m.d.sync += [self.scales[cand].m.eq(m_out), self.scales[cand].e.eq(e)]
                     m.next = "Values"
             with m.State("Values"):
-                m.d.comb += h_rd.addr.eq(Mux(issue < ffn, issue, 0))
+                m.d.comb += h_rd.addr.eq(Mux(issue < ffn, issue, 0) + Mux(bank, ffn, 0))
                 v = h_rd.data
                 n = ((254 * magnitude(v) + a) << norm)[:56]
                 estimate = ((n * quo) >> 64)[:8]
@@ -156,5 +182,6 @@ class Quantizer(wiring.Component):
                     with m.If(issue == ffn):
                         m.d.sync += issue.eq(issue)
                         with m.If(~a_valid):
-                            m.next = "Collect"
+                            m.d.sync += idle.eq(1)
+                            m.next = "Idle"
         return m

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -29,19 +29,22 @@ class Requant(wiring.Component):
     adds at most 2**57 (the right shift is capped at 58), so no intermediate wraps. The result
     keeps its low 32 bits: Q.16 gate, up and expert outputs are int32 in the contract (number
     formats table); a value beyond it would wrap here while the golden model keeps int64.
-    One sum per cycle, output registered (latency 1), back-pressure passes through.
+    One sum per cycle (with `parts` = 2, two: output `index` and `index` + outputs / 2, each
+    with its own scale read and product), output registered (latency 1), back-pressure passes
+    through.
     """
 
-    def __init__(self, candidates: int, outputs: int, word_bits: int):
+    def __init__(self, candidates: int, outputs: int, word_bits: int, parts: int = 1):
         check_positive("candidates", candidates, 1, 64)
         check_positive("outputs", outputs)
+        check_positive("parts", parts, 1, 2)
         check_word(1, word_bits)
-        self._c, self._o, self._w = candidates, outputs, word_bits
+        self._c, self._o, self._w, self._parts = candidates, outputs, word_bits, parts
         super().__init__({
-            "sums": In(stream.Signature(sum_layout(candidates, outputs))),
+            "sums": In(stream.Signature(sum_layout(candidates, outputs, parts))),
             "scales": In(stream.Signature(scale_words_layout(word_bits))),
             "act_scale": In(data.ArrayLayout(dyadic_layout, candidates)),
-            "out": Out(stream.Signature(sum_layout(candidates, outputs))),
+            "out": Out(stream.Signature(sum_layout(candidates, outputs, parts))),
         })
 
     @property
@@ -67,13 +70,21 @@ class Requant(wiring.Component):
 
         item = self.sums.payload
         shift = per_word.bit_length() - 1
-        m.d.comb += rd.addr.eq(item.index >> shift)
-        word = rd.data.word_select(item.index[:shift], 16) if shift else rd.data[:16]
-        m_w, e_w = fp16_decode(word)
         x = self.act_scale[item.candidate]
-        p = Signal(range(-2**PRODUCT_BITS, 2**PRODUCT_BITS))
-        m.d.comb += p.eq(item.value * x.m * m_w)
-        result = rshift(p, x.e + e_w - 16, max_right=PRODUCT_BITS + 1, max_left=Q16_WIDTH)
+        half = self._o // self._parts
+        results = []
+        for part in range(self._parts):
+            # each part reads its output's scale through a read port of its own
+            rd = rd if part == 0 else mem.read_port(domain="comb")
+            index = Signal(range(self._o), name=f"index_{part}")
+            m.d.comb += [index.eq(item.index + part * half), rd.addr.eq(index >> shift)]
+            word = rd.data.word_select(index[:shift], 16) if shift else rd.data[:16]
+            m_w, e_w = fp16_decode(word)
+            p = Signal(range(-2**PRODUCT_BITS, 2**PRODUCT_BITS), name=f"product_{part}")
+            value = item.value if self._parts == 1 else item.value[part]
+            m.d.comb += p.eq(value * x.m * m_w)
+            results.append(rshift(p, x.e + e_w - 16, max_right=PRODUCT_BITS + 1,
+                                  max_left=Q16_WIDTH)[:Q16_WIDTH])
 
         take = self.sums.valid & full & (~self.out.valid | self.out.ready)
         m.d.comb += self.sums.ready.eq(take)
@@ -83,7 +94,7 @@ class Requant(wiring.Component):
             m.d.sync += [self.out.valid.eq(1),
                          self.out.payload.candidate.eq(item.candidate),
                          self.out.payload.index.eq(item.index),
-                         self.out.payload.value.eq(result[:Q16_WIDTH]),
+                         self.out.payload.value.eq(Cat(*results)),
                          self.out.payload.last.eq(item.last)]
             with m.If(item.last):
                 m.d.sync += full.eq(0)
