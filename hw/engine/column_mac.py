@@ -164,13 +164,18 @@ class ColumnMac(wiring.Component):
         for p in range(self._parts):
             chunk_p = Signal(range(n_chunks), name=f"drain_chunk_{p}")
             m.d.comb += chunk_p.eq((p * half + out) >> shift)
+            row = Signal(acc_layout, name=f"drain_row_{p}")
             if p == 0:
-                # the first part reads through the MAC's row selection (idle in the Drain)
+                # the first part reads through the MAC's row selection (idle in the Drain); a
+                # case per candidate, not acc_rd[cand]: Amaranth's netlist check walks an
+                # indexed part's every input bit for each output bit (minutes at 2,048 bits)
                 m.d.comb += acc_addr.eq(chunk_p)
-                row = acc_rd[cand]
+                with m.Switch(cand):
+                    for c in range(cands):
+                        with m.Case(c):
+                            m.d.comb += row.eq(acc_rd[c])
             else:
                 # another part needs a row of its own: any candidate's, any chunk
-                row = Signal(acc_layout, name=f"drain_row_{p}")
                 with m.Switch(Cat(chunk_p, cand)):
                     for c in range(cands):
                         for r in range(n_chunks):
