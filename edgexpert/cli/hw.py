@@ -20,9 +20,9 @@ def cmd_rtl(args) -> int:
     config = load(args)
     block = get_block(args.block)
     with phases(f"rtl {block.name}", 2) as phase:
-        phase("elaborating the block (Amaranth)")
+        phase("constructing the block at the configuration's parameters")
         component = block.build(config)
-        phase("converting to RTLIL, Verilog and simulation Verilog (Yosys)")
+        phase("elaborating; RTLIL and Verilog (Amaranth), the simulation Verilog (Yosys)")
         files = emit_rtl(component, block.name, Path(args.out))
     for kind, path in [("rtlil", files.rtlil), ("verilog", files.verilog),
                        ("simulation verilog", files.sim_verilog)]:
