@@ -663,3 +663,28 @@ def test_bench_top_replays_a_step_of_a_trace_and_refuses_what_it_cannot_run(user
         assert err.startswith(f"edgexpert: error: {message}"), err
         assert len(err.strip().splitlines()) == 1
     assert len(fake.calls) == 1
+
+
+def test_a_users_run_is_a_case_of_its_own(user_build, monkeypatch):
+    """run_bench names a user's case after the hardware, the vectors and the ratio (the
+    simulation stood in): two prompts, two hardware points or two ratios never share a build
+    folder, report or masks; the same run names the same case."""
+    import edgexpert.cocotb_tests.top as top
+    from edgexpert.contracts.config import load_config
+
+    cases = []
+    monkeypatch.setattr(top, "run_cocotb", lambda component, **kw: cases.append(
+        (kw["case"], kw["params"]["masked"], kw["params"]["trace"])))
+    config = load_config()
+    a, b = (top.prompt_vectors(p, config) for p in ("for i in range(3):", "import os"))
+    hw, small = top.hardware("bundled"), top.hardware("ci")
+    for vectors, hardware, ratio in ((a, hw, 0.75), (b, hw, 0.75), (a, small, 0.75),
+                                     (a, hw, 0.5), (a, hw, 0.75)):
+        top.run_bench("user", "verilator", selection="step", vectors=vectors, hw=hardware,
+                      ratio=ratio)
+    names = [c[0] for c in cases]
+    assert len(set(names[:4])) == 4 and names[4] == names[0]
+    assert all(a["name"] in n for n in names[::2]) and b["name"] in names[1]
+    # each prompt's masks and trace in its own folder
+    assert Path(cases[0][1]).parent != Path(cases[1][1]).parent
+    assert cases[0][2] == a["trace"] and cases[1][2] == b["trace"]

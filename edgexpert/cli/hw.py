@@ -550,7 +550,8 @@ def _bench_top_user(args, config: Config, memory: dict) -> int:
         _runs_table(summary["runs"])
         items = {name: sum(c.values()) for name, c in checked.items()}
         print(f"bit-exact: {', '.join(f'{n} {v:,}' for n, v in items.items())} output values "
-              f"equal to the golden trace's ({case['rows']} rows); mismatches {mismatches}")
+              f"({case['rows']} rows) equal to golden's (the trace's for naive_sd, the integer "
+              f"contract's on EdgeXpert's masks for the others); mismatches {mismatches}")
         if memory["memory"] != "latency":
             for name, run in cycles["runs"].items():
                 print(_dram_line(name, run["memory"]))

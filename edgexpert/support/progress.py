@@ -53,9 +53,11 @@ PHASE_TICK_S = 1.0
 def phases(command: str, total: int) -> Iterator[Callable[[str], None]]:
     """For a command whose phases each run long without a loop to count (prepare vectors,
     build, simulate): yields `enter(text)`, which writes a line `command [k/total] text` and
-    shows the phase with its elapsed time on a bar redrawn every PHASE_TICK_S seconds. Like
-    `progress_bar`: stderr, only on a terminal, nothing under --quiet."""
+    keeps `command [k/total], MM:SS elapsed` below it, redrawn every PHASE_TICK_S seconds.
+    Like `progress_bar`: stderr, only on a terminal, nothing under --quiet."""
     bar = progress_bar(total=total, desc=command, unit="phase")
+    # no rate or time left: phases are few and unequal, so tqdm's estimates would mislead
+    bar.bar_format = "{desc}, {elapsed} elapsed"
     stop = threading.Event()
     ticker = None
 
@@ -74,8 +76,9 @@ def phases(command: str, total: int) -> Iterator[Callable[[str], None]]:
             bar.update(1)
         entered += 1
         if not bar.disable:
-            bar.set_description_str(f"{command}: {text}")
+            # the line names the phase; the bar stays short, so its elapsed time fits the width
             bar.write(f"{command} [{entered}/{total}] {text}", file=sys.stderr)
+            bar.set_description_str(f"{command} [{entered}/{total}]")
 
     try:
         yield enter
