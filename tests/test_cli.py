@@ -622,10 +622,18 @@ def test_bench_top_runs_a_users_prompt_on_the_configs_hardware(user_build, monke
     folder = Path(call["vectors"]["folder"])
     # the masks of the DCU run, written before the build (and found by run_bench)
     assert (folder / "masked-8x2.npz").is_file()
-    cycles = json.loads((folder / "cycles.json").read_text())
+    results = folder / top.run_name(call["hw"], "step", 0.5)
+    cycles = json.loads((results / "cycles.json").read_text())
     assert cycles["hardware"]["lanes"] == 32 and cycles["vectors"]["prompt"] == summary[
         "vectors"]["prompt"]
-    assert Path(summary["cycle_file"]) == folder / "cycles.json"
+    assert Path(summary["cycle_file"]) == results / "cycles.json"
+    # another hardware point on the same prompt: the same vectors, its own results
+    assert main(argv[:-1] + ["--set", "hardware.engine.lanes=16"]) == 0
+    capsys.readouterr()
+    assert fake.calls[1]["vectors"]["folder"] == str(folder)
+    other = folder / top.run_name(fake.calls[1]["hw"], "step", 0.5) / "cycles.json"
+    assert other.is_file() and json.loads(other.read_text())["hardware"]["lanes"] == 16
+    assert json.loads((results / "cycles.json").read_text()) == cycles
     # the bundled step's files are not the user's
     assert not (user_build / "bench" / "top" / "cycles.json").exists()
 

@@ -21,7 +21,8 @@ from edgexpert.hw.top import AcceleratorTop, top_parameters
 from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
-           "prepare_masked", "prompt_vectors", "trace_vectors", "step_rows", "check_hardware",
+           "prepare_masked", "prompt_vectors", "trace_vectors", "run_name", "step_rows",
+           "check_hardware",
            "bench_tests", "run_bench", "prefill_hardware", "run_prefill",
            "prefill_cycles", "by_kind", "cycle_file"]
 
@@ -139,6 +140,12 @@ def trace_vectors(trace_file: Path) -> dict:
     return {"trace": str(copy), "image": str(image), "folder": str(folder), "name": name}
 
 
+def run_name(hw: dict, selection: str, ratio: float) -> str:
+    """What a user's run on its vectors depends on besides them: the rows, the hardware (a
+    digest) and the coalescing ratio; names its case and its results' folder."""
+    return f"{selection.replace('=', '')}-hw{_digest(hw)}-r{ratio:g}"
+
+
 def step_rows(trace, step: int | None) -> list[int]:
     """The trace rows of decoding step `step` of the trace's first prompt (None: every row);
     a step the trace does not hold raises ValueError naming the steps it does."""
@@ -201,7 +208,7 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     # the memory is the bench's, not the RTL's: one build for every memory
     name = f"{case}-{selection}"
     if vectors is not None:
-        name = f"{case}-{_digest(hw)}-{selection}-{vectors['name']}-r{ratio:g}"
+        name = f"{case}-{vectors['name']}-{run_name(hw, selection, ratio)}"
     return run_cocotb(top, toplevel="accelerator_top", test_module=BENCH_MODULE, case=name,
                       params={**hw, **files, "ratio": ratio, "selection": selection,
                               "latency": LATENCY, "memory": memory or {"memory": "latency"}},

@@ -511,9 +511,9 @@ def user_top_case(args, config: Config) -> dict:
 def _bench_top_user(args, config: Config, memory: dict) -> int:
     """A user's decode step through the top (--prompt: the bundled checkpoint decodes it with
     the bench's settings, `bench_decode`; --trace: a step of a `decode --traces` file): every
-    output compared with the golden trace bit for bit, on the config's hardware; its cycle file
-    and summary in the vectors' folder build/bench/top/<prompt|trace>-<digest>/."""
-    from ..cocotb_tests.top import cycle_file, run_bench
+    output compared with golden's bit for bit, on the config's hardware; its cycle file and
+    summary in build/bench/top/<prompt|trace>-<digest>/<rows>-hw<digest>-r<ratio>/."""
+    from ..cocotb_tests.top import cycle_file, run_bench, run_name
     from ..support.progress import phases
 
     with phases("bench top", 3) as phase:
@@ -539,7 +539,8 @@ def _bench_top_user(args, config: Config, memory: dict) -> int:
     cycles["vectors"] = {**source, "decode": trace.header["decode"],
                          "model": trace.header["model"], "coalescing_ratio": case["ratio"],
                          "trace_file": vectors["trace"], "rows": case["rows"]}
-    parts = ("bench", "top", vectors["name"])
+    # one folder per hardware point, rows and ratio beside the vectors they share
+    parts = ("bench", "top", vectors["name"], run_name(hw, case["selection"], case["ratio"]))
     path = write_result(cycles, *parts, _result_name("cycles", memory))
     summary = {"block": "top", "seed": DEMO_SEED, "hardware": hw, "memory": memory,
                "vectors": cycles["vectors"], "latency_cycles": cycles["latency_cycles"],
@@ -650,7 +651,8 @@ def register_bench(benches) -> None:
     p.add_argument("--quick", dest="no_pauses", action="store_true",
                    help="without the random-pause runs (half the time)")
     own = p.add_argument_group("your own decode step (instead of the bundled one; the cycle file "
-                               "and summary in build/bench/top/<prompt|trace>-<digest>/)")
+                               "and summary in build/bench/top/<prompt|trace>-<digest>/<rows>-"
+                               "hw<digest>-r<ratio>/)")
     own.add_argument("--prompt", metavar="TEXT",
                      help="the bundled checkpoint (model.name) decodes TEXT on its integer path "
                           "with 2 new tokens, depth 3, 16 candidates unless decode.* says "
