@@ -30,9 +30,14 @@ REFERENCE_SRAM_KIB = (64, 512, 1024)
 REFERENCE_PORT_BITS = 512
 
 
-def run_block(block, config: Config) -> SynthResult:
-    """Synthesis, timing and (with a stimulus) power of a registered block at `config`."""
-    stimulus = block.stimulus(config) if block.stimulus else None
+def run_block(block, config: Config, phase=lambda text: None) -> SynthResult:
+    """Synthesis, timing and (with a stimulus) power of a registered block at `config`;
+    `phase(text)` is told as each part starts (the command line's progress lines)."""
+    stimulus = None
+    if block.stimulus:
+        phase("the power stimulus (the block simulated on its workload)")
+        stimulus = block.stimulus(config)
+    phase("elaborating; Yosys synthesis on osu018, OpenSTA timing and power (or the cache)")
     return synthesize(block.build(config), block.name, config.synth, stimulus)
 
 

@@ -93,6 +93,23 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["ablate", "ratio", "sizes"], "edgexpert: error: unknown study 'sizes': accepted calibration"),
     (["compare", "--set", "policies.specter_draft_bits=8"],
      "edgexpert: error: policies.specter_draft_bits = 8 is out of range: accepted integers 2..4"),
+    (["bench", "top", "--prompt", "x", "--trace", "t.npz"],
+     "edgexpert: error: --prompt and --trace both name the step to run: accepted one of the two"),
+    (["bench", "top", "--step", "1"], "edgexpert: error: --step chooses what runs of a user's "
+                                      "step: accepted with --prompt TEXT or --trace FILE"),
+    (["bench", "top", "--set", "decode.max_depth=5"],
+     "edgexpert: error: bench top replays the bundled step at the bundled settings, and "
+     "decode.max_depth=5 changes its vectors or hardware: accepted with --prompt TEXT"),
+    (["bench", "top", "--set", "hardware.engine.lanes=32"],
+     "edgexpert: error: bench top replays the bundled step at the bundled settings, and "
+     "hardware.engine.lanes=32 changes"),
+    (["bench", "top", "--prompt", "x", "--masks", "naive_sd,all"],
+     "edgexpert: error: --masks naive_sd,all: 'all' is not known: accepted a comma-separated "
+     "list of naive_sd, edgexpert, dcu, dcu_inline"),
+    (["bench", "top", "--trace", "t.npz", "--set", "decode.max_depth=5"],
+     "edgexpert: error: decode.max_depth=5: a --trace file was decoded already"),
+    (["bench", "top", "--trace", "/nonexistent.npz"],
+     "edgexpert: error: /nonexistent.npz is not a trace file (.npz)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     proc = run(*args, check=False)
@@ -364,6 +381,14 @@ def test_decode_takes_your_own_prompt_and_says_whether_it_stayed_lossless(tmp_pa
                          "--json", env=env).stdout)
     assert out["prompts"] == 1 and out["lossless"] is True
     assert out["ar"]["tokens"] == 8
+    # a row per prompt: its tokens and the generated text, which the tokenizer gives back
+    row, = out["per_prompt"]
+    assert row["prompt"] == "def f(x):" and out["prompt_tokens"] == row["prompt_tokens"] > 0
+    assert row["new_tokens"] == 8 and row["lossless"] and row["text"]
+    text = run("decode", "--prompt", "def f(x):", "--prompt", "import os",
+               "--set", "decode.max_new_tokens=8", env=env).stdout
+    assert "generated text" in text and repr(row["text"]) in text
+    assert "2 user prompts" in text and text.count(" True  ") == 2
 
 
 @pytest.mark.parametrize("args, message", [
@@ -492,3 +517,182 @@ def test_the_demo_runs_a_whole_decode_step_through_the_top_bit_exact():
     assert 0 < top["macs_per_cycle"] <= top["peak_macs_per_cycle"]
     assert summary["golden"]["lossless"]
     assert json.loads((build_root() / "demo" / "summary.json").read_text())["top"] == top
+
+
+def test_phase_lines_go_to_a_terminal_only_and_not_under_quiet(monkeypatch):
+    """A long command's phases: a line each on a terminal, nothing on a log file or under
+    --quiet."""
+    from edgexpert.support.progress import phases, set_quiet
+    try:
+        for quiet, terminal, drawn in ((False, True, True), (True, True, False),
+                                       (False, False, False)):
+            set_quiet(quiet)
+            err = _Terminal() if terminal else io.StringIO()
+            monkeypatch.setattr(sys, "stderr", err)
+            with phases("bench x", 2) as phase:
+                phase("preparing")
+                phase("simulating")
+            lines = ("bench x [1/2] preparing" in err.getvalue(),
+                     "bench x [2/2] simulating" in err.getvalue())
+            assert lines == (drawn, drawn), (quiet, terminal, err.getvalue())
+    finally:
+        set_quiet(False)
+
+
+@pytest.fixture
+def user_build(monkeypatch, tmp_path):
+    """A build folder of the test's own for `bench top --prompt | --trace`."""
+    monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_a_users_prompt_gets_its_own_vectors_named_by_all_they_depend_on(user_build):
+    """Two prompts, or one prompt under another decoding setting, never share a vector folder
+    (trace, image, masks); the same prompt and settings reuse theirs (the stamp)."""
+    from edgexpert.cocotb_tests.engine import TRACE_DECODE
+    from edgexpert.cocotb_tests.top import prompt_vectors
+    from edgexpert.contracts.config import load_config
+    from edgexpert.contracts.trace import read_trace
+
+    config = load_config()
+    a = prompt_vectors("for i in range(3):", config)
+    b = prompt_vectors("import os", config)
+    deeper = prompt_vectors("import os", load_config(None, ["decode.max_depth=2"]))
+    assert len({a["folder"], b["folder"], deeper["folder"]}) == 3
+    assert all(Path(v["folder"]).parent == user_build / "bench" / "top" for v in (a, b, deeper))
+    traces = [read_trace(Path(v["trace"])) for v in (a, b, deeper)]
+    assert [t.header["source"]["prompt"] for t in traces] == ["for i in range(3):",
+                                                              "import os", "import os"]
+    # the bench's short step where the user set nothing; the user's setting where they did
+    assert traces[0].header["decode"]["max_depth"] == TRACE_DECODE["max_depth"]
+    assert traces[2].header["decode"]["max_depth"] == 2
+    assert traces[0]["row_token"].tolist() != traces[1]["row_token"].tolist()
+    written = Path(a["trace"]).stat().st_mtime_ns
+    assert prompt_vectors("for i in range(3):", config) == a
+    assert Path(a["trace"]).stat().st_mtime_ns == written
+
+
+class _FakeRun:
+    """run_bench's stand-in: records its arguments, returns a report of the runs it was asked
+    for (test_cli's hand-made top report), without a build or a simulation."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, case, simulator=None, **kwargs):
+        import re
+        self.calls.append({"case": case, **kwargs})
+        entry = {**_top_report(0), "descriptor_wait": 50, "feedback_wait": 0, "dcu_jobs": 0,
+                 "beats": 40, "memory": {"memory": "latency"}}
+        for p in entry["passes"]:
+            p["feedback_wait"] = 0
+        names = [f"trace_step/{m}/{mode}" for m in ("naive_sd", "edgexpert", "dcu", "dcu_inline")
+                 for mode in ("none", "random")]
+        chosen = [n for n in names if re.search(kwargs["test_filter"], "trace_step/masks={}/"
+                                                "mode={}".format(*n.split("/")[1:]))]
+        import types
+        return types.SimpleNamespace(report={
+            "tests": {n: entry for n in chosen}, "memory": {"memory": "latency"},
+            "latency": 100, "seed": 20261129})
+
+
+def test_bench_top_runs_a_users_prompt_on_the_configs_hardware(user_build, monkeypatch, capsys):
+    """`bench top --prompt` with the simulation stood in: the top built at the user's hardware,
+    the runs --masks and --quick choose on every row of the prompt's trace, and the cycle file
+    and summary in the vectors' folder, recording the prompt, settings and hardware."""
+    import edgexpert.cocotb_tests.top as top
+    from edgexpert.cli import main
+
+    fake = _FakeRun()
+    monkeypatch.setattr(top, "run_bench", fake)
+    argv = ["bench", "top", "--prompt", "for i in range(3):", "--quick", "--masks",
+            "naive_sd,dcu", "--set", "hardware.engine.lanes=32", "--set",
+            "hardware.engine.candidates=2", "--set", "policies.coalescing_ratio=0.5", "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    call, = fake.calls
+    assert call["hw"]["lanes"] == 32 and call["hw"]["candidates"] == 2
+    assert call["top"].engine.parameters["lanes"] == 32
+    assert call["ratio"] == 0.5 and call["selection"] == "step"
+    assert call["progress_total"] == 2
+    assert sorted(summary["runs"]) == ["dcu/none", "naive_sd/none"]
+    assert summary["bit_exact"] and summary["mismatches"] == 0
+    assert summary["vectors"]["prompt"] == "for i in range(3):"
+    assert summary["vectors"]["coalescing_ratio"] == 0.5
+    folder = Path(call["vectors"]["folder"])
+    # the masks of the DCU run, written before the build (and found by run_bench)
+    assert (folder / "masked-8x2.npz").is_file()
+    results = folder / top.run_name(call["hw"], "step", 0.5)
+    cycles = json.loads((results / "cycles.json").read_text())
+    assert cycles["hardware"]["lanes"] == 32 and cycles["vectors"]["prompt"] == summary[
+        "vectors"]["prompt"]
+    assert Path(summary["cycle_file"]) == results / "cycles.json"
+    # another hardware point on the same prompt: the same vectors, its own results
+    assert main(argv[:-1] + ["--set", "hardware.engine.lanes=16"]) == 0
+    capsys.readouterr()
+    assert fake.calls[1]["vectors"]["folder"] == str(folder)
+    other = folder / top.run_name(fake.calls[1]["hw"], "step", 0.5) / "cycles.json"
+    assert other.is_file() and json.loads(other.read_text())["hardware"]["lanes"] == 16
+    assert json.loads((results / "cycles.json").read_text()) == cycles
+    # the bundled step's files are not the user's
+    assert not (user_build / "bench" / "top" / "cycles.json").exists()
+
+
+def test_bench_top_replays_a_step_of_a_trace_and_refuses_what_it_cannot_run(user_build,
+                                                                             monkeypatch, capsys):
+    """`bench top --trace` with the simulation stood in: the first decoding step unless --step
+    names another, a step the trace does not hold and an EMA that cannot hold a whole expert
+    refused in one line each, before any build."""
+    import shutil
+
+    import edgexpert.cocotb_tests.top as top
+    from edgexpert.cli import main
+    from edgexpert.contracts.config import load_config
+    from edgexpert.contracts.trace import read_trace
+
+    # a trace of the same format `decode --traces` writes (its source names the checkpoint)
+    trace_file = user_build / "mine.npz"
+    shutil.copyfile(top.prompt_vectors("import os", load_config())["trace"], trace_file)
+    steps = sorted(set(read_trace(trace_file)["row_step"].tolist()))
+    fake = _FakeRun()
+    monkeypatch.setattr(top, "run_bench", fake)
+    assert main(["bench", "top", "--trace", str(trace_file), "--masks", "naive_sd", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert fake.calls[0]["selection"] == f"step={steps[0]}"
+    assert summary["vectors"]["step"] == steps[0] and "trace" in summary["vectors"]
+    assert Path(fake.calls[0]["vectors"]["folder"]).name.startswith("trace-")
+    for argv, message in (
+            (["--step", "99"], f"--step 99: step 99 is not in the trace: accepted "
+                               f"{steps[0]}..{steps[-1]}"),
+            (["--set", "hardware.ema.buffer_bytes=4096"],
+             "hardware.ema.buffer_bytes = 4096, hardware.ema.slots = 32: a group of expert")):
+        assert main(["bench", "top", "--trace", str(trace_file), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"edgexpert: error: {message}"), err
+        assert len(err.strip().splitlines()) == 1
+    assert len(fake.calls) == 1
+
+
+def test_a_users_run_is_a_case_of_its_own(user_build, monkeypatch):
+    """run_bench names a user's case after the hardware, the vectors and the ratio (the
+    simulation stood in): two prompts, two hardware points or two ratios never share a build
+    folder, report or masks; the same run names the same case."""
+    import edgexpert.cocotb_tests.top as top
+    from edgexpert.contracts.config import load_config
+
+    cases = []
+    monkeypatch.setattr(top, "run_cocotb", lambda component, **kw: cases.append(
+        (kw["case"], kw["params"]["masked"], kw["params"]["trace"])))
+    config = load_config()
+    a, b = (top.prompt_vectors(p, config) for p in ("for i in range(3):", "import os"))
+    hw, small = top.hardware("bundled"), top.hardware("ci")
+    for vectors, hardware, ratio in ((a, hw, 0.75), (b, hw, 0.75), (a, small, 0.75),
+                                     (a, hw, 0.5), (a, hw, 0.75)):
+        top.run_bench("user", "verilator", selection="step", vectors=vectors, hw=hardware,
+                      ratio=ratio)
+    names = [c[0] for c in cases]
+    assert len(set(names[:4])) == 4 and names[4] == names[0]
+    assert all(a["name"] in n for n in names[::2]) and b["name"] in names[1]
+    # each prompt's masks and trace in its own folder
+    assert Path(cases[0][1]).parent != Path(cases[1][1]).parent
+    assert cases[0][2] == a["trace"] and cases[1][2] == b["trace"]

@@ -9,15 +9,17 @@ input, routing, hidden vector and output; the bundled weights packed by
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+from edgexpert.contracts.config import Config, DecodeConfig, ModelConfig, load_config
 from edgexpert.support.tools import build_root
 from edgexpert.hw.engine import ExpertEngine
 from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
-__all__ = ["BENCH_MODULE", "BENCH_CASES", "TRACE_PROMPT", "prepare_vectors", "bench_tests",
-           "run_bench"]
+__all__ = ["BENCH_MODULE", "BENCH_CASES", "TRACE_PROMPT", "TRACE_DECODE", "bench_decode",
+           "vectors_key", "prepare_vectors", "write_image", "bench_tests", "run_bench"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.engine.bench"
 
@@ -27,7 +29,8 @@ BENCH_MODULE = "edgexpert.cocotb_tests.engine.bench"
 BENCH_CASES = {
     "c4w256": {"candidates": 4, "lanes": 64, "word_bits": 256, "tokens": 8},
 }
-#: the prompt the trace decodes, and the decoding settings that keep its step short
+#: the prompt the trace decodes, and the decoding settings that keep its step short (a user's
+#: own prompt, `edgexpert bench top --prompt`, gets them too where the user set none)
 TRACE_PROMPT = "def add(a, b):\n    return"
 TRACE_DECODE = {"max_new_tokens": 2, "max_depth": 3, "max_candidates": 16}
 
@@ -37,47 +40,78 @@ def bench_tests() -> list[str]:
     return sorted(["trace_rows/none", "trace_rows/random"])
 
 
-def prepare_vectors(out: Path | None = None) -> dict:
-    """Write (once) the trace of the bundled checkpoint decoding TRACE_PROMPT and the bundled
-    expert weights' memory image under `out` (default build/bench/engine/); return their paths."""
+def bench_decode(config: Config | None = None) -> DecodeConfig:
+    """The decoding settings the bench's trace is made with: `config`'s (default: the bundled
+    ones) with TRACE_DECODE over every setting of it the configuration leaves at its default, so
+    a step stays short unless the user asks for a longer one (`--set decode.max_depth=6`)."""
+    bundled = load_config().decode
+    decode = bundled if config is None else config.decode
+    short = {k: v for k, v in TRACE_DECODE.items() if getattr(decode, k) == getattr(bundled, k)}
+    return dataclasses.replace(decode, **short)
+
+
+def vectors_key(prompt: str = TRACE_PROMPT, decode: DecodeConfig | None = None,
+                model: ModelConfig | None = None) -> dict:
+    """What the trace and image of `prepare_vectors` depend on: the prompt, every decoding
+    setting and the model (its shape and which bundled checkpoint)."""
+    decode = bench_decode() if decode is None else decode
+    model = load_config().model if model is None else model
+    return {"prompt": prompt, "decode": dataclasses.asdict(decode),
+            "model": dataclasses.asdict(model), "version": 2}
+
+
+def prepare_vectors(out: Path | None = None, prompt: str = TRACE_PROMPT,
+                    decode: DecodeConfig | None = None, model: ModelConfig | None = None) -> dict:
+    """Write (once) the trace of the bundled checkpoint `model` names (default: the bundled
+    configuration's) decoding `prompt` with `decode` (default `bench_decode()`) and that
+    checkpoint's expert weights' memory image under `out` (default build/bench/engine/); return
+    their paths. A stamp holds `vectors_key`: any change rewrites both."""
     out = Path(out) if out is not None else build_root() / "bench" / "engine"
     trace_path, image_path = out / "trace.npz", out / "image.bin"
     stamp = out / "vectors.json"
-    key = {"prompt": TRACE_PROMPT, "decode": TRACE_DECODE, "version": 1}
+    key = vectors_key(prompt, decode, model)
     if not (trace_path.is_file() and image_path.is_file() and stamp.is_file()
             and json.loads(stamp.read_text()) == key):
-        _write_vectors(trace_path, image_path)
+        out.mkdir(parents=True, exist_ok=True)
+        _write_vectors(trace_path, image_path, prompt, DecodeConfig(**key["decode"]),
+                       ModelConfig(**key["model"]))
         stamp.write_text(json.dumps(key, sort_keys=True))
     return {"trace": str(trace_path), "image": str(image_path)}
 
 
-def _write_vectors(trace_path: Path, image_path: Path) -> None:
+def _write_vectors(trace_path: Path, image_path: Path, text: str, decode: DecodeConfig,
+                   model: ModelConfig) -> None:
     # torch and the golden model load only here: the bench itself reads the files
-    import dataclasses
-
-    import numpy as np
     import torch
 
     from edgexpert.contracts.trace import write_trace
-    from edgexpert.contracts.weight_image import ExpertWeights, memory_image
-    from edgexpert.contracts.weight_layout import WeightLayout
-    from edgexpert.golden.lm.checkpoint import load_checkpoint
+    from edgexpert.golden.lm.checkpoint import load_bundled
     from edgexpert.golden.decoding.decode import decode_speculative
     from edgexpert.golden.integer.int_model import IntModel
+    from edgexpert.golden.lm.prompts import text_prompts
     from edgexpert.golden.traces.decode_trace import build_trace
-    from edgexpert.contracts.config import load_config
 
-    config = load_config()
-    decode = dataclasses.replace(config.decode, **TRACE_DECODE)
-    checkpoint = load_checkpoint()
+    checkpoint = load_bundled(model)
     torch.manual_seed(decode.seed)
     engine = IntModel(checkpoint.model.eval())
-    prompt = checkpoint.tokenizer.encode(TRACE_PROMPT).ids
+    room = checkpoint.model.cfg.max_seq_len - decode.max_new_tokens - decode.max_depth
+    prompt, = text_prompts([text], checkpoint.tokenizer, max(room, 0))
     run = decode_speculative(engine, prompt, decode, keep_traces=True)
     trace = build_trace([run], checkpoint.model.cfg, decode,
-                        {"bench": "engine", "prompt": TRACE_PROMPT})
+                        {"bench": "engine", "prompt": text, "checkpoint": str(checkpoint.path)})
     write_trace(trace, trace_path)
-    layout = WeightLayout.for_model(checkpoint.model.cfg)
+    write_image(engine, image_path, decode.seed)
+
+
+def write_image(engine, image_path: Path, junk_seed: int) -> None:
+    """The memory image of an integer model's (`IntModel`) expert weights, packed by
+    `edgexpert.contracts.weight_image` (`junk_seed`: the bytes between the experts)."""
+    import numpy as np
+
+    from edgexpert.contracts.weight_image import ExpertWeights, memory_image
+    from edgexpert.contracts.weight_layout import WeightLayout
+
+    layout = WeightLayout.for_model(engine.cfg)
     weights = {}
     for layer, w in enumerate(engine.layers):
         for e in range(layout.n_experts):
@@ -86,7 +120,7 @@ def _write_vectors(trace_path: Path, image_path: Path) -> None:
                 scales_gate_up=np.concatenate([w["gate"].words[e].numpy(),
                                                w["up"].words[e].numpy()]).astype(np.uint16),
                 scales_down=w["down"].words[e].numpy().astype(np.uint16))
-    image_path.write_bytes(bytes(memory_image(layout, weights, junk_seed=decode.seed)))
+    image_path.write_bytes(bytes(memory_image(layout, weights, junk_seed=junk_seed)))
 
 
 def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,

@@ -13,15 +13,17 @@ import hashlib
 import json
 from pathlib import Path
 
-from edgexpert.cocotb_tests.engine import prepare_vectors
-from edgexpert.contracts.config import load_config
+from edgexpert.cocotb_tests.engine import bench_decode, prepare_vectors, vectors_key, write_image
+from edgexpert.contracts.config import Config, load_config
 from edgexpert.support.tools import build_root
 from edgexpert.contracts.trace import read_trace
 from edgexpert.hw.top import AcceleratorTop, top_parameters
 from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
-           "prepare_masked", "bench_tests", "run_bench", "prefill_hardware", "run_prefill",
+           "prepare_masked", "prompt_vectors", "trace_vectors", "run_name", "step_rows",
+           "check_hardware",
+           "bench_tests", "run_bench", "prefill_hardware", "run_prefill",
            "prefill_cycles", "by_kind", "cycle_file"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
@@ -77,26 +79,139 @@ def prepare_masked(trace_path: Path, tokens: int, candidates: int, out: Path | N
     return str(path)
 
 
+def _digest(data) -> str:
+    """A short name for what a folder's files depend on (JSON-able data or bytes)."""
+    raw = data if isinstance(data, bytes) else json.dumps(data, sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:12]
+
+
+def prompt_vectors(prompt: str, config: Config) -> dict:
+    """The vectors of a user's prompt (`edgexpert bench top --prompt`): the bundled checkpoint
+    `model.name` names decoding it with the bench's settings (`bench_decode`), in a folder
+    build/bench/top/prompt-<digest>/ named by everything they depend on (`vectors_key`), so two
+    prompts or settings never share a file. Returns the trace and image paths, the folder and
+    its name."""
+    decode = bench_decode(config)
+    name = f"prompt-{_digest(vectors_key(prompt, decode, config.model))}"
+    folder = build_root() / "bench" / "top" / name
+    return {**prepare_vectors(folder, prompt, decode, config.model), "folder": str(folder),
+            "name": name}
+
+
+def trace_vectors(trace_file: Path) -> dict:
+    """The vectors of a trace `edgexpert decode --traces` wrote (`edgexpert bench top
+    --trace`): the file copied into build/bench/top/trace-<digest of its bytes>/ (a later
+    rewrite of the user's file cannot change a run's vectors), and the memory image of the
+    checkpoint its source names, whose model must be the trace's. A trace the top cannot
+    replay raises InputError in one line."""
+    import shutil
+
+    from edgexpert.contracts.errors import InputError
+
+    trace_file = Path(trace_file)
+    trace = read_trace(trace_file)  # TraceError, one line, for a malformed file
+    if trace.header.get("path") != "int":
+        raise InputError(f"trace {trace_file} is of the {trace.header.get('path')!r} path: "
+                         "accepted integer-path traces (edgexpert decode --traces, --path int)")
+    checkpoint = trace.header.get("source", {}).get("checkpoint")
+    if not checkpoint or not Path(checkpoint).is_dir():
+        raise InputError(f"trace {trace_file} names no checkpoint folder here (source "
+                         f"checkpoint {checkpoint!r}): accepted traces of `edgexpert decode "
+                         "--traces` whose --checkpoint folder (or the bundled one) exists")
+    weights = Path(checkpoint) / "model.safetensors"
+    name = f"trace-{_digest(trace_file.read_bytes())}"
+    folder = build_root() / "bench" / "top" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    copy, image = folder / "trace.npz", folder / "image.bin"
+    if not copy.is_file():
+        shutil.copyfile(trace_file, copy)
+    stamp = folder / "image.json"
+    key = {"weights": hashlib.sha256(weights.read_bytes()).hexdigest(),
+           "seed": trace.header["decode"]["seed"], "version": 1}
+    if not (image.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == key):
+        from edgexpert.golden.integer.int_model import IntModel  # torch loads only here
+        from edgexpert.golden.lm.checkpoint import load_checkpoint
+        model = load_checkpoint(Path(checkpoint)).model
+        if model.cfg != trace.model:
+            raise InputError(f"trace {trace_file} was not decoded by checkpoint {checkpoint} "
+                             f"(its model differs): accepted the checkpoint the trace names")
+        write_image(IntModel(model.eval()), image, key["seed"])
+        stamp.write_text(json.dumps(key, sort_keys=True))
+    return {"trace": str(copy), "image": str(image), "folder": str(folder), "name": name}
+
+
+def run_name(hw: dict, selection: str, ratio: float) -> str:
+    """What a user's run on its vectors depends on besides them: the rows, the hardware (a
+    digest) and the coalescing ratio; names its case and its results' folder."""
+    return f"{selection.replace('=', '')}-hw{_digest(hw)}-r{ratio:g}"
+
+
+def step_rows(trace, step: int | None) -> list[int]:
+    """The trace rows of decoding step `step` of the trace's first prompt (None: every row);
+    a step the trace does not hold raises ValueError naming the steps it does."""
+    rows_of = trace["row_prompt"] == trace["row_prompt"].min()
+    steps = sorted(set(trace["row_step"][rows_of].tolist()))
+    if step is None:
+        return list(range(len(trace["row_pass"])))
+    if step not in steps:
+        raise ValueError(f"step {step} is not in the trace: accepted {steps[0]}..{steps[-1]} "
+                         "(the first prompt's decoding steps)")
+    return [int(r) for r in (rows_of & (trace["row_step"] == step)).nonzero()[0]]
+
+
+def check_hardware(layout, hw: dict, trace, rows: list[int]) -> AcceleratorTop:
+    """The top built at `hw` (what `run_bench` then simulates), once its EMA is known to hold
+    every group of `rows` with whole experts (the most a group fetches); ValueError naming the
+    setting otherwise, before any Verilog is built."""
+    from edgexpert.hw.ema import EmaGeometry
+    from .host import plan_batches
+    try:
+        top = AcceleratorTop(layout, **hw)
+    except ValueError as exc:
+        raise ValueError(f"hardware.ema: {exc}") from None
+    except TypeError as exc:  # lanes that do not divide the buffer word's int4 values
+        raise ValueError(f"hardware.engine: {exc}") from None
+    ema = hw["ema"]
+    try:
+        plan_batches(trace, None, rows, hw["candidates"], hw["tokens"],
+                     EmaGeometry(layout, ema["data_width"], ema["buffer_bytes"], ema["slots"]))
+    except ValueError as exc:
+        raise ValueError(f"hardware.ema.buffer_bytes = {ema['buffer_bytes']}, hardware.ema.slots"
+                         f" = {ema['slots']}: {exc}; accepted a buffer and slots that hold one "
+                         "whole expert's group") from None
+    return top
+
+
 def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
               waves: bool | None = None, selection: str = "ci",
               test_filter: str | None = None, progress_total: int = 0,
-              memory: dict | None = None) -> SimResult:
+              memory: dict | None = None, vectors: dict | None = None, hw: dict | None = None,
+              ratio: float | None = None, top: AcceleratorTop | None = None) -> SimResult:
     """Run the top bench for one hardware set on the trace rows of `selection` ("ci": a draft
     pass and a verification token of layer 0; "step": every row of the trace; "first_step": the
     first prompt's first decoding step, its draft and verification passes, all layers;
-    "drafts": that step's draft passes only). `memory`: `sim.perf.ema_model.bench_memory`'s
-    parameters (default: the latency memory at LATENCY cycles)."""
-    hw = hardware(case)
-    vectors = prepare_vectors()
-    vectors["masked"] = prepare_masked(Path(vectors["trace"]), hw["tokens"], hw["candidates"])
-    vectors["ratio"] = load_config().policies.coalescing_ratio
-    layout = read_trace(Path(vectors["trace"])).layout
-    top = AcceleratorTop(layout, **hw)
-    return run_cocotb(top, toplevel="accelerator_top", test_module=BENCH_MODULE,
-                      # the memory is the bench's, not the RTL's: one build for every memory
-                      case=f"{case}-{selection}",
-                      params={**hw, **vectors, "selection": selection, "latency": LATENCY,
-                              "memory": memory or {"memory": "latency"}},
+    "drafts": that step's draft passes only; "step=N": the first prompt's decoding step N).
+    `memory`: `sim.perf.ema_model.bench_memory`'s parameters (default: the latency memory at
+    LATENCY cycles). A user's run: `vectors` (`prompt_vectors`, `trace_vectors`; default the
+    engine bench's), `hw` (the top's parameters; default the hardware set `case` names) and
+    `ratio` (policies.coalescing_ratio; default the bundled one), and the top `check_hardware`
+    built at `hw`; its case is named after the hardware and the vectors, so no other run shares
+    its folder."""
+    hw = hardware(case) if hw is None else hw
+    ratio = load_config().policies.coalescing_ratio if ratio is None else ratio
+    files = prepare_vectors() if vectors is None else {k: vectors[k] for k in ("trace", "image")}
+    files["masked"] = prepare_masked(Path(files["trace"]), hw["tokens"], hw["candidates"],
+                                     out=None if vectors is None else Path(vectors["folder"]),
+                                     ratio=ratio)
+    if top is None:
+        top = AcceleratorTop(read_trace(Path(files["trace"])).layout, **hw)
+    # the memory is the bench's, not the RTL's: one build for every memory
+    name = f"{case}-{selection}"
+    if vectors is not None:
+        name = f"{case}-{vectors['name']}-{run_name(hw, selection, ratio)}"
+    return run_cocotb(top, toplevel="accelerator_top", test_module=BENCH_MODULE, case=name,
+                      params={**hw, **files, "ratio": ratio, "selection": selection,
+                              "latency": LATENCY, "memory": memory or {"memory": "latency"}},
                       simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
                       progress_total=progress_total)
 

@@ -34,6 +34,7 @@ from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
 from edgexpert.cocotb_tests.streams import StreamSink, StreamSource
 from edgexpert.cocotb_tests.top.harness import (command_streams, feed, memory_report,
                                                read_counters, read_csr, start_top)
+from edgexpert.cocotb_tests.top import step_rows
 from edgexpert.cocotb_tests.top.host import batch_commands, expected_outputs, plan_batches
 from edgexpert.contracts.ema import EmaCsr
 from edgexpert.contracts.top import TopCsr
@@ -69,10 +70,13 @@ def rows(selection: str) -> list[int]:
     first token of the first verification pass (top-k); "step": every row; "first_step": the
     rows of the first prompt's first decoding step (its draft passes and its verification pass,
     all layers: what `edgexpert demo` runs); "drafts": its draft passes only (all layers, about
-    52,000 cycles with whole experts: what `edgexpert bench top` times both simulators on)."""
+    52,000 cycles with whole experts: what `edgexpert bench top` times both simulators on);
+    "step=N": the first prompt's decoding step N (`edgexpert bench top --trace --step`)."""
     t = TRACE
     if selection == "step":
         return list(range(len(t["row_pass"])))
+    if selection.startswith("step="):
+        return step_rows(t, int(selection.removeprefix("step=")))
     if selection in ("first_step", "drafts"):
         prompt = int(t["row_prompt"].min())
         step = int(t["row_step"][t["row_prompt"] == prompt].min())

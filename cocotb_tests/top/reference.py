@@ -67,8 +67,11 @@ def masked_outputs(trace: Trace, ratio: float, path: Path, tokens: int, candidat
     """Write (and return) `gate_up_mask` [R, K, D], `down_mask` [R, K, F] (uint8) and
     `hidden_q`, `hidden_m`, `hidden_e`, `expert_out_q16`, `moe_out_q16` as the trace's arrays
     on those masks, for the top's groups of at most `candidates` in batches of at most `tokens`
-    rows. `dense`: every channel (then the arrays equal the trace's)."""
-    engine = IntModel(load_checkpoint().model.eval())
+    rows. `dense`: every channel (then the arrays equal the trace's). The weights are the
+    checkpoint's the trace's source names (`edgexpert decode --traces` and the benches record
+    it), else the bundled one's."""
+    checkpoint = trace.header.get("source", {}).get("checkpoint")
+    engine = IntModel(load_checkpoint(checkpoint and Path(checkpoint)).model.eval())
     t = trace
     r_n, k_n = t["experts"].shape
     d, f = t["x_q"].shape[1], t["hidden_q"].shape[2]

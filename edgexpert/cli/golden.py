@@ -53,6 +53,18 @@ DECODE_ROWS = ["tokens_per_step", "acceptance_length", "experts_per_step",
                "ema_bytes_per_token_draft"]
 
 
+def per_prompt(result: dict, prompts: list[list[int]], tokenizer) -> list[dict]:
+    """A row per prompt: its tokens, the new tokens and steps of the speculative run, whether
+    they equal greedy decoding's, and the prompt and generated text (the checkpoint's
+    tokenizer)."""
+    rows = []
+    for ids, sd, same in zip(prompts, result["runs"]["naive_sd"], result["lossless_per_prompt"]):
+        rows.append({"prompt_tokens": len(ids), "new_tokens": len(sd.tokens), "steps": sd.steps,
+                     "tokens_per_step": round(len(sd.tokens) / sd.steps, 4), "lossless": same,
+                     "prompt": tokenizer.decode(ids), "text": tokenizer.decode(sd.tokens)})
+    return rows
+
+
 def cmd_decode(args) -> int:
     config = load(args)
     if args.traces and args.path != "int":
@@ -65,26 +77,35 @@ def cmd_decode(args) -> int:
     ckpt, _, prompts, eot = golden_inputs(config, args.checkpoint, args.prompts,
                                           prompt_texts(args))
     engine = quantize_model(ckpt.model) if args.path == "int" else FloatEngine(ckpt.model)
-    result = compare_modes(engine, prompts, config.decode, eot, keep_traces=bool(args.traces))
+    result = compare_modes(engine, prompts, config.decode, eot, keep_traces=bool(args.traces),
+                           progress=not quiet_requested(args))
     if args.traces:
         trace = build_trace(result["runs"]["naive_sd"], ckpt.model.cfg, config.decode,
                             {"checkpoint": str(ckpt.path), "mode": "naive_sd",
                              "tokenizer_sha256": ckpt.meta.get("tokenizer_sha256")})
         write_trace(trace, Path(args.traces))
+    rows = per_prompt(result, prompts, ckpt.tokenizer)
     if args.json:
         print_json({"path": args.path, "prompts": len(prompts), "seed": config.decode.seed,
+                    "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
                     "ar": result["ar"], "naive_sd": result["naive_sd"],
-                    "lossless": result["lossless"]})
+                    "lossless": result["lossless"], "per_prompt": rows})
         return 0
     d = config.decode
     which = "user" if args.prompt or args.prompt_file else "held-out"
-    print(f"edgexpert decode: {len(prompts)} {which} prompts, {args.path} path, "
+    print(f"edgexpert decode: {len(prompts)} {which} prompts "
+          f"({sum(r['prompt_tokens'] for r in rows)} tokens), {args.path} path, "
           f"{d.max_new_tokens} new tokens each; draft: top-{d.draft_experts} experts, depth "
           f"{d.max_depth}, {d.max_candidates} candidates; seed {d.seed}")
     print(f"{'':<28}{'ar':>14}{'naive_sd':>14}")
     for key in DECODE_ROWS:
         print(f"{key:<28}{result['ar'][key]:>14}{result['naive_sd'][key]:>14}")
     print(f"speculative output equals greedy decoding: {result['lossless']}")
+    print(f"{'prompt':<8}{'tokens':>8}{'new':>6}{'steps':>7}{'tok/step':>10}{'lossless':>10}  "
+          "generated text")
+    for i, r in enumerate(rows, 1):
+        print(f"{i:<8}{r['prompt_tokens']:>8}{r['new_tokens']:>6}{r['steps']:>7}"
+              f"{r['tokens_per_step']:>10.2f}{str(r['lossless']):>10}  {r['text']!r}")
     if args.traces:
         print(f"traces: {args.traces}")
     return 0
@@ -96,18 +117,23 @@ def cmd_analyze(args) -> int:
     from ..golden.decoding.decode import decode_speculative
     from ..golden.integer.int_model import quantize_model
     from ..golden.lm.train import eval_windows, token_streams
+    from ..support.progress import phases, progress_bar
     ckpt, corpus, prompts, eot = golden_inputs(config, args.checkpoint)
     _, heldout = token_streams(corpus, ckpt.tokenizer)
     seq = ckpt.meta["eval"]["seq_len"]
     engine = quantize_model(ckpt.model)
-    report = {
-        "checkpoint": str(ckpt.path), "heldout_loss": ckpt.meta["heldout_loss"],
-        "bigram_heldout_loss": ckpt.meta["bigram_heldout_loss"],
-        "int_vs_float": compare_paths(ckpt.model, engine, eval_windows(heldout, seq, args.windows)),
-        "routing_skew_hot25": routing_skew(ckpt.model, eval_windows(
-            heldout, seq, ckpt.meta["eval"]["windows"])),
-    }
-    runs = [decode_speculative(engine, p, config.decode, eot, keep_traces=True) for p in prompts]
+    report = {"checkpoint": str(ckpt.path), "heldout_loss": ckpt.meta["heldout_loss"],
+              "bigram_heldout_loss": ckpt.meta["bigram_heldout_loss"]}
+    with phases("analyze", 3) as phase:
+        phase(f"integer vs float on {args.windows} held-out windows")
+        report["int_vs_float"] = compare_paths(ckpt.model, engine,
+                                               eval_windows(heldout, seq, args.windows))
+        phase("routing skew on the checkpoint's evaluation windows")
+        report["routing_skew_hot25"] = routing_skew(ckpt.model, eval_windows(
+            heldout, seq, ckpt.meta["eval"]["windows"]))
+        phase(f"speculative decoding of {len(prompts)} prompts for the co-activation")
+        runs = [decode_speculative(engine, p, config.decode, eot, keep_traces=True)
+                for p in progress_bar(prompts, desc="analyze decode", unit="prompt")]
     report["coactivation"] = coactivation(runs)
     if args.json:
         print_json(report)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..contracts.config import Config
@@ -15,21 +16,27 @@ __all__ = ["register", "register_bench", "synth_block"]
 def cmd_rtl(args) -> int:
     from ..blocks import get_block
     from ..hw.emit import emit_rtl
+    from ..support.progress import phases
     config = load(args)
     block = get_block(args.block)
-    files = emit_rtl(block.build(config), block.name, Path(args.out))
+    with phases(f"rtl {block.name}", 2) as phase:
+        phase("constructing the block at the configuration's parameters")
+        component = block.build(config)
+        phase("elaborating; RTLIL and Verilog (Amaranth), the simulation Verilog (Yosys)")
+        files = emit_rtl(component, block.name, Path(args.out))
     for kind, path in [("rtlil", files.rtlil), ("verilog", files.verilog),
                        ("simulation verilog", files.sim_verilog)]:
         print(f"{kind:<19} {path}")
     return 0
 
 
-def synth_block(config: Config, name: str):
-    """(synthesis result, summary with the 28 nm figures) of one block; `demo` shares it."""
+def synth_block(config: Config, name: str, phase=lambda text: None):
+    """(synthesis result, summary with the 28 nm figures) of one block; `demo` shares it.
+    `phase`: told as each part starts (`run_block`)."""
     from ..blocks import get_block
     from ..synth.report import run_block, summarize
     block = get_block(name)
-    result = run_block(block, config)
+    result = run_block(block, config, phase)
     return result, summarize(block, config, result)
 
 
@@ -56,7 +63,10 @@ def cmd_synth(args) -> int:
         raise InputError("--blocks chooses the blocks of --all: accepted with --all")
     if args.all:
         return _synth_all(config, args.json, args.blocks)
-    result, summary = synth_block(config, args.block)
+    from ..blocks import get_block
+    from ..support.progress import phases
+    with phases(f"synth {args.block}", 2 if get_block(args.block).stimulus else 1) as phase:
+        result, summary = synth_block(config, args.block, phase)
     scaled = summary["scaled_28nm"]
     if args.json:
         print_json({**result.to_json(), "scaled_28nm": scaled})
@@ -140,6 +150,7 @@ def cmd_bench_ema(args) -> int:
     from ..cocotb_tests.ema import (UTILIZATION_CASES, UTILIZATION_LATENCIES, golden_mask_trace,
                                     run_utilization)
     from ..contracts.mask_trace import read_mask_trace
+    from ..support.progress import phases
     from ..support.tools import build_root
     from ..contracts.weight_layout import WeightLayout
 
@@ -147,21 +158,24 @@ def cmd_bench_ema(args) -> int:
     memory = _memory(args, config)
     layout = WeightLayout.for_model(config.model)
     hw = ema_parameters(config)
-    if args.trace:
-        trace_file = Path(args.trace).resolve()  # the simulator runs in its own folder
-    else:
-        trace_file = build_root() / "bench" / "ema" / "golden_masks.json"
-        golden_mask_trace(layout, hw, trace_file)
-    trace = read_mask_trace(trace_file, layout)
     on_dram = memory["memory"] != "latency"
-    if not args.json:
-        where = (f"{memory['memory']} ({memory['dram']}) at {memory['clock_hz'] / 1e6:.0f} MHz"
-                 if on_dram else "latency memory")
-        print(f"edgexpert bench ema: {hw['data_width']}-bit AXI, {hw['outstanding']} outstanding, "
-              f"{where}, masks from {trace_file} (source: {trace.source}), verilator, seed "
-              f"{DEMO_SEED}")
-    result = run_utilization(layout, hw, trace_file, seed=DEMO_SEED, waves=args.waves,
-                             memory=memory)
+    with phases("bench ema", 2) as phase:
+        phase("the mask trace (the golden model's depth-coalesced masks, or --trace)")
+        if args.trace:
+            trace_file = Path(args.trace).resolve()  # the simulator runs in its own folder
+        else:
+            trace_file = build_root() / "bench" / "ema" / "golden_masks.json"
+            golden_mask_trace(layout, hw, trace_file)
+        trace = read_mask_trace(trace_file, layout)
+        if not args.json:
+            where = (f"{memory['memory']} ({memory['dram']}) at "
+                     f"{memory['clock_hz'] / 1e6:.0f} MHz" if on_dram else "latency memory")
+            print(f"edgexpert bench ema: {hw['data_width']}-bit AXI, {hw['outstanding']} "
+                  f"outstanding, {where}, masks from {trace_file} (source: {trace.source}), "
+                  f"verilator, seed {DEMO_SEED}")
+        phase("emitting the EMA system's RTL, its Verilator build and the runs")
+        result = run_utilization(layout, hw, trace_file, seed=DEMO_SEED, waves=args.waves,
+                                 memory=memory)
     runs = result.report["runs"]
     columns = [memory["memory"]] if on_dram else [str(lat) for lat in UTILIZATION_LATENCIES]
     utilization = {case: {col: runs[f"{case}/{col}"]["utilization"] for col in columns}
@@ -238,6 +252,7 @@ def cmd_bench_dcu(args) -> int:
     from ..blocks import dcu_parameters
     from ..cocotb_tests.dcu import BENCH_CASES, fetch_comparison, run_bench
     from ..contracts.weight_layout import WeightLayout
+    from ..support.progress import phases
 
     config = load(args)
     hw = dcu_parameters(config)
@@ -249,7 +264,10 @@ def cmd_bench_dcu(args) -> int:
     if not args.json:
         print(f"edgexpert bench dcu: {hw}, every depth group of the bundled prompts' golden "
               f"traces (4 new tokens), verilator, seed {DEMO_SEED}")
-    result = run_bench("bundled", "verilator", seed=DEMO_SEED, full=True)
+    with phases("bench dcu", 1) as phase:
+        # the golden depth groups are written inside run_bench, before its build
+        phase("the golden depth groups, the DCU's RTL, its Verilator build and the runs")
+        result = run_bench("bundled", "verilator", seed=DEMO_SEED, full=True)
     report = result.report
     timed = report["tests"]["trace_groups/none"]
     groups = Path(report["groups_file"])
@@ -308,6 +326,25 @@ def _time_simulators(run_bench) -> dict:
             "icarus_over_verilator": round(median["icarus"] / median["verilator"], 2)}
 
 
+#: settings that change the top bench's vectors (the trace, the EdgeXpert masks) or its RTL:
+#: the built-in step runs at the bundled ones; a user's prompt honours them
+VECTOR_SETTINGS = ("decode.", "model.", "hardware.ema.", "hardware.engine.",
+                   "policies.coalescing_ratio")
+#: the top bench's runs: every channel, and EdgeXpert's masks from the host and from the DCU
+TOP_MASKS = ("naive_sd", "edgexpert", "dcu", "dcu_inline")
+
+
+def _changed(config: Config, prefixes) -> list[str]:
+    from .common import changed_settings
+    return [s for s in changed_settings(config) if s.startswith(prefixes)]
+
+
+def _top_filter(masks: list[str], quick: bool) -> str:
+    """cocotb's test filter of `trace_step` runs: these masks, without pauses under --quick."""
+    return (f"trace_step/masks=({'|'.join(masks)})/"
+            + ("mode=none" if quick else "mode=(none|random)"))
+
+
 def cmd_bench_top(args) -> int:
     """The accelerator top on Verilator over the whole decode step of the engine bench's trace
     (all layers, draft and verification passes), whole experts and EdgeXpert's masks from the
@@ -316,54 +353,61 @@ def cmd_bench_top(args) -> int:
     with its PRU on a prefill chunk (the first bundled prompt's 16 tokens, all layers): cycles
     per chunk-layer, the cycle file's `prefill` entry; then, on the latency memory, the first
     step's draft passes on Icarus and Verilator, three runs each, for their wall times. All on
-    the memory `--memory` names (a DRAM's files are cycles-<memory>.json, summary-<memory>.json)."""
-    import sys
-
-    from ..blocks import top_parameters
-    from ..contracts.config import load_config
+    the memory `--memory` names (a DRAM's files are cycles-<memory>.json, summary-<memory>.json).
+    With --prompt or --trace: the user's decode step instead (`_bench_top_user`)."""
+    from ..cocotb_tests.engine import TRACE_PROMPT
     from ..cocotb_tests.top import cycle_file, hardware, prefill_cycles, run_bench, run_prefill
+    from ..support.progress import phases
 
     config = load(args)
     memory = _memory(args, config)
+    if args.prompt is not None and args.trace is not None:
+        raise InputError("--prompt and --trace both name the step to run: accepted one of the two")
+    if args.prompt is not None or args.trace is not None:
+        return _bench_top_user(args, config, memory)
+    for option, value in (("--step", args.step), ("--masks", args.masks)):
+        if value is not None:
+            raise InputError(f"{option} chooses what runs of a user's step: accepted with "
+                             "--prompt TEXT or --trace FILE")
+    changed = _changed(config, VECTOR_SETTINGS)
+    if changed:
+        raise InputError(f"bench top replays the bundled step at the bundled settings, and "
+                         f"{changed[0]} changes its vectors or hardware: accepted with --prompt "
+                         f"TEXT (the bundled step's is {TRACE_PROMPT!r}) or --trace FILE")
     hw = hardware("bundled")
-    if top_parameters(config) != hw or config.model != load_config().model:
-        raise InputError("bench top replays the bundled model's trace on the bundled "
-                         f"hardware: it needs the default model and hardware (accepted {hw})")
     if not args.json:
         print(f"edgexpert bench top: {hw}, the whole decode step, {memory['memory']} memory, "
               f"verilator, seed {DEMO_SEED}", file=sys.stderr)
-    step = run_bench("bundled", "verilator", seed=DEMO_SEED, selection="step",
-                     test_filter="trace_step/.*mode=none" if args.quick else "trace_step",
-                     memory=memory)
-    cycles = cycle_file(step.report, hw, hw["lanes"])
-    prefill = run_prefill("bundled", "verilator", seed=DEMO_SEED,
-                          test_filter="mode=none" if args.quick else None, memory=memory)
-    cycles["prefill"] = prefill_cycles(prefill.report)
-    # the simulators' wall times do not depend on the memory: measured on the latency memory's
-    # run only
     on_dram = memory["memory"] != "latency"
-    simulators = None if on_dram else _time_simulators(run_bench)
+    runs = len(TOP_MASKS) * (1 if args.no_pauses else 2)
+    with phases("bench top", 3 if on_dram else 4) as phase:
+        phase(f"the decode step: vectors, the top's Verilator build (minutes), {runs} runs")
+        step = run_bench("bundled", "verilator", seed=DEMO_SEED, selection="step",
+                         test_filter=_top_filter(list(TOP_MASKS), args.no_pauses), memory=memory,
+                         progress_total=runs)
+        cycles = cycle_file(step.report, hw, hw["lanes"])
+        phase("the prefill chunk: the top with its PRU, its Verilator build and runs")
+        prefill = run_prefill("bundled", "verilator", seed=DEMO_SEED,
+                              test_filter="mode=none" if args.no_pauses else None, memory=memory)
+        cycles["prefill"] = prefill_cycles(prefill.report)
+        # the simulators' wall times do not depend on the memory: measured on the latency
+        # memory's run only
+        if not on_dram:
+            phase(f"the first step's draft passes on Icarus and Verilator, {SIMULATOR_RUNS} "
+                  "runs each, for their wall times")
+        simulators = None if on_dram else _time_simulators(run_bench)
+        phase("writing the cycle file")
     ratio = None if on_dram else simulators["icarus_over_verilator"]
     path = write_result(cycles, "bench", "top", _result_name("cycles", memory))
     summary = {"block": "top", "seed": DEMO_SEED, "hardware": hw, "memory": memory,
                "latency_cycles": cycles["latency_cycles"], "cycle_file": str(path),
-               "runs": {k: {key: v for key, v in run.items() if key != "passes"}
-                        for k, run in cycles["runs"].items()},
+               "runs": _runs_summary(cycles),
                "prefill": {mode: {k: v for k, v in run.items() if k != "per_layer"}
                            for mode, run in cycles["prefill"].items()},
                "simulators": simulators, "icarus_over_verilator": ratio}
 
     def table(summary_path: Path) -> None:
-        print(f"{'masks/pauses':<22}{'kind':<8}{'passes':>7}{'cycles/pass':>13}{'mem wait':>10}"
-              f"{'desc wait':>10}{'compute':>9}{'MACs/cycle':>12}")
-        for name, run in summary["runs"].items():
-            for kind, row in run["by_kind"].items():
-                print(f"{name:<22}{kind:<8}{row['passes']:>7}{row['busy_per_pass']:>13.0f}"
-                      f"{row['memory_wait_per_pass']:>10.0f}"
-                      f"{row['descriptor_wait_per_pass']:>10.0f}{row['compute_per_pass']:>9.0f}"
-                      f"{row['macs_per_cycle']:>12.2f}")
-            print(f"{name:<22}{'all':<8}{'':>7}{run['cycles']:>13}{run['memory_wait']:>10}"
-                  f"{run['descriptor_wait']:>10}{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
+        _runs_table(summary["runs"])
         for mode, run in summary["prefill"].items():
             print(f"prefill chunk ({run['tokens']} tokens, pauses {mode}): "
                   f"{run['cycles_per_layer']:.0f} cycles per chunk-layer (busy "
@@ -385,6 +429,136 @@ def cmd_bench_top(args) -> int:
         print(f"cycle file {path}\nsummary {summary_path}")
 
     publish(args, summary, ("bench", "top", _result_name("summary", memory)), table)
+    return 0
+
+
+def _runs_summary(cycles: dict) -> dict:
+    """A cycle file's runs without their pass-by-pass entries (what the summary shows)."""
+    return {k: {key: v for key, v in run.items() if key != "passes"}
+            for k, run in cycles["runs"].items()}
+
+
+def _runs_table(runs: dict) -> None:
+    """Per run (masks/pauses) and pass kind: passes, cycles, the wait / compute split, MACs."""
+    print(f"{'masks/pauses':<22}{'kind':<8}{'passes':>7}{'cycles/pass':>13}{'mem wait':>10}"
+          f"{'desc wait':>10}{'compute':>9}{'MACs/cycle':>12}")
+    for name, run in runs.items():
+        for kind, row in run["by_kind"].items():
+            print(f"{name:<22}{kind:<8}{row['passes']:>7}{row['busy_per_pass']:>13.0f}"
+                  f"{row['memory_wait_per_pass']:>10.0f}"
+                  f"{row['descriptor_wait_per_pass']:>10.0f}{row['compute_per_pass']:>9.0f}"
+                  f"{row['macs_per_cycle']:>12.2f}")
+        print(f"{name:<22}{'all':<8}{'':>7}{run['cycles']:>13}{run['memory_wait']:>10}"
+              f"{run['descriptor_wait']:>10}{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
+
+
+def _top_masks(text: str | None) -> list[str]:
+    """--masks: a comma-separated subset of TOP_MASKS (default all)."""
+    if text is None:
+        return list(TOP_MASKS)
+    masks = [m.strip() for m in text.split(",")]
+    unknown = [m for m in masks if m not in TOP_MASKS]
+    if unknown or not masks:
+        raise InputError(f"--masks {text}: {unknown[0] if unknown else 'none'!r} is not known: "
+                         f"accepted a comma-separated list of {', '.join(TOP_MASKS)}")
+    return [m for m in TOP_MASKS if m in masks]
+
+
+def user_top_case(args, config: Config) -> dict:
+    """What `bench top --prompt | --trace` runs, checked before any build: the vectors
+    (`prompt_vectors` or `trace_vectors`), the rows' selection, the hardware (the config's,
+    refused in one line when the top cannot be built at it or its EMA cannot hold a group) and
+    the top built at it,
+    the coalescing ratio, the masks and the cocotb filter."""
+    from ..blocks import top_parameters
+    from ..cocotb_tests.top import (check_hardware, prepare_masked, prompt_vectors, step_rows,
+                                    trace_vectors)
+    from ..contracts.trace import read_trace
+
+    masks = _top_masks(args.masks)
+    if args.trace is not None:
+        # the trace was decoded already, by the model and settings its header records
+        changed = _changed(config, ("decode.", "model."))
+        if changed:
+            raise InputError(f"{changed[0]}: a --trace file was decoded already (its header "
+                             "holds its model and decode settings): accepted with --prompt TEXT")
+        vectors = trace_vectors(Path(args.trace))
+    else:
+        vectors = prompt_vectors(args.prompt, config)
+    trace = read_trace(Path(vectors["trace"]))
+    # a --trace file holds whole runs (hours through the top): its first step unless chosen
+    step = 0 if args.trace is not None and args.step is None else args.step
+    try:
+        rows = step_rows(trace, step)
+    except ValueError as exc:
+        raise InputError(f"--step {args.step}: {exc}") from None
+    hw = top_parameters(config)
+    try:
+        top = check_hardware(trace.layout, hw, trace, rows)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if masks != ["naive_sd"]:
+        # written once here, so the phase that builds and simulates only reads it
+        prepare_masked(Path(vectors["trace"]), hw["tokens"], hw["candidates"],
+                       Path(vectors["folder"]), config.policies.coalescing_ratio)
+    return {"vectors": vectors, "trace": trace, "rows": len(rows), "hardware": hw, "top": top,
+            "selection": "step" if step is None else f"step={step}", "step": step,
+            "ratio": config.policies.coalescing_ratio, "masks": masks,
+            "filter": _top_filter(masks, args.no_pauses),
+            "runs": len(masks) * (1 if args.no_pauses else 2)}
+
+
+def _bench_top_user(args, config: Config, memory: dict) -> int:
+    """A user's decode step through the top (--prompt: the bundled checkpoint decodes it with
+    the bench's settings, `bench_decode`; --trace: a step of a `decode --traces` file): every
+    output compared with golden's bit for bit, on the config's hardware; its cycle file and
+    summary in build/bench/top/<prompt|trace>-<digest>/<rows>-hw<digest>-r<ratio>/."""
+    from ..cocotb_tests.top import cycle_file, run_bench, run_name
+    from ..support.progress import phases
+
+    with phases("bench top", 3) as phase:
+        phase("preparing the vectors (golden decode, weight image, EdgeXpert masks)")
+        case = user_top_case(args, config)
+        hw, vectors, trace = case["hardware"], case["vectors"], case["trace"]
+        source = ({"prompt": args.prompt} if args.prompt is not None else
+                  {"trace": str(Path(args.trace).resolve()), "step": case["step"]})
+        if not args.json:
+            print(f"edgexpert bench top: {source}, {case['rows']} trace rows, {hw}, "
+                  f"{memory['memory']} memory, verilator, seed {DEMO_SEED}", file=sys.stderr)
+        phase(f"emitting the top's RTL, its Verilator build (minutes) and {case['runs']} runs")
+        step = run_bench("user", "verilator", seed=DEMO_SEED,
+                         selection=case["selection"], test_filter=case["filter"], memory=memory,
+                         progress_total=case["runs"], vectors=vectors, hw=hw,
+                         ratio=case["ratio"], top=case["top"])
+        phase("writing the cycle file")
+    cycles = cycle_file(step.report, hw, hw["lanes"])
+    tests = step.report["tests"]
+    checked = {name: t["items_checked"] for name, t in tests.items()}
+    # the bench fails on the first mismatch: a run that returns compared every item equal
+    mismatches = sum(n for t in tests.values() for n in t["mismatches"].values())
+    cycles["vectors"] = {**source, "decode": trace.header["decode"],
+                         "model": trace.header["model"], "coalescing_ratio": case["ratio"],
+                         "trace_file": vectors["trace"], "rows": case["rows"]}
+    # one folder per hardware point, rows and ratio beside the vectors they share
+    parts = ("bench", "top", vectors["name"], run_name(hw, case["selection"], case["ratio"]))
+    path = write_result(cycles, *parts, _result_name("cycles", memory))
+    summary = {"block": "top", "seed": DEMO_SEED, "hardware": hw, "memory": memory,
+               "vectors": cycles["vectors"], "latency_cycles": cycles["latency_cycles"],
+               "cycle_file": str(path), "items_checked": checked, "mismatches": mismatches,
+               "bit_exact": mismatches == 0, "runs": _runs_summary(cycles)}
+
+    def table(summary_path: Path) -> None:
+        _runs_table(summary["runs"])
+        items = {name: sum(c.values()) for name, c in checked.items()}
+        print(f"bit-exact: {', '.join(f'{n} {v:,}' for n, v in items.items())} output values "
+              f"({case['rows']} rows) equal to golden's (the trace's for naive_sd, the integer "
+              f"contract's on EdgeXpert's masks for the others); mismatches {mismatches}")
+        if memory["memory"] != "latency":
+            for name, run in cycles["runs"].items():
+                print(_dram_line(name, run["memory"]))
+        print(f"cycle file {path}\nsummary {summary_path}")
+
+    publish(args, summary, (*parts, _result_name("summary", memory)), table)
     return 0
 
 
@@ -472,8 +646,27 @@ def register_bench(benches) -> None:
                            help="the accelerator top over a whole decode step on Verilator: "
                                 "cycles per pass by kind, memory wait and compute, MACs per "
                                 "cycle, Verilator vs Icarus wall time (minutes; build/bench/top/)")
-    p.add_argument("--quick", action="store_true",
+    # its own destination: `quick` would bring the studies' --quick settings (common.QUICK),
+    # and decode.max_new_tokens changes the step's vectors
+    p.add_argument("--quick", dest="no_pauses", action="store_true",
                    help="without the random-pause runs (half the time)")
+    own = p.add_argument_group("your own decode step (instead of the bundled one; the cycle file "
+                               "and summary in build/bench/top/<prompt|trace>-<digest>/<rows>-"
+                               "hw<digest>-r<ratio>/)")
+    own.add_argument("--prompt", metavar="TEXT",
+                     help="the bundled checkpoint (model.name) decodes TEXT on its integer path "
+                          "with 2 new tokens, depth 3, 16 candidates unless decode.* says "
+                          "otherwise; the top runs every row of it on the config's hardware "
+                          "(hardware.ema.*, hardware.engine.*) and policies.coalescing_ratio")
+    own.add_argument("--trace", metavar="FILE",
+                     help="a trace `edgexpert decode --traces FILE` wrote: the top runs one "
+                          "decoding step of its first prompt (--step)")
+    own.add_argument("--step", type=int, metavar="N",
+                     help="the decoding step to run (default: with --trace the first, with "
+                          "--prompt all)")
+    own.add_argument("--masks", metavar="M[,M]",
+                     help=f"the runs: a comma-separated subset of {', '.join(TOP_MASKS)} "
+                          "(default all)")
     memory_option(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_bench_top)

@@ -12,11 +12,13 @@ downwards (tests/test_layers.py).
 from __future__ import annotations
 
 import sys
-from typing import Iterable, TypeVar
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from tqdm import tqdm
 
-__all__ = ["set_quiet", "is_quiet", "progress_bar"]
+__all__ = ["set_quiet", "is_quiet", "progress_bar", "phases"]
 
 T = TypeVar("T")
 
@@ -40,3 +42,48 @@ def progress_bar(iterable: Iterable[T] | None = None, *, total: int | None = Non
     not a terminal."""
     return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr, leave=False,
                 disable=True if (_quiet or not enabled) else None)
+
+
+#: seconds between redraws of a phase bar: its elapsed time keeps moving during a phase that
+#: reports nothing (a Verilator build of the top takes minutes)
+PHASE_TICK_S = 1.0
+
+
+@contextmanager
+def phases(command: str, total: int) -> Iterator[Callable[[str], None]]:
+    """For a command whose phases each run long without a loop to count (prepare vectors,
+    build, simulate): yields `enter(text)`, which writes a line `command [k/total] text` and
+    keeps `command [k/total], MM:SS elapsed` below it, redrawn every PHASE_TICK_S seconds.
+    Like `progress_bar`: stderr, only on a terminal, nothing under --quiet."""
+    bar = progress_bar(total=total, desc=command, unit="phase")
+    # no rate or time left: phases are few and unequal, so tqdm's estimates would mislead
+    bar.bar_format = "{desc}, {elapsed} elapsed"
+    stop = threading.Event()
+    ticker = None
+
+    def tick() -> None:
+        while not stop.wait(PHASE_TICK_S):
+            bar.refresh()
+
+    if not bar.disable:
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+    entered = 0
+
+    def enter(text: str) -> None:
+        nonlocal entered
+        if entered:
+            bar.update(1)
+        entered += 1
+        if not bar.disable:
+            # the line names the phase; the bar stays short, so its elapsed time fits the width
+            bar.write(f"{command} [{entered}/{total}] {text}", file=sys.stderr)
+            bar.set_description_str(f"{command} [{entered}/{total}]")
+
+    try:
+        yield enter
+    finally:
+        stop.set()
+        if ticker is not None:
+            ticker.join()
+        bar.close()

@@ -33,6 +33,7 @@ import torch
 
 from ...contracts.config import DecodeConfig
 from ...contracts.weight_layout import WeightLayout
+from ...support.progress import progress_bar
 from .eagle.draft import EagleTree, record_features
 from ..lm.model import KVCache, LayerTrace, MoEModel, route
 from .policy import Policy
@@ -433,12 +434,16 @@ def summarize(results: list[DecodeResult]) -> dict:
 
 
 def compare_modes(engine, prompts: list[list[int]], cfg: DecodeConfig, eot: int | None = None,
-                  keep_traces: bool = False) -> dict:
+                  keep_traces: bool = False, progress: bool = False) -> dict:
     """Autoregressive ("ar") and naive speculative ("naive_sd") decoding of every prompt, with
     their metrics, whether speculative decoding gave exactly the autoregressive output, and the
-    runs themselves ("runs": {"ar": [...], "naive_sd": [...]}; traces kept on request)."""
-    ar = [decode_ar(engine, p, cfg, eot, keep_traces) for p in prompts]
-    sd = [decode_speculative(engine, p, cfg, eot, keep_traces) for p in prompts]
+    runs themselves ("runs": {"ar": [...], "naive_sd": [...]}; traces kept on request).
+    `progress`: a bar over the prompts of each mode."""
+    ar = [decode_ar(engine, p, cfg, eot, keep_traces)
+          for p in progress_bar(prompts, desc="decode ar", unit="prompt", enabled=progress)]
+    sd = [decode_speculative(engine, p, cfg, eot, keep_traces)
+          for p in progress_bar(prompts, desc="decode naive_sd", unit="prompt",
+                                enabled=progress)]
     same = [a.tokens == s.tokens for a, s in zip(ar, sd)]
     return {"ar": summarize(ar), "naive_sd": summarize(sd),
             "lossless": all(same), "lossless_per_prompt": same,
