@@ -462,7 +462,8 @@ def test_progress_bars_go_to_stderr_only_and_quiet_stops_them(monkeypatch, tmp_p
 
 def _top_report(mismatches: int) -> dict:
     """A top bench report of one run, by hand: a draft pass of 1,000 cycles and a verification
-    pass of 3,000, 12,800 MACs in all (3.2 per cycle of two 32-lane arrays' peak: 5 %)."""
+    pass of 3,000, 12,800 MACs in all (3.2 per cycle of the peak of two 32-lane arrays of 4
+    candidates, 256: 1.25 %)."""
     passes = [{"prompt": 0, "pass": 0, "kind": "draft", "layers": 4, "tokens": 1, "groups": 4,
                "macs": 3200, "busy": 1000, "memory_wait": 100, "compute": 850, "beats": 10,
                "descriptor_wait": 20, "feedback_wait": 0},
@@ -482,8 +483,9 @@ def test_the_demo_summarizes_the_top_step_by_pass_kind():
     hw = {"lanes": 32, "candidates": 4, "tokens": 8, "ema": {}}
     top = top_summary(_top_report(0), hw, 100)
     assert top["bit_exact"] and top["mismatches"] == 0 and top["rows_checked"] == 24
-    # the GATE_UP and DOWN arrays run at once: the peak is both arrays' lanes
-    assert top["peak_macs_per_cycle"] == 64 and top["peak_share"] == 0.05
+    # the GATE_UP and DOWN arrays run at once, each chunk times every candidate: the peak is
+    # both arrays' lanes x candidates
+    assert top["peak_macs_per_cycle"] == 256 and top["peak_share"] == 0.0125
     assert top["by_kind"]["draft"]["busy_per_pass"] == 1000
     assert top["by_kind"]["verify"]["descriptor_wait_per_pass"] == 30
     assert top["by_kind"]["verify"]["macs_per_cycle"] == 3.2

@@ -155,3 +155,28 @@ def test_the_pass_model_against_the_top_on_dram():
     assert by_kind["verify"]["memory_wait_share"] == pytest.approx(100 / 3000, abs=1e-4)
     with pytest.raises(ValueError, match="accepted a cycle file of a DRAM memory"):
         calibrate_dram_passes(cycle_file(), layout, 0.75)
+
+
+def test_the_cycle_file_gives_the_roofline_ratio_and_the_savings_against_whole_experts():
+    """cycles per AXI beat (1 at the bus's roofline), MACs per cycle against both arrays'
+    lanes x candidates, and per masked run the cycles saved per beat saved against the whole
+    experts' run of the same pauses; by hand."""
+    from edgexpert.cocotb_tests.top import cycle_file as make_cycle_file
+
+    def run(cycles, beats, macs):
+        return {"cycles": cycles, "beats": beats, "macs": macs,
+                "macs_per_cycle": round(macs / cycles, 3), "memory_wait": 10, "compute": 90,
+                "descriptor_wait": 0, "feedback_wait": 0, "dcu_jobs": 0, "groups": 2,
+                "candidates": 3, "steps": 1, "memory": {"memory": "latency"}, "passes": []}
+    report = {"memory": {"memory": "latency"}, "latency": 100, "seed": 1, "tests": {
+        "trace_step/naive_sd/none": run(1200, 1000, 25600),
+        "trace_step/edgexpert/none": run(1000, 800, 19200),
+        "trace_step/dcu/random": run(1500, 800, 19200)}}
+    out = make_cycle_file(report, {"lanes": 8, "candidates": 4, "tokens": 8, "ema": {}})
+    whole = out["runs"]["naive_sd/none"]
+    assert whole["cycles_per_beat"] == 1.2 and whole["peak_macs_per_cycle"] == 64
+    assert whole["peak_share"] == round(25600 / 1200 / 64, 4)
+    # 200 beats and 200 cycles saved: every saved beat a saved cycle; the paused DCU run has
+    # no whole-expert run of its pauses to compare with
+    assert out["against_whole_experts"] == {"edgexpert/none": {
+        "beats_saved": 200, "cycles_saved": 200, "cycles_saved_per_beat_saved": 1.0}}

@@ -24,7 +24,8 @@ __all__ = ["BENCH_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", 
            "prepare_masked", "prompt_vectors", "trace_vectors", "run_name", "step_rows",
            "check_hardware",
            "bench_tests", "run_bench", "prefill_hardware", "run_prefill",
-           "prefill_cycles", "by_kind", "cycle_file"]
+           "prefill_cycles", "by_kind", "cycle_file", "peak_macs_per_cycle",
+           "against_whole_experts"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
 PREFILL_MODULE = "edgexpert.cocotb_tests.top.prefill_bench"
@@ -290,10 +291,36 @@ def by_kind(passes: list[dict]) -> dict:
     return out
 
 
-def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
+def peak_macs_per_cycle(hw: dict) -> int:
+    """The engine's peak: its GATE_UP and DOWN arrays run at once on consecutive groups, each
+    `lanes` x `candidates` multipliers (a weight chunk times every candidate of a full group,
+    docs/blocks/engine.md "Organisation of the MAC arrays")."""
+    return 2 * hw["lanes"] * hw["candidates"]
+
+
+def against_whole_experts(runs: dict) -> dict:
+    """Per masked run (masks other than naive_sd) with a naive_sd run of the same pauses: the
+    AXI beats and busy cycles its masks saved, and the share of the beat saving that became a
+    cycle saving (cycles saved / beats saved: 1 when every saved beat is a saved cycle, as on a
+    top that waits on its memory)."""
+    out = {}
+    for name, run in runs.items():
+        whole = runs.get(f"naive_sd/{run['pauses']}")
+        if run["masks"] == "naive_sd" or whole is None:
+            continue
+        beats, cycles = whole["beats"] - run["beats"], whole["cycles"] - run["cycles"]
+        out[name] = {"beats_saved": beats, "cycles_saved": cycles,
+                     "cycles_saved_per_beat_saved": round(cycles / beats, 3) if beats else None}
+    return out
+
+
+def cycle_file(report: dict, hw: dict) -> dict:
     """The cycle file of a whole-step report: the hardware, and per masks every pass's counts
-    (the performance model calibrates on these)."""
+    (the performance model calibrates on these), each run's cycles per AXI beat (1 at the
+    bus's roofline, one beat per cycle) and MACs per cycle against the engine's peak, and the
+    masked runs' savings against whole experts."""
     runs = {}
+    peak = peak_macs_per_cycle(hw)
     for name, test in sorted(report["tests"].items()):
         _, masks, mode = name.split("/")
         runs[f"{masks}/{mode}"] = {
@@ -301,10 +328,10 @@ def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
             "memory_wait": test["memory_wait"], "compute": test["compute"],
             "descriptor_wait": test["descriptor_wait"], "feedback_wait": test["feedback_wait"],
             "dcu_jobs": test["dcu_jobs"], "beats": test["beats"],
+            "cycles_per_beat": round(test["cycles"] / test["beats"], 3),
             "macs": test["macs"], "macs_per_cycle": test["macs_per_cycle"],
-            # the GATE_UP and DOWN arrays run at once (groups overlap, docs/blocks/engine.md):
-            # both arrays' lanes are the peak
-            "peak_macs_per_cycle": 2 * lanes, "groups": test["groups"],
+            "peak_macs_per_cycle": peak,
+            "peak_share": round(test["macs_per_cycle"] / peak, 4), "groups": test["groups"],
             "candidates": test["candidates"], "steps": test["steps"],
             "by_kind": by_kind(test["passes"]), "memory": test["memory"],
             "passes": test["passes"]}
@@ -312,7 +339,8 @@ def cycle_file(report: dict, hw: dict, lanes: int) -> dict:
     return {"format": CYCLES_FORMAT, "version": CYCLES_VERSION, "hardware": hw,
             "memory": memory,
             "latency_cycles": report["latency"] if memory["memory"] == "latency" else None,
-            "seed": report["seed"], "runs": runs}
+            "seed": report["seed"], "runs": runs, "against_whole_experts":
+            against_whole_experts(runs)}
 
 
 def prefill_cycles(report: dict) -> dict:

@@ -385,7 +385,7 @@ def cmd_bench_top(args) -> int:
         step = run_bench("bundled", "verilator", seed=DEMO_SEED, selection="step",
                          test_filter=_top_filter(list(TOP_MASKS), args.no_pauses), memory=memory,
                          progress_total=runs)
-        cycles = cycle_file(step.report, hw, hw["lanes"])
+        cycles = cycle_file(step.report, hw)
         phase("the prefill chunk: the top with its PRU, its Verilator build and runs")
         prefill = run_prefill("bundled", "verilator", seed=DEMO_SEED,
                               test_filter="mode=none" if args.no_pauses else None, memory=memory)
@@ -402,12 +402,13 @@ def cmd_bench_top(args) -> int:
     summary = {"block": "top", "seed": DEMO_SEED, "hardware": hw, "memory": memory,
                "latency_cycles": cycles["latency_cycles"], "cycle_file": str(path),
                "runs": _runs_summary(cycles),
+               "against_whole_experts": cycles["against_whole_experts"],
                "prefill": {mode: {k: v for k, v in run.items() if k != "per_layer"}
                            for mode, run in cycles["prefill"].items()},
                "simulators": simulators, "icarus_over_verilator": ratio}
 
     def table(summary_path: Path) -> None:
-        _runs_table(summary["runs"])
+        _runs_table(summary["runs"], summary["against_whole_experts"])
         for mode, run in summary["prefill"].items():
             print(f"prefill chunk ({run['tokens']} tokens, pauses {mode}): "
                   f"{run['cycles_per_layer']:.0f} cycles per chunk-layer (busy "
@@ -438,8 +439,10 @@ def _runs_summary(cycles: dict) -> dict:
             for k, run in cycles["runs"].items()}
 
 
-def _runs_table(runs: dict) -> None:
-    """Per run (masks/pauses) and pass kind: passes, cycles, the wait / compute split, MACs."""
+def _runs_table(runs: dict, savings: dict | None = None) -> None:
+    """Per run (masks/pauses) and pass kind: passes, cycles, the wait / compute split, MACs;
+    per run its AXI beats, cycles per beat and MACs per cycle against the engine's peak; per
+    masked run the share of its beat saving that became a cycle saving (`savings`)."""
     print(f"{'masks/pauses':<22}{'kind':<8}{'passes':>7}{'cycles/pass':>13}{'mem wait':>10}"
           f"{'desc wait':>10}{'compute':>9}{'MACs/cycle':>12}")
     for name, run in runs.items():
@@ -450,6 +453,15 @@ def _runs_table(runs: dict) -> None:
                   f"{row['macs_per_cycle']:>12.2f}")
         print(f"{name:<22}{'all':<8}{'':>7}{run['cycles']:>13}{run['memory_wait']:>10}"
               f"{run['descriptor_wait']:>10}{run['compute']:>9}{run['macs_per_cycle']:>12.2f}")
+    for name, run in runs.items():
+        print(f"{name}: {run['beats']:,} AXI beats, {run['cycles_per_beat']:.3f} cycles per "
+              f"beat (1 at the bus's roofline), {run['macs_per_cycle']:.1f} MACs per cycle = "
+              f"{run['peak_share']:.1%} of the engine's peak {run['peak_macs_per_cycle']}")
+    for name, saved in (savings or {}).items():
+        share = saved["cycles_saved_per_beat_saved"]
+        print(f"{name} against whole experts: {saved['beats_saved']:,} beats and "
+              f"{saved['cycles_saved']:,} cycles saved"
+              + ("" if share is None else f", {share:.2f} cycles per beat saved"))
 
 
 def _top_masks(text: str | None) -> list[str]:
@@ -531,7 +543,7 @@ def _bench_top_user(args, config: Config, memory: dict) -> int:
                          progress_total=case["runs"], vectors=vectors, hw=hw,
                          ratio=case["ratio"], top=case["top"])
         phase("writing the cycle file")
-    cycles = cycle_file(step.report, hw, hw["lanes"])
+    cycles = cycle_file(step.report, hw)
     tests = step.report["tests"]
     checked = {name: t["items_checked"] for name, t in tests.items()}
     # the bench fails on the first mismatch: a run that returns compared every item equal
@@ -545,10 +557,11 @@ def _bench_top_user(args, config: Config, memory: dict) -> int:
     summary = {"block": "top", "seed": DEMO_SEED, "hardware": hw, "memory": memory,
                "vectors": cycles["vectors"], "latency_cycles": cycles["latency_cycles"],
                "cycle_file": str(path), "items_checked": checked, "mismatches": mismatches,
-               "bit_exact": mismatches == 0, "runs": _runs_summary(cycles)}
+               "bit_exact": mismatches == 0, "runs": _runs_summary(cycles),
+               "against_whole_experts": cycles["against_whole_experts"]}
 
     def table(summary_path: Path) -> None:
-        _runs_table(summary["runs"])
+        _runs_table(summary["runs"], summary["against_whole_experts"])
         items = {name: sum(c.values()) for name, c in checked.items()}
         print(f"bit-exact: {', '.join(f'{n} {v:,}' for n, v in items.items())} output values "
               f"({case['rows']} rows) equal to golden's (the trace's for naive_sd, the integer "
