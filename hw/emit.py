@@ -18,6 +18,14 @@ to the design changes the RTLIL and so the key. Concurrent emitters (pytest-xdis
 an entry's lock file in turn and write the entry through a temporary file and a rename, so a
 reader never sees half a file. Deleting build/cache/ is always safe.
 
+Elaboration itself (Amaranth building the netlist and writing RTLIL) is the long part for the
+big blocks. A caller that passes a `Design` (the component's class and plain-data constructor
+arguments) instead of a built component lets `emit_rtl` reuse the RTLIL of an earlier identical
+elaboration from build/cache/rtlil/, keyed on the SHA-256 of the class, the arguments, the
+top-level name and a fingerprint of every source file that could take part (all of edgexpert's
+Python and YAML files, all of Amaranth's, the Python and numpy versions): editing any of them
+elaborates again.
+
 Files in `out_dir` are rewritten only when their content changes, so simulator build caches stay
 valid.
 """
@@ -27,17 +35,23 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import subprocess
+import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
+from enum import Enum
+from importlib import metadata, util
 from pathlib import Path
 
+import amaranth
 from amaranth.back import rtlil, verilog
 
 from ..support.tools import ToolError, build_root, require
 
-__all__ = ["EmittedRtl", "emit_rtl", "sim_verilog_cache", "write_if_changed"]
+__all__ = ["Design", "EmittedRtl", "emit_rtl", "rtlil_cache", "sim_verilog_cache",
+           "write_if_changed"]
 
 #: the Yosys passes that turn RTLIL into the simulation form (why: the module docstring)
 SIM_SCRIPT = "proc; opt_clean; write_verilog -noattr"
@@ -49,6 +63,63 @@ class EmittedRtl:
     rtlil: Path
     verilog: Path
     sim_verilog: Path
+
+
+@dataclass(frozen=True, eq=False)
+class Design:
+    """A component not built yet: `cls(*args, **kwargs)`. The arguments must be plain data (int,
+    float, str, bool, None, Enum members, and lists, tuples, str-keyed dicts and dataclass
+    instances of them), so that they, with the source, determine the RTLIL."""
+    cls: type
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def build(self):
+        return self.cls(*self.args, **self.kwargs)
+
+
+def _plain(value):
+    """`value` as JSON data that tells apart every argument value `Design` accepts (types
+    included: a tuple is not a list, a dataclass names its class)."""
+    if value is None or isinstance(value, (bool, int, float, str)) and not isinstance(value, Enum):
+        return [type(value).__name__, value]
+    if isinstance(value, Enum):
+        return ["enum", f"{type(value).__module__}.{type(value).__qualname__}", value.name]
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__, [_plain(v) for v in value]]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return ["dict", {k: _plain(v) for k, v in value.items()}]
+    if is_dataclass(value) and not isinstance(value, type):
+        return ["dataclass", f"{type(value).__module__}.{type(value).__qualname__}",
+                {f.name: _plain(getattr(value, f.name)) for f in fields(value)}]
+    raise TypeError(f"Design arguments must be plain data: {type(value).__qualname__} is not")
+
+
+#: the packages whose folders setup.py maps into edgexpert (its ROOTS): their files are the
+#: source a component's elaboration can run
+_SOURCE_PACKAGES = ("edgexpert", "edgexpert.hw", "edgexpert.golden", "edgexpert.sim",
+                    "edgexpert.synth", "edgexpert.cocotb_tests")
+
+
+@functools.cache
+def _source_fingerprint() -> str:
+    """SHA-256 over every Python and YAML file of edgexpert's packages and every Python file of
+    Amaranth, with the Python and numpy versions (once per process: the suite's source does
+    not change while it runs)."""
+    digest = hashlib.sha256(f"{sys.version}\0numpy {metadata.version('numpy')}".encode())
+    folders = [Path(amaranth.__file__).parent]
+    for name in _SOURCE_PACKAGES:
+        folders += [Path(p) for p in util.find_spec(name).submodule_search_locations]
+    for folder in folders:
+        for path in sorted(p for pattern in ("*.py", "*.yaml") for p in folder.rglob(pattern)):
+            digest.update(f"\0{path.relative_to(folder)}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def rtlil_cache() -> Path:
+    """The folder of cached RTLIL, one `<sha256>.il` per elaborated `Design`."""
+    return build_root() / "cache" / "rtlil"
 
 
 def write_if_changed(path: Path, text: str) -> bool:
@@ -96,30 +167,46 @@ def _convert_sim_verilog(yosys: str, rtlil_text: str) -> str:
         return "".join(out.read_text().splitlines(keepends=True)[1:])
 
 
-def _sim_verilog(rtlil_text: str) -> str:
-    """The simulation Verilog of `rtlil_text`: from the cache, else converted and cached."""
-    yosys = require("yosys").location
-    key = hashlib.sha256("\0".join([_yosys_build(yosys), SIM_SCRIPT, rtlil_text]).encode())
-    cache = sim_verilog_cache()
+def _cached(cache: Path, key: str, suffix: str, make) -> str:
+    """The text of entry `key` in `cache`: read, else made by `make()` and written. One lock
+    per entry: two workers asking for the same entry make it once; different entries at once."""
     cache.mkdir(parents=True, exist_ok=True)
-    entry = cache / f"{key.hexdigest()}.v"
-    # one lock per entry: two workers emitting the same design convert it once; different
-    # designs convert at once
-    with open(cache / f"{key.hexdigest()}.lock", "w") as lock:
+    entry = cache / f"{key}{suffix}"
+    with open(cache / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if entry.is_file():
             return entry.read_text()
-        text = _convert_sim_verilog(yosys, rtlil_text)
+        text = make()
         _write_atomically(entry, text)
         return text
 
 
-def emit_rtl(component, toplevel: str, out_dir: Path) -> EmittedRtl:
-    """Write the RTLIL, Verilog and simulation Verilog of `component` into `out_dir`."""
-    out_dir = Path(out_dir)
+def _sim_verilog(rtlil_text: str) -> str:
+    """The simulation Verilog of `rtlil_text`: from the cache, else converted and cached."""
+    yosys = require("yosys").location
+    key = hashlib.sha256("\0".join([_yosys_build(yosys), SIM_SCRIPT, rtlil_text]).encode())
+    return _cached(sim_verilog_cache(), key.hexdigest(), ".v",
+                   lambda: _convert_sim_verilog(yosys, rtlil_text))
+
+
+def _rtlil(component, toplevel: str) -> str:
     # emit_src=False: source locations carry absolute paths, which would make the files differ
     # between checkouts and defeat caching by content
-    rtlil_text = rtlil.convert(component, name=toplevel, emit_src=False)
+    if not isinstance(component, Design):
+        return rtlil.convert(component, name=toplevel, emit_src=False)
+    design = {"class": f"{component.cls.__module__}.{component.cls.__qualname__}",
+              "args": _plain(component.args), "kwargs": _plain(component.kwargs),
+              "toplevel": toplevel, "source": _source_fingerprint()}
+    key = hashlib.sha256(json.dumps(design, sort_keys=True).encode()).hexdigest()
+    return _cached(rtlil_cache(), key, ".il",
+                   lambda: rtlil.convert(component.build(), name=toplevel, emit_src=False))
+
+
+def emit_rtl(component, toplevel: str, out_dir: Path) -> EmittedRtl:
+    """Write the RTLIL, Verilog and simulation Verilog of `component` (a built component, or a
+    `Design` whose RTLIL may come from the cache) into `out_dir`."""
+    out_dir = Path(out_dir)
+    rtlil_text = _rtlil(component, toplevel)
     files = EmittedRtl(toplevel, out_dir / f"{toplevel}.il", out_dir / f"{toplevel}.v",
                        out_dir / f"{toplevel}_sim.v")
     write_if_changed(files.rtlil, rtlil_text)

@@ -122,3 +122,63 @@ def test_sim_verilog_compiles_on_icarus(tmp_path):
     run = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(files.sim_verilog)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+@pytest.fixture
+def elaborations(monkeypatch):
+    """The components Amaranth converted to RTLIL, in order."""
+    built = []
+    convert = emit.rtlil.convert
+
+    def counted(component, **kwargs):
+        built.append(component)
+        return convert(component, **kwargs)
+    monkeypatch.setattr(emit.rtlil, "convert", counted)
+    return built
+
+
+def test_a_design_is_elaborated_once(tmp_path, elaborations):
+    """Two cases emitting the same Design: one elaboration, and the files a built component
+    gives."""
+    first = emit_rtl(emit.Design(MacLane, (2,)), "mac_lane", tmp_path / "case1")
+    second = emit_rtl(emit.Design(MacLane, (2,)), "mac_lane", tmp_path / "case2")
+    built = emit_rtl(MacLane(2), "mac_lane", tmp_path / "built")
+    assert len(elaborations) == 2   # the Design once, the built component once
+    for attr in ("rtlil", "verilog", "sim_verilog"):
+        assert getattr(first, attr).read_text() == getattr(second, attr).read_text() \
+            == getattr(built, attr).read_text()
+
+
+def test_a_changed_design_is_elaborated_again(tmp_path, elaborations, monkeypatch):
+    """Other arguments, another top-level name or another source: a new elaboration, never the
+    old RTLIL."""
+    emit_rtl(emit.Design(MacLane, (2,)), "mac_lane", tmp_path / "a")
+    three = emit_rtl(emit.Design(MacLane, (3,)), "mac_lane", tmp_path / "b")
+    assert three.rtlil.read_text() == emit.rtlil.convert(MacLane(3), name="mac_lane",
+                                                         emit_src=False)
+    emit_rtl(emit.Design(MacLane, (2,)), "lane", tmp_path / "c")
+    monkeypatch.setattr(emit, "_source_fingerprint", lambda: "an edited source")
+    emit_rtl(emit.Design(MacLane, (2,)), "mac_lane", tmp_path / "d")
+    assert len(elaborations) == 5   # four Designs, and the reference conversion
+
+
+def test_the_source_fingerprint_follows_every_file(tmp_path, monkeypatch):
+    """Editing or adding a Python or YAML file of the fingerprinted packages changes it."""
+    package = tmp_path / "src" / "fakepkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "block.py").write_text("WIDTH = 8\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    monkeypatch.setattr(emit, "_SOURCE_PACKAGES", ("fakepkg",))
+    fingerprint = emit._source_fingerprint.__wrapped__   # uncached: the test edits the files
+    before = fingerprint()
+    (package / "sub" / "block.py").write_text("WIDTH = 9\n")
+    edited = fingerprint()
+    (package / "defaults.yaml").write_text("width: 9\n")
+    assert len({before, edited, fingerprint()}) == 3
+
+
+def test_design_arguments_must_be_plain_data():
+    assert emit._plain((1, True, 1.0, None)) != emit._plain([1, 1, 1, None])
+    with pytest.raises(TypeError, match="plain data: object is not"):
+        emit._plain({"x": object()})

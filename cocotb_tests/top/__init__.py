@@ -17,6 +17,7 @@ from edgexpert.cocotb_tests.engine import prepare_vectors
 from edgexpert.contracts.config import load_config
 from edgexpert.support.tools import build_root
 from edgexpert.contracts.trace import read_trace
+from edgexpert.hw.emit import Design
 from edgexpert.hw.top import AcceleratorTop, top_parameters
 from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
@@ -91,7 +92,8 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     vectors["masked"] = prepare_masked(Path(vectors["trace"]), hw["tokens"], hw["candidates"])
     vectors["ratio"] = load_config().policies.coalescing_ratio
     layout = read_trace(Path(vectors["trace"])).layout
-    top = AcceleratorTop(layout, **hw)
+    # a Design, not a built top: the cases of one hardware set elaborate it once (hw/emit.py)
+    top = Design(AcceleratorTop, (layout,), hw)
     return run_cocotb(top, toplevel="accelerator_top", test_module=BENCH_MODULE,
                       # the memory is the bench's, not the RTL's: one build for every memory
                       case=f"{case}-{selection}",
@@ -146,7 +148,7 @@ def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 2026
         if not 1 <= layers <= trace.model.n_layers:
             raise ValueError(f"layers is {layers}: accepted 1..{trace.model.n_layers}")
         hw["pru"] = dataclasses.replace(hw["pru"], n_layers=layers)
-    top = AcceleratorTop(trace.layout, **hw)
+    top = Design(AcceleratorTop, (trace.layout,), hw)
     params = {**hw, "pru": dataclasses.asdict(hw["pru"]), "trace": str(trace_file),
               "image": engine_vectors()["image"], "latency": LATENCY}
     params["memory"] = memory or {"memory": "latency"}
