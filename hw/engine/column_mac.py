@@ -114,6 +114,12 @@ class ColumnMac(wiring.Component):
 
         last_cand = Signal(index_bits(cands))
         cand = Signal(index_bits(cands))
+        # the drained candidate's row, selected once into a signal: indexing `acc_rd[cand]` per
+        # lane would make Amaranth build the whole candidate multiplexer once per lane, whose
+        # combinational-cycle check then walks lanes x (lanes*32) x (cands*lanes*32) edges
+        # (minutes of elaboration at 64 lanes; docs/toolchain.md)
+        row = Signal(acc_layout)
+        m.d.comb += row.eq(acc_rd[cand])
         chunk = Signal(index_bits(cpw))
         word = Signal(index_bits(wpc))
         out = Signal(index_bits(outs))
@@ -168,7 +174,6 @@ class ColumnMac(wiring.Component):
             with m.State("Drain"):
                 m.d.comb += self.act.ready.eq(~loaded)
                 shift = lanes.bit_length() - 1   # lanes divides a power of two: one itself
-                row = acc_rd[cand]
                 # AND-OR selection as a balanced tree (log2(lanes) levels of OR)
                 terms = [Mux(lane_hot[i], row[i], 0) for i in range(lanes)]
                 while len(terms) > 1:
