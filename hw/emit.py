@@ -8,8 +8,9 @@
                   `proc; opt_clean; write_verilog -noattr` gives Verilog that Icarus and
                   Verilator both evaluate from time 0.
 
-The component is elaborated once: both Verilog files come from the one RTLIL text (Amaranth's
-elaboration of the accelerator top takes minutes, docs/toolchain.md).
+The component is elaborated once: both Verilog files come from the one RTLIL text (elaborating
+the CI's accelerator top takes about 17 s of CPU, and took 372 s before the engine's drain was
+fixed: docs/toolchain.md, trap 24).
 
 The simulation Verilog is cached under build/cache/sim_verilog/, one file per SHA-256 of the
 Yosys build (`yosys -V`), the conversion script and the RTLIL text: a case that elaborates the
@@ -18,13 +19,13 @@ to the design changes the RTLIL and so the key. Concurrent emitters (pytest-xdis
 an entry's lock file in turn and write the entry through a temporary file and a rename, so a
 reader never sees half a file. Deleting build/cache/ is always safe.
 
-Elaboration itself (Amaranth building the netlist and writing RTLIL) is the long part for the
-big blocks. A caller that passes a `Design` (the component's class and plain-data constructor
-arguments) instead of a built component lets `emit_rtl` reuse the RTLIL of an earlier identical
-elaboration from build/cache/rtlil/, keyed on the SHA-256 of the class, the arguments, the
-top-level name and a fingerprint of every source file that could take part (all of edgexpert's
-Python and YAML files, all of Amaranth's, the Python and numpy versions): editing any of them
-elaborates again.
+Elaboration itself (Amaranth building the netlist and writing RTLIL) is the longest part of
+emitting a big block. A caller that passes a `Design` (the component's class and plain-data
+constructor arguments) instead of a built component lets `emit_rtl` reuse the RTLIL of an
+earlier identical elaboration from build/cache/rtlil/, keyed on the SHA-256 of the class, the
+arguments, the top-level name and a fingerprint of every source file that could take part (all
+of edgexpert's Python and YAML files, all of Amaranth's, the Python and numpy versions): editing
+any of them elaborates again.
 
 Files in `out_dir` are rewritten only when their content changes, so simulator build caches stay
 valid.
