@@ -2,9 +2,16 @@
 
 `run_cocotb` emits the component's simulation Verilog (see `edgexpert.hw.emit`), builds it with
 cocotb's runner in a folder of its own under build/sim/, runs the bench module and checks the
-results file. Parameters reach the bench as JSON in $EDGEXPERT_BENCH_PARAMS (`bench_params()`
-reads them); a bench may write a JSON report to $EDGEXPERT_BENCH_REPORT (`write_bench_report()`),
-which comes back in `SimResult.report`.
+results file. Emission is shared between cases through build/cache/ (`edgexpert.hw.emit`): the
+simulation Verilog of an RTLIL text already converted is reused, and a component passed as a
+`Design` (class and arguments) reuses the RTLIL of an identical earlier elaboration (the CI's
+accelerator top: 17 s of CPU saved per case). The simulator build stays per case folder:
+the CI's cases of one design on one simulator already share a folder (the top's and the
+engine's), so a shared build would save nothing there.
+
+Parameters reach the bench as JSON in $EDGEXPERT_BENCH_PARAMS (`bench_params()` reads them); a
+bench may write a JSON report to $EDGEXPERT_BENCH_REPORT (`write_bench_report()`), which comes
+back in `SimResult.report`.
 
 Environment: SIM picks the simulator when none is passed (icarus | verilator), WAVES=1 records
 waves when `waves` is not passed, COCOTB_RANDOM_SEED is replaced by the explicit `seed`.
@@ -168,7 +175,8 @@ def run_cocotb(component, *, toplevel: str, test_module: str, case: str, params:
                simulator: str | None = None, seed: int = 1,
                waves: bool | None = None, test_filter: str | None = None,
                progress_total: int = 0) -> SimResult:
-    """Simulate `component` under cocotb bench `test_module` and return its results.
+    """Simulate `component` (built, or an `edgexpert.hw.emit.Design`) under cocotb bench
+    `test_module` and return its results.
 
     `case` names the build folder (build/sim/<toplevel>/<case>-<simulator>/); runs that name the
     same case share its build and take the folder one at a time. `test_filter` (a regular expression) runs only the cocotb tests it

@@ -1,9 +1,52 @@
-"""RTL emission: three deterministic files, rewritten only when they change."""
+"""RTL emission: three deterministic files, rewritten only when they change; the simulation
+Verilog converted once per distinct RTLIL text (build/cache/sim_verilog/)."""
 
 import subprocess
+import threading
+import time
 
-from edgexpert.hw.emit import emit_rtl
+import pytest
+from amaranth.back import verilog
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from edgexpert.hw import emit
+from edgexpert.hw.emit import emit_rtl, sim_verilog_cache
 from edgexpert.hw.mac_lane import MacLane
+
+
+@pytest.fixture(autouse=True)
+def build_dir(tmp_path, monkeypatch):
+    """Each test's own build folder, so its cache starts empty."""
+    monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(tmp_path / "build"))
+    return tmp_path / "build"
+
+
+@pytest.fixture
+def conversions(monkeypatch):
+    """The RTLIL texts Yosys converted to simulation Verilog, in order."""
+    texts = []
+    convert = emit._convert_sim_verilog
+
+    def counted(yosys, rtlil_text):
+        texts.append(rtlil_text)
+        return convert(yosys, rtlil_text)
+    monkeypatch.setattr(emit, "_convert_sim_verilog", counted)
+    return texts
+
+
+class AddConstant(wiring.Component):
+    """o = a + OFFSET: a class attribute stands for the source, so a test can change the design
+    without changing its parameters (there are none) or its name."""
+    OFFSET = 1
+    a: In(8)
+    o: Out(8)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.o.eq(self.a + self.OFFSET)
+        return m
 
 
 def test_emits_three_forms_deterministically(tmp_path):
@@ -16,6 +59,13 @@ def test_emits_three_forms_deterministically(tmp_path):
     assert str(tmp_path) not in files.verilog.read_text()  # no absolute source paths
 
 
+def test_verilog_is_what_amaranth_writes(tmp_path):
+    """emit_rtl derives Amaranth's Verilog from its one RTLIL text with Amaranth's own
+    (private) converter: the file must equal verilog.convert's output."""
+    files = emit_rtl(MacLane(3), "mac_lane", tmp_path)
+    assert files.verilog.read_text() == verilog.convert(MacLane(3), name="mac_lane", emit_src=False)
+
+
 def test_unchanged_files_keep_their_mtime(tmp_path):
     files = emit_rtl(MacLane(2), "mac_lane", tmp_path)
     before = files.sim_verilog.stat().st_mtime_ns
@@ -25,8 +75,110 @@ def test_unchanged_files_keep_their_mtime(tmp_path):
     assert files.sim_verilog.stat().st_mtime_ns != before
 
 
+def test_same_design_converts_once(tmp_path, conversions):
+    """Two cases (folders) emitting the same design: Yosys runs once, both get its output."""
+    first = emit_rtl(MacLane(2), "mac_lane", tmp_path / "case1")
+    second = emit_rtl(MacLane(2), "mac_lane", tmp_path / "case2")
+    assert len(conversions) == 1
+    assert first.sim_verilog.read_text() == second.sim_verilog.read_text()
+    # one entry and its lock, no temporary file left behind
+    assert sorted(p.suffix for p in sim_verilog_cache().iterdir()) == [".lock", ".v"]
+
+
+def test_changed_design_is_converted_again(tmp_path, conversions, monkeypatch):
+    """Same class, same name, no parameters: only the source changes. The cache must not hand
+    back the old Verilog."""
+    old = emit_rtl(AddConstant(), "add", tmp_path / "case").sim_verilog.read_text()
+    monkeypatch.setattr(AddConstant, "OFFSET", 2)
+    new = emit_rtl(AddConstant(), "add", tmp_path / "case").sim_verilog.read_text()
+    assert len(conversions) == 2 and conversions[0] != conversions[1]
+    assert new != old
+    # the new file is the new design's own conversion
+    assert new == emit._convert_sim_verilog(emit.require("yosys").location, conversions[1])
+
+
+def test_concurrent_emitters_convert_once(monkeypatch):
+    """Two workers asking for the same entry at once: the second waits on the entry's lock and
+    reads what the first wrote."""
+    calls = []
+
+    def slow(yosys, rtlil_text):
+        calls.append(rtlil_text)
+        time.sleep(0.3)   # long enough for the other thread to reach the lock
+        return f"converted {rtlil_text}\n"
+    monkeypatch.setattr(emit, "_convert_sim_verilog", slow)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(emit._sim_verilog("design")))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert calls == ["design"] and results == ["converted design\n"] * 2
+
+
 def test_sim_verilog_compiles_on_icarus(tmp_path):
     files = emit_rtl(MacLane(4), "mac_lane", tmp_path)
     run = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(files.sim_verilog)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+@pytest.fixture
+def elaborations(monkeypatch):
+    """The components Amaranth converted to RTLIL, in order."""
+    built = []
+    convert = emit.rtlil.convert
+
+    def counted(component, **kwargs):
+        built.append(component)
+        return convert(component, **kwargs)
+    monkeypatch.setattr(emit.rtlil, "convert", counted)
+    return built
+
+
+def test_a_design_is_elaborated_once(tmp_path, elaborations):
+    """Two cases emitting the same Design: one elaboration, and the files a built component
+    gives."""
+    first = emit_rtl(emit.Design(MacLane, (2,)), "mac_lane", tmp_path / "case1")
+    second = emit_rtl(emit.Design(MacLane, (2,)), "mac_lane", tmp_path / "case2")
+    built = emit_rtl(MacLane(2), "mac_lane", tmp_path / "built")
+    assert len(elaborations) == 2   # the Design once, the built component once
+    for attr in ("rtlil", "verilog", "sim_verilog"):
+        assert getattr(first, attr).read_text() == getattr(second, attr).read_text() \
+            == getattr(built, attr).read_text()
+
+
+def test_a_changed_design_is_elaborated_again(tmp_path, elaborations, monkeypatch):
+    """Other arguments, another top-level name or another source: a new elaboration, never the
+    old RTLIL."""
+    emit_rtl(emit.Design(MacLane, (2,)), "mac_lane", tmp_path / "a")
+    three = emit_rtl(emit.Design(MacLane, (3,)), "mac_lane", tmp_path / "b")
+    assert three.rtlil.read_text() == emit.rtlil.convert(MacLane(3), name="mac_lane",
+                                                         emit_src=False)
+    emit_rtl(emit.Design(MacLane, (2,)), "lane", tmp_path / "c")
+    monkeypatch.setattr(emit, "_source_fingerprint", lambda: "an edited source")
+    emit_rtl(emit.Design(MacLane, (2,)), "mac_lane", tmp_path / "d")
+    assert len(elaborations) == 5   # four Designs, and the reference conversion
+
+
+def test_the_source_fingerprint_follows_every_file(tmp_path, monkeypatch):
+    """Editing or adding a Python or YAML file of the fingerprinted packages changes it."""
+    package = tmp_path / "src" / "fakepkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "block.py").write_text("WIDTH = 8\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    monkeypatch.setattr(emit, "_SOURCE_PACKAGES", ("fakepkg",))
+    fingerprint = emit._source_fingerprint.__wrapped__   # uncached: the test edits the files
+    before = fingerprint()
+    (package / "sub" / "block.py").write_text("WIDTH = 9\n")
+    edited = fingerprint()
+    (package / "defaults.yaml").write_text("width: 9\n")
+    assert len({before, edited, fingerprint()}) == 3
+
+
+def test_design_arguments_must_be_plain_data():
+    assert emit._plain((1, True, 1.0, None)) != emit._plain([1, 1, 1, None])
+    with pytest.raises(TypeError, match="plain data: object is not"):
+        emit._plain({"x": object()})

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from edgexpert.contracts.config import Config, DecodeConfig, ModelConfig, load_config
 from edgexpert.support.tools import build_root
+from edgexpert.hw.emit import Design
 from edgexpert.hw.engine import ExpertEngine
 from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
@@ -132,7 +133,8 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     vectors = prepare_vectors()
     from edgexpert.contracts.trace import read_trace
     model = read_trace(Path(vectors["trace"])).model
-    engine = ExpertEngine(model.d_model, model.expert_ffn, **hw)
+    # a Design, not a built engine: both simulators' cases elaborate it once (hw/emit.py)
+    engine = Design(ExpertEngine, (model.d_model, model.expert_ffn), hw)
     return run_cocotb(engine, toplevel="expert_engine", test_module=BENCH_MODULE,
                       case=f"{case}-{selection}", params={**hw, **vectors, "selection": selection},
                       simulator=simulator, seed=seed, waves=waves)

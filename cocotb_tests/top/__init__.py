@@ -17,6 +17,7 @@ from edgexpert.cocotb_tests.engine import bench_decode, prepare_vectors, vectors
 from edgexpert.contracts.config import Config, load_config
 from edgexpert.support.tools import build_root
 from edgexpert.contracts.trace import read_trace
+from edgexpert.hw.emit import Design
 from edgexpert.hw.top import AcceleratorTop, top_parameters
 from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
@@ -205,7 +206,9 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
                                      out=None if vectors is None else Path(vectors["folder"]),
                                      ratio=ratio)
     if top is None:
-        top = AcceleratorTop(read_trace(Path(files["trace"])).layout, **hw)
+        # a Design, not a built top: the cases of one hardware set elaborate it once
+        # (hw/emit.py)
+        top = Design(AcceleratorTop, (read_trace(Path(files["trace"])).layout,), hw)
     # the memory is the bench's, not the RTL's: one build for every memory
     name = f"{case}-{selection}"
     if vectors is not None:
@@ -262,7 +265,7 @@ def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 2026
         if not 1 <= layers <= trace.model.n_layers:
             raise ValueError(f"layers is {layers}: accepted 1..{trace.model.n_layers}")
         hw["pru"] = dataclasses.replace(hw["pru"], n_layers=layers)
-    top = AcceleratorTop(trace.layout, **hw)
+    top = Design(AcceleratorTop, (trace.layout,), hw)
     params = {**hw, "pru": dataclasses.asdict(hw["pru"]), "trace": str(trace_file),
               "image": engine_vectors()["image"], "latency": LATENCY}
     params["memory"] = memory or {"memory": "latency"}
