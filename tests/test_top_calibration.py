@@ -161,7 +161,7 @@ def test_the_cycle_file_gives_the_roofline_ratio_and_the_savings_against_whole_e
     """cycles per AXI beat (1 at the bus's roofline), MACs per cycle against both arrays'
     lanes x candidates, and per masked run the cycles saved per beat saved against the whole
     experts' run of the same pauses; by hand."""
-    from edgexpert.cocotb_tests.top import cycle_file as make_cycle_file
+    from edgexpert.contracts.cycles import cycle_file as make_cycle_file
 
     def run(cycles, beats, macs):
         return {"cycles": cycles, "beats": beats, "macs": macs,

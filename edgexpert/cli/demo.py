@@ -25,7 +25,7 @@ def top_summary(test: dict, hardware: dict, latency: int) -> dict:
     their memory-wait / compute split, per pass kind, and MACs per cycle against the peak (both
     arrays' lanes: the engine's GATE_UP and DOWN arrays run at once on consecutive groups,
     docs/blocks/engine.md)."""
-    from ..cocotb_tests.top import by_kind, peak_macs_per_cycle
+    from ..contracts.cycles import by_kind, peak_macs_per_cycle
     mismatches = sum(test["mismatches"].values())
     peak = peak_macs_per_cycle(hardware)
     return {

@@ -77,7 +77,7 @@ def _calibrate_top(path: Path, config, quiet: bool) -> dict:
     """The compute model (sim.perf.passes.compute_cycles at COMPUTE_UTILIZATION) against the top's
     measured cycles, pass by pass, and the prefill model against its prefill chunk when the file
     has one (a report: no tolerance, docs/performance-model.md)."""
-    from ..cocotb_tests.top import CYCLES_FORMAT, CYCLES_VERSION
+    from ..contracts.cycles import CYCLES_FORMAT, CYCLES_VERSION
     from ..sim.perf.estimate import prefill_experts
     from ..sim.perf.models import BUNDLED, model_spec
     from ..sim.perf.passes import calibrate_compute, calibrate_prefill

@@ -356,7 +356,8 @@ def cmd_bench_top(args) -> int:
     the memory `--memory` names (a DRAM's files are cycles-<memory>.json, summary-<memory>.json).
     With --prompt or --trace: the user's decode step instead (`_bench_top_user`)."""
     from ..cocotb_tests.engine import TRACE_PROMPT
-    from ..cocotb_tests.top import cycle_file, hardware, prefill_cycles, run_bench, run_prefill
+    from ..cocotb_tests.top import hardware, run_bench, run_prefill
+    from ..contracts.cycles import cycle_file, prefill_cycles
     from ..support.progress import phases
 
     config = load(args)
@@ -525,7 +526,8 @@ def _bench_top_user(args, config: Config, memory: dict) -> int:
     the bench's settings, `bench_decode`; --trace: a step of a `decode --traces` file): every
     output compared with golden's bit for bit, on the config's hardware; its cycle file and
     summary in build/bench/top/<prompt|trace>-<digest>/<rows>-hw<digest>-r<ratio>/."""
-    from ..cocotb_tests.top import cycle_file, run_bench, run_name
+    from ..cocotb_tests.top import run_bench, run_name
+    from ..contracts.cycles import cycle_file
     from ..support.progress import phases
 
     with phases("bench top", 3) as phase:
