@@ -17,8 +17,9 @@ from amaranth.hdl import Module, ResetInserter, Signal
 from amaranth.sim import Simulator
 
 from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, group_items,
-                                                layouts, unpack)
-from edgexpert.contracts.top import input_beats, inputs_per_beat
+                                                group_outputs, layouts, moe_items, unpack)
+from edgexpert.contracts.top import (EXPERT_OUT_VALUES, input_beats, inputs_per_beat,
+                                     outputs_per_beat, value_beats)
 from edgexpert.contracts.weight_image import ExpertWeights, memory_image
 from edgexpert.contracts.weight_layout import WeightLayout
 from edgexpert.golden.integer.intops import (I64, Dyadic, fp16_dyadic, int_matmul, quantize_vec, requant,
@@ -174,19 +175,12 @@ def random_groups(d_model: int, ffn: int, cands: int, word_bits: int, slots: int
             for name, values in items.items():
                 inputs[name] += values
             h8, sh, y = expert_reference(x8, sx, weights[0, expert], gu_mask, dn_mask)
+            for name, items in group_outputs(h8, sh.m, sh.e, y).items():
+                want[name] += items
             for c in range(n):
-                want["hidden_scale"].append({"candidate": c, "scale": {"m": int(sh.m[c]),
-                                                                       "e": int(sh.e[c])}})
-                want["hidden"] += [{"candidate": c, "channel": f, "value": int(h8[c, f]),
-                                    "last": int(c == n - 1 and f == ffn - 1)} for f in range(ffn)]
-                want["expert_out"] += [{"candidate": c, "index": d, "value": int(y[c, d]),
-                                        "last": int(c == n - 1 and d == d_model - 1)}
-                                       for d in range(d_model)]
                 moe[tokens[c]] += rshift(y[c] * int(g[c]), 16).numpy()
     inputs["flush"] = flush_items(slots, range(slots))
-    want["moe_out"] = [{"token": t, "index": d, "value": int(moe[t, d]),
-                        "last": int(d == d_model - 1)}
-                       for t in range(slots) for d in range(d_model)]
+    want["moe_out"] = [item for t in range(slots) for item in moe_items(t, moe[t], word_bits)]
     inputs["_expert_out_count"] = want["expert_out"]
     inputs["_moe_count"] = len(want["moe_out"])
     return inputs, want
@@ -219,12 +213,13 @@ def test_engine_matches_golden(d_model, ffn, cands, lanes, word_bits, pressure):
     assert all(overlapped) if pressure == 0 else any(overlapped), (marks, overlapped)
 
 
-@pytest.mark.parametrize("reset_after, pressure", [(9, 0.0), (40, 0.3), (75, 0.0)])
+@pytest.mark.parametrize("reset_after, pressure", [(4, 0.0), (20, 0.3), (37, 0.0)])
 def test_a_reset_mid_step_leaves_no_partial_sums(reset_after, pressure):
-    """A reset while groups are in flight: after the first group's first outputs (its DOWN
-    drain, the next group's GATE_UP MACs), after two groups' worth combined, mid-way through
-    the fourth group; then the same groups from the start come out exact, as from a new
-    engine: no accumulator row and no MoE sum keeps what it held before the reset."""
+    """A reset while groups are in flight, counted in expert-output beats (two outputs each):
+    after the first group's first outputs (its DOWN drain, the next group's GATE_UP MACs),
+    after two groups' worth combined, mid-way through the fourth group; then the same groups
+    from the start come out exact, as from a new engine: no accumulator row and no MoE sum
+    keeps what it held before the reset."""
     d_model, ffn, cands, lanes, word_bits, slots = 10, 3, 3, 2, 32, 4
     seed = 20261201 + reset_after
     inputs, want = random_groups(d_model, ffn, cands, word_bits, slots, seed)
@@ -239,6 +234,7 @@ def test_a_reset_mid_step_leaves_no_partial_sums(reset_after, pressure):
     ({"word_bits": 48}, "word_bits must be a power of two"),
     ({"candidates": 0}, "candidates must be an integer in 1..64"),
     ({"tokens": 0}, "tokens must be an integer in 1..4096"),
+    ({"d_model": 9}, "d_model must be even"),
 ])
 def test_parameters_are_checked(kwargs, message):
     params = {"d_model": 8, "expert_ffn": 4, "candidates": 2, "lanes": 4, "word_bits": 32,
@@ -258,6 +254,17 @@ def test_input_beats_follow_the_contract():
     for bad in (8, 48, 2048, True):
         with pytest.raises(ValueError, match="power of two in 16..1024"):
             inputs_per_beat(bad)
+
+
+def test_output_beats_follow_the_contract():
+    """docs/contracts.md, "The engine's output beats": expert outputs 2j and 2j + 1 in beat j;
+    MoE sums in beats of max(2, word_bits / 32), channel d value d % W of beat d // W, the last
+    beat padded with zeros."""
+    y = list(range(-3, 3))
+    assert value_beats(y, EXPERT_OUT_VALUES) == [[-3, -2], [-1, 0], [1, 2]]
+    assert [outputs_per_beat(w) for w in (16, 32, 64, 256, 1024)] == [2, 2, 2, 8, 32]
+    beats = value_beats(list(range(10)), outputs_per_beat(256))
+    assert beats == [list(range(8)), [8, 9, 0, 0, 0, 0, 0, 0]]
 
 
 def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():

@@ -24,7 +24,9 @@ import numpy as np
 from cocotb.triggers import ClockCycles
 
 from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, group_items,
-                                                layouts, plan_groups, unpack)
+                                                group_outputs, layouts, moe_items, plan_groups,
+                                                unpack, values_in)
+from edgexpert.contracts.top import EXPERT_OUT_VALUES
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
 from edgexpert.contracts.trace import PassKind, read_trace
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
@@ -78,23 +80,17 @@ def build(selection: str):
             for name, values in g.items():
                 items[name] += values
             n = len(cands)
-            for c, (row, k) in enumerate(cands):
-                want["hidden_scale"].append({"candidate": c, "scale": {
-                    "m": int(t["hidden_m"][row, k]), "e": int(t["hidden_e"][row, k])}})
-                want["hidden"] += [{"candidate": c, "channel": f,
-                                    "value": int(t["hidden_q"][row, k, f]),
-                                    "last": int(c == n - 1 and f == F - 1)} for f in range(F)]
-                want["expert_out"] += [{"candidate": c, "index": d,
-                                        "value": int(t["expert_out_q16"][row, k, d]),
-                                        "last": int(c == n - 1 and d == D - 1)} for d in range(D)]
-            expert_out += n * D
+            rk = tuple(zip(*cands))
+            for name, values in group_outputs(t["hidden_q"][rk], t["hidden_m"][rk],
+                                              t["hidden_e"][rk], t["expert_out_q16"][rk]).items():
+                want[name] += values
+            expert_out += n * D // EXPERT_OUT_VALUES
             macs += n * (D * 2 * F + F * D)
             groups += 1
             candidates += n
         items["flush"] = flush_items(SLOTS, range(len(rows)))
-        want["moe_out"] += [{"token": slot, "index": d, "value": int(t["moe_out_q16"][row, d]),
-                             "last": int(d == D - 1)} for row, slot in slot_of.items()
-                            for d in range(D)]
+        for row, slot in slot_of.items():
+            want["moe_out"] += moe_items(slot, t["moe_out_q16"][row], WORD)
         plan.append((items, expert_out))
     return plan, want, {"groups": groups, "candidates": candidates, "macs": macs,
                         "rows": sum(len(rows) for _, rows in batches(selection))}
@@ -144,7 +140,7 @@ async def trace_rows(dut, mode: str):
         for i, (g, w) in enumerate(zip(got, want[p])):
             assert g == w, f"{p} item {i}: RTL {g} != trace {w}"
     _report[name] = {**counts, "cycles": cycles,
-                     "items_checked": {p: len(want[p]) for p in OUTPUTS},
+                     "items_checked": {p: values_in(want[p]) for p in OUTPUTS},
                      "cycles_per_group": round(cycles / counts["groups"], 1),
                      "macs_per_cycle": round(counts["macs"] / cycles, 3)}
     write_bench_report({**{k: PARAMS[k] for k in ("candidates", "lanes", "word_bits", "tokens")},

@@ -13,14 +13,15 @@ from collections.abc import Sequence
 from amaranth.hdl import Shape
 from amaranth.lib import data
 
-from edgexpert.contracts.top import input_beats, inputs_per_beat
+from edgexpert.contracts.top import (EXPERT_OUT_VALUES, input_beats, inputs_per_beat,
+                                     outputs_per_beat, value_beats)
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.hw.engine.layouts import (act_layout, cand_layout, column_layout, flush_layout,
                                          hidden_scale_layout, moe_layout, scale_words_layout,
                                          sum_layout, x_layout)
 
 __all__ = ["INPUTS", "OUTPUTS", "layouts", "group_items", "flush_items", "unpack",
-           "words_per_column", "plan_groups"]
+           "words_per_column", "plan_groups", "group_outputs", "moe_items", "values_in"]
 
 #: the engine's input and output streams, by port name
 INPUTS = ("cand", "x", "gate_up", "gate_up_scales", "down", "down_scales", "flush")
@@ -37,7 +38,8 @@ def layouts(d_model: int, expert_ffn: int, candidates: int, word_bits: int, toke
         "down_scales": scale_words_layout(word_bits), "flush": flush_layout(tokens),
         "hidden": act_layout(candidates, expert_ffn),
         "hidden_scale": hidden_scale_layout(candidates),
-        "expert_out": sum_layout(candidates, d_model), "moe_out": moe_layout(tokens, d_model),
+        "expert_out": sum_layout(candidates, d_model, EXPERT_OUT_VALUES),
+        "moe_out": moe_layout(tokens, d_model, outputs_per_beat(word_bits)),
     }
 
 
@@ -101,17 +103,49 @@ def flush_items(token_slots: int, tokens: Sequence[int]) -> list[int]:
     return [flush_layout(token_slots).const({"token": t}).as_bits() for t in tokens]
 
 
-def unpack(layout: data.StructLayout, bits: int) -> dict:
-    """The fields of a packed payload, signed fields as signed integers."""
-    out = {}
-    for name, field in layout:
-        raw = (bits >> field.offset) & ((1 << field.width) - 1)
-        if isinstance(field.shape, data.StructLayout):
-            out[name] = unpack(field.shape, raw)
-        else:
-            signed = Shape.cast(field.shape).signed
-            out[name] = raw - (1 << field.width) if signed and raw >> (field.width - 1) else raw
-    return out
+def unpack(layout: data.Layout, bits: int):
+    """The fields of a packed payload (a dict; an array's elements a list), signed fields as
+    signed integers."""
+    if isinstance(layout, data.ArrayLayout):
+        width = Shape.cast(layout.elem_shape).width
+        return [_field(layout.elem_shape, bits >> (i * width), width) for i in range(layout.length)]
+    return {name: _field(field.shape, bits >> field.offset, field.width) for name, field in layout}
+
+
+def _field(shape, bits: int, width: int):
+    raw = bits & ((1 << width) - 1)
+    if isinstance(shape, data.Layout):
+        return unpack(shape, raw)
+    signed = Shape.cast(shape).signed
+    return raw - (1 << width) if signed and raw >> (width - 1) else raw
+
+
+def group_outputs(hidden_q, hidden_m, hidden_e, expert_out) -> dict[str, list[dict]]:
+    """The `hidden_scale`, `hidden` and `expert_out` items of one group, in the engine's order,
+    from golden's values (each argument indexed by the group's candidates in order: the hidden
+    vector, its scale's m and e, the expert's Q.16 output); `expert_out` in beats of
+    EXPERT_OUT_VALUES (docs/contracts.md, "The engine's output beats")."""
+    n = len(hidden_q)
+    want = {"hidden_scale": [], "hidden": [], "expert_out": []}
+    for c in range(n):
+        want["hidden_scale"].append({"candidate": c, "scale": {"m": int(hidden_m[c]),
+                                                               "e": int(hidden_e[c])}})
+        f = len(hidden_q[c])
+        want["hidden"] += [{"candidate": c, "channel": j, "value": int(hidden_q[c][j]),
+                            "last": int(c == n - 1 and j == f - 1)} for j in range(f)]
+        beats = value_beats(expert_out[c], EXPERT_OUT_VALUES)
+        want["expert_out"] += [{"candidate": c, "index": j, "value": v,
+                                "last": int(c == n - 1 and j == len(beats) - 1)}
+                               for j, v in enumerate(beats)]
+    return want
+
+
+def moe_items(slot: int, moe, word_bits: int) -> list[dict]:
+    """The `moe_out` items of a flushed token slot holding golden's MoE sums `moe` (D int32),
+    in beats of outputs_per_beat(word_bits)."""
+    beats = value_beats(moe, outputs_per_beat(word_bits))
+    return [{"token": slot, "beat": b, "values": v, "last": int(b == len(beats) - 1)}
+            for b, v in enumerate(beats)]
 
 
 def plan_groups(experts, rows: Sequence[int], candidates: int) -> list[tuple[int, list]]:
@@ -125,3 +159,10 @@ def plan_groups(experts, rows: Sequence[int], candidates: int) -> list[tuple[int
                 chosen.setdefault(int(e), []).append((int(row), slot))
     return [(e, cands[i:i + candidates]) for e, cands in sorted(chosen.items())
             for i in range(0, len(cands), candidates)]
+
+
+def values_in(items: list[dict]) -> int:
+    """The values a list of output items carries (a beat of an `expert_out` or `moe_out` counts
+    its values), so that the benches report values compared, whatever the beat widths."""
+    return sum(len(v) if isinstance(v, list) else 1
+               for item in items for v in [item.get("values", item.get("value"))])

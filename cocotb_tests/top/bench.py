@@ -30,7 +30,8 @@ import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
-from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
+from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack, values_in
+from edgexpert.contracts.top import EXPERT_OUT_VALUES
 from edgexpert.cocotb_tests.streams import StreamSink, StreamSource
 from edgexpert.cocotb_tests.top.harness import (command_streams, feed, memory_report,
                                                read_counters, read_csr, start_top)
@@ -124,7 +125,7 @@ async def play(dut, batches: list, masks: str, source: StreamSource,
     macs = 0
     for batch in batches:
         beats = commands(batch, masks)
-        expect = expected_outputs(values, batch)
+        expect = expected_outputs(values, batch, EMA["data_width"])
         for p in OUTPUTS:
             want[p] += expect[p]
         task = cocotb.start_soon(feed(source, beats))
@@ -217,7 +218,7 @@ async def trace_step(dut, masks: str, mode: str):
                      "feedback_wait")},
         "ars": len(ars), "ar_digest": hashlib.sha256(repr(ars).encode()).hexdigest()[:16],
         "macs_per_cycle": round(macs / cycles, 3), "wall_s": round(wall, 2),
-        "items_checked": {p: len(want[p]) for p in OUTPUTS}, "mismatches": mismatches,
+        "items_checked": {p: values_in(want[p]) for p in OUTPUTS}, "mismatches": mismatches,
         "memory": memory_report(),
         "passes": sorted(passes.values(), key=lambda e: (e["prompt"], e["pass"]))}
     _write_report(selection)
@@ -239,10 +240,10 @@ async def reset_mid_step(dut, cut: str):
     monitor = await start_top(dut, PARAMS, LAYOUT.base_address, rng, "random")
     source, sinks = command_streams(dut, OUTPUTS, "random", rng)
     first = batches[0]
-    expect = expected_outputs(MASKED, first)
+    expect = expected_outputs(MASKED, first, EMA["data_width"])
     beats = commands(first, masks)
     # "combine": the first group's expert outputs and one of the next group's
-    outputs = len(first.groups[0].cands) * D + 1
+    outputs = len(first.groups[0].cands) * D // EXPERT_OUT_VALUES + 1
     assert len(expect["expert_out"]) > outputs, "the first batch has a single group"
     task = cocotb.start_soon(feed(source, beats))
     if cut == "combine":
@@ -270,7 +271,7 @@ async def reset_mid_step(dut, cut: str):
     mismatches = compare(dut, name, masks, sinks, want)
     await check_idle(dut, monitor)
     monitor.stop()
-    _report[name] = {"at_reset": at_reset, "items_checked": {p: len(want[p]) for p in OUTPUTS},
+    _report[name] = {"at_reset": at_reset, "items_checked": {p: values_in(want[p]) for p in OUTPUTS},
                      "mismatches": mismatches}
     _write_report(PARAMS["selection"])
 

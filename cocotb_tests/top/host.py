@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgexpert.cocotb_tests.engine.host import group_outputs, moe_items
 from edgexpert.contracts.dcu import LANES, DcuJob, encode_job
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
 from edgexpert.contracts.top import TopOp, input_beats, inputs_per_beat
@@ -254,23 +255,17 @@ def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
     return beats
 
 
-def expected_outputs(values, batch: Batch) -> dict[str, list]:
+def expected_outputs(values, batch: Batch, word_bits: int) -> dict[str, list]:
     """The engine outputs of one batch, in order, from `values` (the trace, or the masked
-    reference's arrays): hidden, hidden_scale and expert_out per group, moe_out per token."""
-    d, f = values["expert_out_q16"].shape[2], values["hidden_q"].shape[2]
+    reference's arrays): hidden, hidden_scale and expert_out per group, moe_out per token (the
+    engine's beats at `word_bits`, cocotb_tests/engine/host.py)."""
     want = {"hidden": [], "hidden_scale": [], "expert_out": [], "moe_out": []}
     for grp in batch.groups:
-        n = len(grp.cands)
-        for c, (row, k) in enumerate(grp.cands):
-            want["hidden_scale"].append({"candidate": c, "scale": {
-                "m": int(values["hidden_m"][row, k]), "e": int(values["hidden_e"][row, k])}})
-            want["hidden"] += [{"candidate": c, "channel": j,
-                                "value": int(values["hidden_q"][row, k, j]),
-                                "last": int(c == n - 1 and j == f - 1)} for j in range(f)]
-            want["expert_out"] += [{"candidate": c, "index": j,
-                                    "value": int(values["expert_out_q16"][row, k, j]),
-                                    "last": int(c == n - 1 and j == d - 1)} for j in range(d)]
-    want["moe_out"] = [{"token": s, "index": j, "value": int(values["moe_out_q16"][row, j]),
-                        "last": int(j == d - 1)} for s, row in enumerate(batch.rows)
-                       for j in range(d)]
+        rk = tuple(zip(*grp.cands))
+        for name, items in group_outputs(values["hidden_q"][rk], values["hidden_m"][rk],
+                                         values["hidden_e"][rk],
+                                         values["expert_out_q16"][rk]).items():
+            want[name] += items
+    for s, row in enumerate(batch.rows):
+        want["moe_out"] += moe_items(s, values["moe_out_q16"][row], word_bits)
     return want

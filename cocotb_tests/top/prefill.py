@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edgexpert.cocotb_tests.engine.host import group_outputs, moe_items
 from edgexpert.contracts.top import TopOp, input_beats, inputs_per_beat
 from edgexpert.hw.engine.layouts import cand_layout, flush_layout, x_layout
 
@@ -86,26 +87,18 @@ def group_beats(lay, trace_rows: dict, layer: int, groups: list[PrefillGroup], *
 
 def expected_group_outputs(trace_rows: dict, layer: int, groups: list[PrefillGroup]) -> dict:
     """hidden, hidden_scale and expert_out per group, in order, from the trace."""
-    d = trace_rows["expert_out_q16"].shape[3]
-    f = trace_rows["hidden_q"].shape[3]
     want = {"hidden": [], "hidden_scale": [], "expert_out": []}
     for grp in groups:
-        n = len(grp.cands)
-        for c, (tok, k, _) in enumerate(grp.cands):
-            want["hidden_scale"].append({"candidate": c, "scale": {
-                "m": int(trace_rows["hidden_m"][tok, layer, k]),
-                "e": int(trace_rows["hidden_e"][tok, layer, k])}})
-            want["hidden"] += [{"candidate": c, "channel": j,
-                                "value": int(trace_rows["hidden_q"][tok, layer, k, j]),
-                                "last": int(c == n - 1 and j == f - 1)} for j in range(f)]
-            want["expert_out"] += [{"candidate": c, "index": j,
-                                    "value": int(trace_rows["expert_out_q16"][tok, layer, k, j]),
-                                    "last": int(c == n - 1 and j == d - 1)} for j in range(d)]
+        tok, k = [c[0] for c in grp.cands], [c[1] for c in grp.cands]
+        for name, items in group_outputs(trace_rows["hidden_q"][tok, layer, k],
+                                         trace_rows["hidden_m"][tok, layer, k],
+                                         trace_rows["hidden_e"][tok, layer, k],
+                                         trace_rows["expert_out_q16"][tok, layer, k]).items():
+            want[name] += items
     return want
 
 
-def expected_moe(trace_rows: dict, layer: int, tokens: int) -> list[dict]:
-    """moe_out of each token slot after its FLUSH, from the trace."""
-    d = trace_rows["moe_out_q16"].shape[2]
-    return [{"token": s, "index": j, "value": int(trace_rows["moe_out_q16"][s, layer, j]),
-             "last": int(j == d - 1)} for s in range(tokens) for j in range(d)]
+def expected_moe(trace_rows: dict, layer: int, tokens: int, word_bits: int) -> list[dict]:
+    """moe_out of each token slot after its FLUSH, from the trace, in the engine's beats."""
+    return [item for s in range(tokens)
+            for item in moe_items(s, trace_rows["moe_out_q16"][s, layer], word_bits)]

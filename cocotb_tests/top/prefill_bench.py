@@ -26,7 +26,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles
 
-from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
+from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack, values_in
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
 from edgexpert.cocotb_tests.top.harness import (command_streams, feed, memory_report,
                                                read_counters, read_csr, start_top)
@@ -90,7 +90,7 @@ async def prefill_chunk(dut, mode: str):
         expect = expected_group_outputs(rows, layer, groups)
         for p in ("hidden", "hidden_scale", "expert_out"):
             want[p] += expect[p]
-        want["moe_out"] += expected_moe(rows, layer, t)
+        want["moe_out"] += expected_moe(rows, layer, t, EMA["data_width"])
         beats = group_beats(CMD, rows, layer, groups, candidates=CANDS, tokens=SLOTS, d_model=D,
                             word_bits=EMA["data_width"])
         task = cocotb.start_soon(feed(source, beats))
@@ -151,7 +151,7 @@ async def prefill_chunk(dut, mode: str):
                      "cycles": sum(entry["cycles"] for entry in layers),
                      "wall_s": round(wall, 2),
                      "items_checked": {"route": len(vec.routes),
-                                       **{p: len(want[p]) for p in OUTPUTS}},
+                                       **{p: values_in(want[p]) for p in OUTPUTS}},
                      "mismatches": mismatches, "memory": memory_report()}
     write_bench_report({"case": {k: PARAMS[k] for k in ("ema", "candidates", "lanes", "tokens")},
                         "latency": PARAMS["latency"], "memory": PARAMS["memory"],

@@ -21,7 +21,7 @@ from amaranth.lib import enum
 from .ema import CSR_ADDR_BITS
 
 __all__ = ["TopOp", "TopCsr", "TOP_CSR_ADDR_BITS", "TOP_CSR_BASE", "inputs_per_beat",
-           "input_beats"]
+           "input_beats", "EXPERT_OUT_VALUES", "outputs_per_beat", "value_beats"]
 
 
 class TopOp(enum.IntEnum, shape=4):
@@ -64,10 +64,27 @@ def input_beats(x_q, word_bits: int) -> list[list[int]]:
     engine's input beats"): beat b holds input channels b * V .. b * V + V - 1 with
     V = inputs_per_beat(word_bits), channel b * V + i in value i; the last beat's values beyond
     D are 0; ceil(D / V) beats in channel order."""
-    per = inputs_per_beat(word_bits)
-    values = [int(v) for v in x_q]
-    values += [0] * (-len(values) % per)
-    return [values[b:b + per] for b in range(0, len(values), per)]
+    return value_beats(x_q, inputs_per_beat(word_bits))
+
+
+#: output channels an `expert_out` beat carries: the DOWN drain's two a cycle, 2j and 2j + 1 in
+#: beat j (docs/contracts.md, "The engine's output beats")
+EXPERT_OUT_VALUES = 2
+
+
+def outputs_per_beat(word_bits: int) -> int:
+    """int32 MoE sums a `moe_out` beat carries: a weight word's bits of them (word_bits / 32),
+    at least the two a DOWN drain cycle adds, so a flush reads a token out at a word per cycle
+    (docs/contracts.md, "The engine's output beats")."""
+    return max(EXPERT_OUT_VALUES, inputs_per_beat(word_bits) // 4)
+
+
+def value_beats(values, per_beat: int) -> list[list[int]]:
+    """A vector as beats of `per_beat` values: beat b holds elements b * per_beat ..
+    b * per_beat + per_beat - 1 in order, the last beat's places beyond the vector 0."""
+    out = [int(v) for v in values]
+    out += [0] * (-len(out) % per_beat)
+    return [out[b:b + per_beat] for b in range(0, len(out), per_beat)]
 
 
 #: the read port's address: one more bit than the EMA controller's map, which it includes

@@ -8,8 +8,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .layouts import (ACC_WIDTH, check_positive, check_word, column_layout, index_bits,
-                      sum_layout, x_layout)
+from .layouts import (ACC_WIDTH, check_positive, check_split, check_word, column_layout,
+                      index_bits, sum_layout, x_layout)
 
 __all__ = ["ColumnMac"]
 
@@ -34,9 +34,11 @@ class ColumnMac(wiring.Component):
        while the column stream is valid (one at lanes = word_bits / 4, so a word is consumed in
        the cycle it arrives); `columns.ready` rises on its last cycle.
     3. Drain: every (candidate, output) accumulator, candidate-major, on `sums`: one output
-       per cycle, or with `parts` = 2 two, output o and o + outputs / 2 side by side (GATE_UP's
-       gate and up of one hidden channel, so the SwiGLU needs no memory of gates and the drain
-       takes F cycles per candidate, not 2F). The next group's Load runs during the Drain (the
+       per cycle, or with `parts` = 2 two side by side, by `split` (layouts.SPLITS): "halves",
+       output o and o + outputs / 2 (GATE_UP's gate and up of one hidden channel, so the SwiGLU
+       needs no memory of gates and the drain takes F cycles per candidate, not 2F), or
+       "pairs", outputs 2o and 2o + 1 (DOWN: two expert outputs a cycle, D / 2 cycles per
+       candidate, out of one accumulator row). The next group's Load runs during the Drain (the
        activation memory is not read then), so its Mac starts as soon as the Drain ends.
 
     The activation memory (a row per beat: `act_values` int8 of every candidate, written one
@@ -54,7 +56,7 @@ class ColumnMac(wiring.Component):
     """
 
     def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int,
-                 act_values: int, parts: int = 1):
+                 act_values: int, parts: int = 1, split: str = "halves"):
         check_positive("channels", channels)
         check_positive("outputs", outputs)
         check_positive("parts", parts, 1, 2)
@@ -70,6 +72,7 @@ class ColumnMac(wiring.Component):
                             f"not {act_values!r}")
         self._n, self._o, self._c = channels, outputs, candidates
         self._p, self._w, self._v, self._parts = lanes, word_bits, act_values, parts
+        self._split = check_split(split)
         super().__init__({
             "act": In(stream.Signature(x_layout(candidates, channels, act_values))),
             "columns": In(stream.Signature(column_layout(channels, word_bits))),
@@ -129,9 +132,17 @@ class ColumnMac(wiring.Component):
         word = Signal(index_bits(wpc))
         half = outs // self._parts
         out = Signal(index_bits(half))
+        pairs = self._split == "pairs"
+
+        def output_of(p, o):
+            """The output a drain step `o` reads in part `p`."""
+            return o * self._parts + p if pairs else p * half + o
+
         # the drain's lane of each part as a one-hot register (lane = output % lanes): each bit
-        # selects its lane's 32 bits, where a binary lane number would drive all 2,048 of them
-        first_lane = [(p * half) % lanes for p in range(self._parts)]
+        # selects its lane's 32 bits, where a binary lane number would drive all 2,048 of them;
+        # a step moves it one output on (halves) or `parts` (pairs)
+        first_lane = [output_of(p, 0) % lanes for p in range(self._parts)]
+        lane_step = self._parts if pairs else 1
         lane_hot = [Signal(lanes, init=1 << first_lane[p], name=f"lane_hot_{p}")
                     for p in range(self._parts)]
         col = self.columns.payload
@@ -163,7 +174,11 @@ class ColumnMac(wiring.Component):
         drained = []                     # per part: the drained (candidate, output)'s sum
         for p in range(self._parts):
             chunk_p = Signal(range(n_chunks), name=f"drain_chunk_{p}")
-            m.d.comb += chunk_p.eq((p * half + out) >> shift)
+            m.d.comb += chunk_p.eq(output_of(p, out) >> shift)
+            if pairs and lanes % self._parts == 0 and p > 0:
+                # neighbours share a chunk, so every part reads the first part's row
+                drained.append(Mux(fresh.bit_select(chunk_p, 1), 0, lane_of(row, lane_hot[p])))
+                continue
             row = Signal(acc_layout, name=f"drain_row_{p}")
             if p == 0:
                 # the first part reads through the MAC's row selection (idle in the Drain); a
@@ -230,7 +245,8 @@ class ColumnMac(wiring.Component):
                     self.sums.payload.last.eq((cand == last_cand) & last_out),
                 ]
                 with m.If(self.sums.ready):
-                    m.d.sync += [hot.eq(Mux(last_out, 1 << first_lane[p], hot.rotate_left(1)))
+                    m.d.sync += [hot.eq(Mux(last_out, 1 << first_lane[p],
+                                            hot.rotate_left(lane_step)))
                                  for p, hot in enumerate(lane_hot)]
                     m.d.sync += out.eq(out + 1)
                     with m.If(last_out):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -18,67 +18,91 @@ class Combine(wiring.Component):
     slot is t and routing weight g (docs/contracts.md, mixture of experts step 4).
 
     A memory of `tokens` x d_model int32 sums (wrapping like int32 registers; the contract keeps
-    the residual in int32) takes one `y` value per cycle; `group_done` pulses with the group's
-    last. `flush` asks for token t's sums: they leave on `moe_out` (d = 0..D-1, one per cycle).
-    A flush waits while `y` is valid; `y` waits during a flush. `token[c]` and `weight[c]` are
-    candidate c's, held by the caller for the group; a candidate's values come in index order
-    (the DOWN drain's).
+    the residual in int32), a row of `values` sums per address, takes a `y` pair per cycle
+    (outputs 2j and 2j + 1, as the DOWN drain gives them: two lanes of one row, written with an
+    enable per lane, so the row's read-modify-write never meets the next pair's lanes);
+    `group_done` pulses with the group's last. `flush` asks for token t's sums: they leave on
+    `moe_out` a row per cycle (edgexpert.contracts.top.outputs_per_beat: a word of sums), so a
+    token takes ceil(D / values) cycles, not D. A flush waits while `y` is valid; `y` waits
+    during a flush. `token[c]` and `weight[c]` are candidate c's, held by the caller for the
+    group; a candidate's pairs come in index order.
     A register bit per slot, not the memory, says a slot is empty: set by the reset and by the
-    slot's flush, cleared by the last value of the first candidate written into it. An empty
+    slot's flush, cleared by the last pair of the first candidate written into it. An empty
     slot's sums read as 0, so the first candidate writes its terms over whatever the memory
     holds, a flush writes nothing back, and a reset mid-step leaves no partial sums behind.
     Width: |y * g| <= 2**31 * 2**16, the rounded shift leaves at most 2**31.
     """
 
-    def __init__(self, candidates: int, d_model: int, tokens: int):
+    def __init__(self, candidates: int, d_model: int, tokens: int, values: int):
         check_positive("candidates", candidates, 1, 64)
         check_positive("d_model", d_model)
+        if d_model % 2:
+            raise TypeError(f"d_model must be even (y comes in pairs), not {d_model!r}")
         check_positive("tokens", tokens, 1, 4096)
-        self._c, self._d, self._t = candidates, d_model, tokens
+        check_positive("values", values, 2, 32)
+        if values & (values - 1):
+            raise TypeError(f"values must be a power of two in 2..32, not {values!r}")
+        self._c, self._d, self._t, self._v = candidates, d_model, tokens, values
         super().__init__({
-            "y": In(stream.Signature(sum_layout(candidates, d_model))),
+            "y": In(stream.Signature(sum_layout(candidates, d_model, 2))),
             "token": In(data.ArrayLayout(unsigned(index_bits(tokens)), candidates)),
             "weight": In(data.ArrayLayout(unsigned(WEIGHT_BITS), candidates)),
             "group_done": Out(1),
             "flush": In(stream.Signature(flush_layout(tokens))),
-            "moe_out": Out(stream.Signature(moe_layout(tokens, d_model))),
+            "moe_out": Out(stream.Signature(moe_layout(tokens, d_model, values))),
         })
 
     def elaborate(self, platform):
         m = Module()
-        d_model = self._d
-        m.submodules.sums = sums = Memory(shape=signed(Q16_WIDTH), depth=self._t * d_model, init=[])
-        wr, rd = sums.write_port(), sums.read_port(domain="comb")
+        d_model, per = self._d, self._v
+        rows = -(-d_model // per)
+        pairs_per_row = per // 2
+        m.submodules.sums = sums = Memory(shape=data.ArrayLayout(signed(Q16_WIDTH), per),
+                                          depth=self._t * rows, init=[])
+        wr, rd = sums.write_port(granularity=1), sums.read_port(domain="comb")
         empty = Signal(self._t, init=(1 << self._t) - 1)
         token = Signal(index_bits(self._t))
-        d = Signal(range(d_model))
+        beat = Signal(range(rows))
         with m.FSM(name="phase"):
             with m.State("Combine"):
                 item = self.y.payload
                 slot = self.token[item.candidate]
-                address = slot * d_model + item.index
-                weighted = (item.value * self.weight[item.candidate] + (1 << 15)) >> 16
-                m.d.comb += [self.y.ready.eq(1), rd.addr.eq(address), wr.addr.eq(address),
-                             wr.data.eq(Mux(empty.bit_select(slot, 1), 0, rd.data) + weighted),
-                             wr.en.eq(self.y.valid),
+                pair_bits = pairs_per_row.bit_length() - 1
+                place = item.index[:pair_bits] if pair_bits else 0
+                old = rd.data.as_value().word_select(place, 2 * Q16_WIDTH) if pair_bits \
+                    else rd.data.as_value()
+                new = []
+                for p in range(2):
+                    weighted = (item.value[p] * self.weight[item.candidate] + (1 << 15)) >> 16
+                    was = Mux(empty.bit_select(slot, 1), 0, old[p * Q16_WIDTH:(p + 1) * Q16_WIDTH])
+                    new.append((was.as_signed() + weighted)[:Q16_WIDTH])
+                m.d.comb += [self.y.ready.eq(1),
+                             rd.addr.eq(slot * rows + (item.index >> pair_bits)),
+                             wr.addr.eq(rd.addr),
+                             wr.data.eq(Cat(*new).replicate(pairs_per_row)),
+                             wr.en.eq(Mux(self.y.valid, 0b11 << (place * 2), 0)),
                              self.group_done.eq(self.y.valid & item.last),
                              self.flush.ready.eq(~self.y.valid)]
-                with m.If(self.y.valid & (item.index == d_model - 1)):
+                with m.If(self.y.valid & (item.index == d_model // 2 - 1)):
                     m.d.sync += empty.bit_select(slot, 1).eq(0)
                 with m.If(self.flush.valid & ~self.y.valid):
-                    m.d.sync += [token.eq(self.flush.payload.token), d.eq(0)]
+                    m.d.sync += [token.eq(self.flush.payload.token), beat.eq(0)]
                     m.next = "Flush"
             with m.State("Flush"):
-                m.d.comb += [rd.addr.eq(token * d_model + d),
+                final = beat == rows - 1
+                # the last row's places beyond D were never written: they leave as 0
+                beyond = [final if (rows - 1) * per + i >= d_model else 0 for i in range(per)]
+                m.d.comb += [rd.addr.eq(token * rows + beat),
                              self.moe_out.valid.eq(1),
                              self.moe_out.payload.token.eq(token),
-                             self.moe_out.payload.index.eq(d),
-                             self.moe_out.payload.value.eq(
-                                 Mux(empty.bit_select(token, 1), 0, rd.data)),
-                             self.moe_out.payload.last.eq(d == d_model - 1)]
+                             self.moe_out.payload.beat.eq(beat),
+                             self.moe_out.payload.last.eq(final)]
+                m.d.comb += [self.moe_out.payload.values[i].eq(
+                                 Mux(empty.bit_select(token, 1) | out_of_range, 0, rd.data[i]))
+                             for i, out_of_range in enumerate(beyond)]
                 with m.If(self.moe_out.ready):
-                    m.d.sync += d.eq(d + 1)
-                    with m.If(d == d_model - 1):
+                    m.d.sync += beat.eq(beat + 1)
+                    with m.If(final):
                         m.d.sync += empty.bit_select(token, 1).eq(1)
                         m.next = "Combine"
         return m

@@ -6,7 +6,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.top import inputs_per_beat
+from ...contracts.top import EXPERT_OUT_VALUES, inputs_per_beat, outputs_per_beat
 from .broadcast import Broadcast
 from .column_mac import ColumnMac
 from .combine import Combine
@@ -75,6 +75,9 @@ class ExpertEngine(wiring.Component):
                  word_bits: int, tokens: int):
         check_positive("d_model", d_model)
         check_positive("expert_ffn", expert_ffn)
+        if d_model % EXPERT_OUT_VALUES:
+            raise TypeError(f"d_model must be even (the DOWN drain gives two outputs a cycle), "
+                            f"not {d_model!r}")
         check_positive("candidates", candidates, 1, 64)
         check_positive("tokens", tokens, 1, 4096)
         check_word(lanes, word_bits)
@@ -90,8 +93,10 @@ class ExpertEngine(wiring.Component):
             "flush": In(stream.Signature(flush_layout(tokens))),
             "hidden": Out(stream.Signature(act_layout(candidates, expert_ffn))),
             "hidden_scale": Out(stream.Signature(hidden_scale_layout(candidates))),
-            "expert_out": Out(stream.Signature(sum_layout(candidates, d_model))),
-            "moe_out": Out(stream.Signature(moe_layout(tokens, d_model))),
+            "expert_out": Out(stream.Signature(sum_layout(candidates, d_model,
+                                                          EXPERT_OUT_VALUES))),
+            "moe_out": Out(stream.Signature(moe_layout(tokens, d_model,
+                                                       outputs_per_beat(word_bits)))),
         })
 
     @property
@@ -109,11 +114,15 @@ class ExpertEngine(wiring.Component):
         m.submodules.swiglu = swiglu = SwiGlu(c, f)
         m.submodules.quantizer = quant = Quantizer(c, f)
         m.submodules.hidden_copy = hidden_copy = Broadcast(act_layout(c, f))
-        # the DOWN MAC's inputs come from the quantizer, one value per cycle: beats of one value
-        m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w, 1)
-        m.submodules.down_requant = dn_rq = Requant(c, d, w)
-        m.submodules.out_copy = out_copy = Broadcast(sum_layout(c, d))
-        m.submodules.combine = comb = Combine(c, d, self._t)
+        # the DOWN MAC's inputs come from the quantizer, one value per cycle: beats of one value;
+        # it drains outputs 2j and 2j + 1 together, D / 2 cycles per candidate, into a combine
+        # that adds both in one row of its memory
+        pair = EXPERT_OUT_VALUES
+        m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w, 1, parts=pair,
+                                                   split="pairs")
+        m.submodules.down_requant = dn_rq = Requant(c, d, w, parts=pair, split="pairs")
+        m.submodules.out_copy = out_copy = Broadcast(sum_layout(c, d, pair))
+        m.submodules.combine = comb = Combine(c, d, self._t, outputs_per_beat(w))
 
         connect = wiring.connect
         connect(m, wiring.flipped(self.gate_up), gu_mac.columns)

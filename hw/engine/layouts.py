@@ -13,7 +13,7 @@ __all__ = ["ACC_WIDTH", "Q16_WIDTH", "H_WIDTH", "SCALE_M_BITS", "SCALE_E_BITS", 
            "index_bits", "check_positive", "check_word", "dyadic_layout", "act_layout",
            "x_layout", "column_layout",
            "scale_words_layout", "sum_layout", "h_layout", "cand_layout", "hidden_scale_layout",
-           "flush_layout", "moe_layout", "fp16_decode", "rshift"]
+           "flush_layout", "moe_layout", "fp16_decode", "rshift", "SPLITS", "check_split"]
 
 #: int32 accumulators and Q.16 values (docs/contracts.md, number formats)
 ACC_WIDTH = 32
@@ -85,11 +85,17 @@ def scale_words_layout(word_bits: int) -> data.StructLayout:
     return data.StructLayout({"data": word_bits, "last": 1})
 
 
+#: how a drain of two parts pairs its outputs: "halves" drains output `index` and `index` +
+#: outputs / 2 (GATE_UP's gate and up of one hidden channel), "pairs" outputs 2 `index` and
+#: 2 `index` + 1 (DOWN's neighbours: two expert outputs a cycle into the combine)
+SPLITS = ("halves", "pairs")
+
+
 def sum_layout(candidates: int, outputs: int, parts: int = 1) -> data.StructLayout:
     """An int32 value of one candidate's output channel `index` (sums, then Q.16 values).
 
-    With `parts` = 2 the outputs are two halves drained side by side (GATE_UP: gate, then up):
-    `value[p]` is output p * outputs / 2 + `index`."""
+    With `parts` = 2 two outputs travel side by side, `value[p]` one of them (which ones: the
+    producer's split, SPLITS); `index` counts to outputs / 2."""
     value = signed(ACC_WIDTH) if parts == 1 else data.ArrayLayout(signed(ACC_WIDTH), parts)
     return data.StructLayout({"candidate": index_bits(candidates),
                               "index": index_bits(outputs // parts), "value": value, "last": 1})
@@ -114,9 +120,18 @@ def flush_layout(tokens: int) -> data.StructLayout:
     return data.StructLayout({"token": index_bits(tokens)})
 
 
-def moe_layout(tokens: int, d_model: int) -> data.StructLayout:
-    return data.StructLayout({"token": index_bits(tokens), "index": index_bits(d_model),
-                              "value": signed(Q16_WIDTH), "last": 1})
+def moe_layout(tokens: int, d_model: int, values: int) -> data.StructLayout:
+    """A beat of a flushed token's MoE sums: channels beat * values .. beat * values + values
+    - 1 in `values` (edgexpert.contracts.top.outputs_per_beat); `last` on the token's last."""
+    return data.StructLayout({"token": index_bits(tokens),
+                              "beat": index_bits(-(-d_model // values)),
+                              "values": data.ArrayLayout(signed(Q16_WIDTH), values), "last": 1})
+
+
+def check_split(split: str) -> str:
+    if split not in SPLITS:
+        raise TypeError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    return split
 
 
 def fp16_decode(word):

@@ -7,8 +7,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .layouts import (ACC_WIDTH, Q16_WIDTH, SCALE_M_BITS, check_positive, check_word,
-                      dyadic_layout, fp16_decode, rshift, scale_words_layout, sum_layout)
+from .layouts import (ACC_WIDTH, Q16_WIDTH, SCALE_M_BITS, check_positive, check_split,
+                      check_word, dyadic_layout, fp16_decode, rshift, scale_words_layout,
+                      sum_layout)
 
 __all__ = ["Requant"]
 
@@ -29,17 +30,22 @@ class Requant(wiring.Component):
     adds at most 2**57 (the right shift is capped at 58), so no intermediate wraps. The result
     keeps its low 32 bits: Q.16 gate, up and expert outputs are int32 in the contract (number
     formats table); a value beyond it would wrap here while the golden model keeps int64.
-    One sum per cycle (with `parts` = 2, two: output `index` and `index` + outputs / 2, each
-    with its own scale read and product), output registered (latency 1), back-pressure passes
+    One sum per cycle (with `parts` = 2, two, each with its own scale read and product: output
+    `index` and `index` + outputs / 2 by `split` "halves", 2 `index` and 2 `index` + 1 by
+    "pairs", as ColumnMac drains them), output registered (latency 1), back-pressure passes
     through.
     """
 
-    def __init__(self, candidates: int, outputs: int, word_bits: int, parts: int = 1):
+    def __init__(self, candidates: int, outputs: int, word_bits: int, parts: int = 1,
+                 split: str = "halves"):
         check_positive("candidates", candidates, 1, 64)
         check_positive("outputs", outputs)
         check_positive("parts", parts, 1, 2)
+        if outputs % parts:
+            raise TypeError(f"parts must divide the {outputs} outputs, not {parts!r}")
         check_word(1, word_bits)
         self._c, self._o, self._w, self._parts = candidates, outputs, word_bits, parts
+        self._split = check_split(split)
         super().__init__({
             "sums": In(stream.Signature(sum_layout(candidates, outputs, parts))),
             "scales": In(stream.Signature(scale_words_layout(word_bits))),
@@ -77,7 +83,9 @@ class Requant(wiring.Component):
             # each part reads its output's scale through a read port of its own
             rd = rd if part == 0 else mem.read_port(domain="comb")
             index = Signal(range(self._o), name=f"index_{part}")
-            m.d.comb += [index.eq(item.index + part * half), rd.addr.eq(index >> shift)]
+            at = item.index * self._parts + part if self._split == "pairs" \
+                else item.index + part * half
+            m.d.comb += [index.eq(at), rd.addr.eq(index >> shift)]
             word = rd.data.word_select(index[:shift], 16) if shift else rd.data[:16]
             m_w, e_w = fp16_decode(word)
             p = Signal(range(-2**PRODUCT_BITS, 2**PRODUCT_BITS), name=f"product_{part}")

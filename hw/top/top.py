@@ -17,7 +17,6 @@ from ..ema import EmaSystem
 from ..ema.geometry import AXI_ID_WIDTH
 from ..streams import ReadSignature, StreamFIFO
 from ..engine import ExpertEngine
-from ..engine.layouts import act_layout, hidden_scale_layout, moe_layout, sum_layout
 from ..pru import Pru
 from .command import CommandFork, CommandMerge, Dispatcher
 from .feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap, mark_layout,
@@ -97,17 +96,16 @@ class AcceleratorTop(wiring.Component):
                                     self._ema.geometry.data_width, tokens)
         self._layout = layout
         self._sizes = (tokens, candidates)
-        d, f = layout.d_model, layout.expert_ffn
+        d = layout.d_model
         g = self._ema.geometry
         members = {} if pru is None else {"route": Out(stream.Signature(pru.route_layout))}
         super().__init__({
             **members,
             "cmd": In(stream.Signature(command_layout(tokens, candidates, d, g.data_width,
                                                       pru))),
-            "hidden": Out(stream.Signature(act_layout(candidates, f))),
-            "hidden_scale": Out(stream.Signature(hidden_scale_layout(candidates))),
-            "expert_out": Out(stream.Signature(sum_layout(candidates, d))),
-            "moe_out": Out(stream.Signature(moe_layout(tokens, d))),
+            # the engine's outputs, as it makes them
+            **{name: self._engine.signature.members[name]
+               for name in ("hidden", "hidden_scale", "expert_out", "moe_out")},
             "m_axi": Out(Axi4Signature(len(self._ema.m_axi.araddr),
                                        g.data_width, AXI_ID_WIDTH)),
             "csr": In(ReadSignature(TOP_CSR_ADDR_BITS, CSR_DATA_BITS)),
