@@ -31,10 +31,11 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
                max_cycles: int = 200_000, reset_after: int | None = None,
                ) -> tuple[dict[str, list[int]], int, dict[str, list[int]]]:
     """Drive every input queue and drain every output, each stream paused with probability
-    `pressure` per cycle; the flushes go only after every expert output arrived (a group must
-    be combined before its token is read). Returns the outputs, the cycles taken and, per
+    `pressure` per cycle; the flushes go only after every expert output arrived, or, with
+    `inputs["_order"]` (a sequence of "cand" and "flush"), in that order with the candidates,
+    as the top's command stream gives them. Returns the outputs, the cycles taken and, per
     group, the cycle its last candidate was taken (`start`) and its last expert output left
-    (`end`). With `reset_after` = k: once k expert outputs are out (groups in flight, sums
+    (`end`), and the cycle each token's last MoE beat left (`flushed`). With `reset_after` = k: once k expert outputs are out (groups in flight, sums
     half combined), a reset of 2 cycles, then every input again from the start; what came out
     before the reset is dropped."""
     rng = random.Random(seed)
@@ -42,12 +43,13 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
     expected_out = len(inputs["_expert_out_count"])
     got = {name: [] for name in OUTPUTS}
     cycles = []
-    marks = {"start": [], "end": []}
+    marks = {"start": [], "end": [], "flushed": []}
     rst = Signal()
     top = Module()
     top.submodules.engine = ResetInserter(rst)(engine)
 
     async def tb(ctx):
+        order = deque(inputs.get("_order", []))
         offered = {name: False for name in INPUTS}
         pending_reset = reset_after
         for cycle in range(max_cycles):
@@ -59,6 +61,7 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
                 await ctx.tick().repeat(2)
                 ctx.set(rst, 0)
                 queues.update({name: deque(inputs.get(name, [])) for name in INPUTS})
+                order = deque(inputs.get("_order", []))
                 offered = {name: False for name in INPUTS}
                 for name in OUTPUTS:
                     got[name].clear()
@@ -66,7 +69,10 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
                     mark.clear()
             for name in INPUTS:
                 port = getattr(engine, name)
-                gated = name == "flush" and len(got["expert_out"]) < expected_out
+                if "_order" in inputs:
+                    gated = name in ("cand", "flush") and (not order or order[0] != name)
+                else:
+                    gated = name == "flush" and len(got["expert_out"]) < expected_out
                 if queues[name] and not gated and (offered[name] or rng.random() >= pressure):
                     offered[name] = True
                     ctx.set(port.valid, 1)
@@ -82,12 +88,16 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
                         marks["start"].append(cycle)
                     queues[name].popleft()
                     offered[name] = False
+                    if "_order" in inputs and name in ("cand", "flush"):
+                        order.popleft()
             for name in OUTPUTS:
                 port = getattr(engine, name)
                 if ctx.get(port.valid) and ctx.get(port.ready):
                     got[name].append(ctx.get(port.payload.as_value()))
                     if name == "expert_out" and ctx.get(port.payload.last):
                         marks["end"].append(cycle)
+                    if name == "moe_out" and ctx.get(port.payload.last):
+                        marks["flushed"].append(cycle)
             await ctx.tick()
             if not any(queues.values()) and len(got["moe_out"]) == inputs["_moe_count"]:
                 cycles.append(cycle + 1)
@@ -227,6 +237,29 @@ def test_a_reset_mid_step_leaves_no_partial_sums(reset_after, pressure):
     engine = ExpertEngine(d_model, ffn, cands, lanes, word_bits, slots)
     got, _, _ = run_engine(engine, inputs, seed, pressure, reset_after=reset_after)
     check_outputs(got, want, layouts(d_model, ffn, cands, word_bits, slots))
+
+
+@pytest.mark.parametrize("pressure", [0.0, 0.3])
+def test_flushes_queue_behind_their_groups(pressure):
+    """Two batches on the same token slots, each batch's flushes sent right after its last
+    candidate and the next batch's candidates right after them (the top's command order), with
+    no wait for the outputs: every MoE sum holds exactly its own batch's terms (a flush reads
+    its slot once the groups before it are combined and before any later group adds to it),
+    and without pauses the second batch's groups start before the first batch's sums are out."""
+    d_model, ffn, cands, lanes, word_bits, slots = 10, 3, 3, 2, 32, 4
+    first = random_groups(d_model, ffn, cands, word_bits, slots, 20261203)
+    second = random_groups(d_model, ffn, cands, word_bits, slots, 20261204)
+    inputs = {name: first[0][name] + second[0][name] for name in INPUTS}
+    want = {name: first[1][name] + second[1][name] for name in OUTPUTS}
+    inputs["_order"] = [name for batch, _ in (first, second)
+                        for name in ["cand"] * len(batch["cand"]) + ["flush"] * len(batch["flush"])]
+    inputs["_expert_out_count"] = want["expert_out"]
+    inputs["_moe_count"] = len(want["moe_out"])
+    engine = ExpertEngine(d_model, ffn, cands, lanes, word_bits, slots)
+    got, _, marks = run_engine(engine, inputs, 20261203, pressure)
+    check_outputs(got, want, layouts(d_model, ffn, cands, word_bits, slots))
+    if pressure == 0:
+        assert marks["start"][6] < marks["flushed"][slots - 1], marks
 
 
 @pytest.mark.parametrize("kwargs, message", [

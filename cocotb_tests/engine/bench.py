@@ -3,8 +3,9 @@
 For each batch of token rows (one layer of one pass; at most `tokens` rows, one token slot
 each) the host sends every group (one expert and up to `candidates` of its (token, slot)
 choices): the candidates' x_q with their scale, token slot and routing weight, the expert's
-GATE_UP and DOWN scale blocks and columns read from the bundled weight image, and once the
-batch's expert outputs are all out, a flush of each token slot. Every output is compared in
+GATE_UP and DOWN scale blocks and columns read from the bundled weight image, and right after
+the batch's last candidate a flush of each token slot (the engine holds it until the batch's
+groups are combined; the next batch's candidates follow it). Every output is compared in
 order with the trace: `hidden` with hidden_q, `hidden_scale` with (hidden_m, hidden_e),
 `expert_out` with expert_out_q16 and `moe_out` with moe_out_q16, bit for bit. The bench fails on
 a mismatch, an X/Z, a stream-rule violation, a hang and on missing or extra items. Every stream
@@ -26,7 +27,6 @@ from cocotb.triggers import ClockCycles
 from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, group_items,
                                                 group_outputs, layouts, moe_items, plan_groups,
                                                 unpack, values_in)
-from edgexpert.contracts.top import EXPERT_OUT_VALUES
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
 from edgexpert.contracts.trace import PassKind, read_trace
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
@@ -70,7 +70,6 @@ def build(selection: str):
     for layer, rows in batches(selection):
         slot_of = {row: i for i, row in enumerate(rows)}
         items = {name: [] for name in INPUTS}
-        expert_out = 0
         for expert, cands in plan_groups(t["experts"], rows, CANDS):
             r = [row for row, _ in cands]
             g = group_items(LAYOUT, IMAGE, layer, expert, t["x_q"][r], t["x_m"][r], t["x_e"][r],
@@ -84,14 +83,13 @@ def build(selection: str):
             for name, values in group_outputs(t["hidden_q"][rk], t["hidden_m"][rk],
                                               t["hidden_e"][rk], t["expert_out_q16"][rk]).items():
                 want[name] += values
-            expert_out += n * D // EXPERT_OUT_VALUES
             macs += n * (D * 2 * F + F * D)
             groups += 1
             candidates += n
         items["flush"] = flush_items(SLOTS, range(len(rows)))
         for row, slot in slot_of.items():
             want["moe_out"] += moe_items(slot, t["moe_out_q16"][row], WORD)
-        plan.append((items, expert_out))
+        plan.append(items)
     return plan, want, {"groups": groups, "candidates": candidates, "macs": macs,
                         "rows": sum(len(rows) for _, rows in batches(selection))}
 
@@ -116,19 +114,20 @@ async def trace_rows(dut, mode: str):
     sinks = {p: StreamSink(dut, p, Pauses(mode, rng)) for p in OUTPUTS}
     # each input item takes a few cycles at most, the quantizer's value ~9, the MAC a chunk per
     # candidate; 30x every item plus the MAC work is a hang
-    total_items = sum(len(v) for items, _ in plan for v in items.values())
+    total_items = sum(len(v) for items in plan for v in items.values())
     bound = 30 * (total_items + sum(len(v) for v in want.values())) + 10 * counts["macs"] // 64
     start = sinks["moe_out"].cycles
-    expert_outs = 0
-    for items, expert_out in plan:
-        tasks = [cocotb.start_soon(_feed(sources[p], items[p])) for p in INPUTS if p != "flush"]
-        expert_outs += expert_out
-        # a batch's tokens are read out once all its expert outputs are combined; the next
-        # batch's groups start only after that (the token slots are reused)
-        await sinks["expert_out"].wait_for(expert_outs, max_cycles=bound)
+    # the columns, scales and inputs of every batch in order; the candidates and flushes in
+    # the top's command order: a batch's flushes right behind its last candidate, the next
+    # batch's candidates behind them (the engine reads each slot out once the groups before
+    # its flush are combined, before the next batch's groups add to it)
+    tasks = [cocotb.start_soon(_feed(sources[p], [v for items in plan for v in items[p]]))
+             for p in INPUTS if p not in ("cand", "flush")]
+    for items in plan:
+        await _feed(sources["cand"], items["cand"])
         await _feed(sources["flush"], items["flush"])
-        for task in tasks:
-            await task
+    for task in tasks:
+        await task
     for p in OUTPUTS:
         await sinks[p].wait_for(len(want[p]), max_cycles=bound)
     cycles = sinks["moe_out"].cycles - start

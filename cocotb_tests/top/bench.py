@@ -23,6 +23,7 @@ import hashlib
 import os
 import random
 import time
+from itertools import groupby
 from pathlib import Path
 
 import cocotb
@@ -115,41 +116,49 @@ def bound(batch, beats: list[int], expect: dict) -> int:
 
 async def play(dut, batches: list, masks: str, source: StreamSource,
                sinks: dict[str, StreamSink]) -> tuple[dict, dict, int]:
-    """Every batch's commands, each once the one before has all its MoE sums out; the host
-    reads the counters after each batch. Returns the expected outputs, the per-pass entries
-    (the counters summed over the pass's layers) and the MACs."""
+    """Every batch's commands; the batches of one layer of a pass (its tokens in slot-sized
+    parts) back to back, each part's flushes right behind its groups (the engine holds them in
+    order), and the next layer's once the one before has all its MoE sums out (its inputs
+    depend on them); the host reads the counters after each layer. Returns the expected
+    outputs, the per-pass entries (the counters summed over the pass's layers) and the MACs."""
     values = TRACE if masks == "naive_sd" else MASKED
     want = {p: [] for p in OUTPUTS}
     passes: dict[tuple, dict] = {}
     before = await read_counters(dut, COUNTERS)
     macs = 0
-    for batch in batches:
-        beats = commands(batch, masks)
-        expect = expected_outputs(values, batch, EMA["data_width"])
-        for p in OUTPUTS:
-            want[p] += expect[p]
+    for (prompt, index, layer), parts in groupby(batches,
+                                                  key=lambda b: (b.prompt, b.pass_index, b.layer)):
+        parts = list(parts)
+        beats = [beat for batch in parts for beat in commands(batch, masks)]
+        limit = 0
+        for batch in parts:
+            expect = expected_outputs(values, batch, EMA["data_width"])
+            for p in OUTPUTS:
+                want[p] += expect[p]
+            limit += bound(batch, beats, expect)
         task = cocotb.start_soon(feed(source, beats))
-        await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=bound(batch, beats, expect))
+        await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=limit)
         await task
-        batch_macs = sum(len(g.cands) * (len(g.gate_up) * 2 * F + len(g.down) * D)
-                         for g in batch.groups)
-        macs += batch_macs
+        layer_macs = sum(len(g.cands) * (len(g.gate_up) * 2 * F + len(g.down) * D)
+                         for batch in parts for g in batch.groups)
+        macs += layer_macs
         after = await read_counters(dut, COUNTERS)
-        key = (batch.prompt, batch.pass_index)
+        key = (prompt, index)
         entry = passes.setdefault(key, {
-            "prompt": batch.prompt, "pass": batch.pass_index, "kind": batch.kind.name.lower(),
+            "prompt": prompt, "pass": index, "kind": parts[0].kind.name.lower(),
             "layers": len({b.layer for b in batches if (b.prompt, b.pass_index) == key}),
             "tokens": 0, "groups": 0, "macs": 0,
             **{k: 0 for k in COUNTERS if k != "groups"}})
-        entry["tokens"] += len(batch.rows) if batch.layer == min(
-            b.layer for b in batches if (b.prompt, b.pass_index) == key) else 0
-        entry["groups"] += len(batch.groups)
-        entry["macs"] += batch_macs
+        if layer == min(b.layer for b in batches if (b.prompt, b.pass_index) == key):
+            entry["tokens"] += sum(len(batch.rows) for batch in parts)
+        groups = sum(len(batch.groups) for batch in parts)
+        entry["groups"] += groups
+        entry["macs"] += layer_macs
         for k in COUNTERS:
             if k != "groups":
                 entry[k] += after[k] - before[k]
-        assert after["groups"] - before["groups"] == len(batch.groups), \
-            f"GROUPS counted {after['groups'] - before['groups']} for {len(batch.groups)}"
+        assert after["groups"] - before["groups"] == groups, \
+            f"GROUPS counted {after['groups'] - before['groups']} for {groups}"
         before = after
     for p in OUTPUTS:
         await sinks[p].wait_for(len(want[p]), max_cycles=1000)

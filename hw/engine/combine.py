@@ -23,9 +23,10 @@ class Combine(wiring.Component):
     enable per lane, so the row's read-modify-write never meets the next pair's lanes);
     `group_done` pulses with the group's last. `flush` asks for token t's sums: they leave on
     `moe_out` a row per cycle (edgexpert.contracts.top.outputs_per_beat: a word of sums), so a
-    token takes ceil(D / values) cycles, not D. A flush waits while `y` is valid; `y` waits
-    during a flush. `token[c]` and `weight[c]` are candidate c's, held by the caller for the
-    group; a candidate's pairs come in index order.
+    token takes ceil(D / values) cycles, not D. A flush goes first: `y` waits while one is
+    offered and during it (the caller offers a flush only once every group before it is
+    combined, so the `y` it holds back belongs to a later group). `token[c]` and `weight[c]` are
+    candidate c's, held by the caller for the group; a candidate's pairs come in index order.
     A register bit per slot, not the memory, says a slot is empty: set by the reset and by the
     slot's flush, cleared by the last pair of the first candidate written into it. An empty
     slot's sums read as 0, so the first candidate writes its terms over whatever the memory
@@ -76,16 +77,17 @@ class Combine(wiring.Component):
                     weighted = (item.value[p] * self.weight[item.candidate] + (1 << 15)) >> 16
                     was = Mux(empty.bit_select(slot, 1), 0, old[p * Q16_WIDTH:(p + 1) * Q16_WIDTH])
                     new.append((was.as_signed() + weighted)[:Q16_WIDTH])
-                m.d.comb += [self.y.ready.eq(1),
+                take = self.y.valid & ~self.flush.valid
+                m.d.comb += [self.y.ready.eq(~self.flush.valid),
                              rd.addr.eq(slot * rows + (item.index >> pair_bits)),
                              wr.addr.eq(rd.addr),
                              wr.data.eq(Cat(*new).replicate(pairs_per_row)),
-                             wr.en.eq(Mux(self.y.valid, 0b11 << (place * 2), 0)),
-                             self.group_done.eq(self.y.valid & item.last),
-                             self.flush.ready.eq(~self.y.valid)]
-                with m.If(self.y.valid & (item.index == d_model // 2 - 1)):
+                             wr.en.eq(Mux(take, 0b11 << (place * 2), 0)),
+                             self.group_done.eq(take & item.last),
+                             self.flush.ready.eq(1)]
+                with m.If(take & (item.index == d_model // 2 - 1)):
                     m.d.sync += empty.bit_select(slot, 1).eq(0)
-                with m.If(self.flush.valid & ~self.y.valid):
+                with m.If(self.flush.valid):
                     m.d.sync += [token.eq(self.flush.payload.token), beat.eq(0)]
                     m.next = "Flush"
             with m.State("Flush"):

@@ -10,6 +10,7 @@ from ...contracts.top import EXPERT_OUT_VALUES, inputs_per_beat, outputs_per_bea
 from .broadcast import Broadcast
 from .column_mac import ColumnMac
 from .combine import Combine
+from ..streams import StreamFIFO
 from .layouts import (WEIGHT_BITS, act_layout, cand_layout, check_positive, check_word,
                       column_layout, dyadic_layout, flush_layout, hidden_scale_layout, index_bits,
                       moe_layout, scale_words_layout, sum_layout, x_layout)
@@ -26,6 +27,9 @@ X_QUEUE = 2
 GROUP_QUEUE = 3
 #: groups whose hidden scales are held: the one in the DOWN drain and the one loading meanwhile
 H_QUEUE = 2
+#: a flush's ticket counts groups modulo 2**TICKET_BITS: at most GROUP_QUEUE are taken and not
+#: yet combined, so equal tickets are unambiguous
+TICKET_BITS = GROUP_QUEUE.bit_length() + 1
 
 
 def _queue(m: Module, name: str, shape, depth: int, push, value, pop):
@@ -65,9 +69,12 @@ class ExpertEngine(wiring.Component):
     Groups overlap (up to three in flight): `cand` is taken once the previous group's inputs
     are all in and the group two before has finished its GATE_UP requantization, so a group's
     inputs load while the previous group's GATE_UP drains, and its GATE_UP MAC runs while the
-    previous group's DOWN MAC and drain do. `x` is taken only for the newest group, and `flush`
-    only when no group is in flight. Column and scale streams may run ahead: each part takes
-    them when it reaches that phase. `hidden` and `expert_out` are copies of what the DOWN MAC
+    previous group's DOWN MAC and drain do. `x` is taken only for the newest group. A `flush`
+    is queued (up to `tokens` of them) with a ticket, the count of groups taken before it: it
+    reads its slot out once exactly those groups are combined, ahead of any later group's
+    outputs, so a batch's flushes need not wait and the next batch's groups start behind them
+    (a flush taken in the cycle a group's last candidate is, comes before that group). Column
+    and scale streams may run ahead: each part takes them when it reaches that phase. `hidden` and `expert_out` are copies of what the DOWN MAC
     and the combine consume (both must be taken).
     """
 
@@ -176,7 +183,7 @@ class ExpertEngine(wiring.Component):
 
         x_head, x_full, _ = _queue(m, "x_scales", x_now.shape(), X_QUEUE, pushed, x_now,
                                    last_of(gu_mac.sums))
-        t_head, t_full, t_any = _queue(m, "slots", token_now.shape(), GROUP_QUEUE, pushed,
+        t_head, t_full, _ = _queue(m, "slots", token_now.shape(), GROUP_QUEUE, pushed,
                                        token_now, comb.group_done)
         w_head, _, _ = _queue(m, "weights", weight_now.shape(), GROUP_QUEUE, pushed, weight_now,
                               comb.group_done)
@@ -186,10 +193,22 @@ class ExpertEngine(wiring.Component):
                      comb.token.eq(t_head), comb.weight.eq(w_head)]
         # a new group once the previous one's inputs are in and both queues have room
         m.d.comb += self.cand.ready.eq(~x_open & ~x_full & ~t_full)
-        # a flush only between groups: no group's sums may still be coming
-        m.d.comb += [comb.flush.valid.eq(self.flush.valid & ~t_any),
-                     comb.flush.payload.eq(self.flush.payload),
-                     self.flush.ready.eq(comb.flush.ready & ~t_any)]
+        # a flush waits in its queue for the groups taken before it (its ticket), and no longer:
+        # the groups behind it go on, and the combine reads the slot out before their outputs
+        taken = Signal(TICKET_BITS)
+        combined = Signal(TICKET_BITS)
+        m.d.sync += [taken.eq(taken + pushed), combined.eq(combined + comb.group_done)]
+        ticket_layout = data.StructLayout({"token": flush_layout(self._t),
+                                           "ticket": TICKET_BITS})
+        m.submodules.flushes = flushes = StreamFIFO(ticket_layout, self._t)
+        due = flushes.r.payload.ticket == combined
+        m.d.comb += [flushes.w.valid.eq(self.flush.valid),
+                     flushes.w.payload.token.eq(self.flush.payload),
+                     flushes.w.payload.ticket.eq(taken),
+                     self.flush.ready.eq(flushes.w.ready),
+                     comb.flush.valid.eq(flushes.r.valid & due),
+                     comb.flush.payload.eq(flushes.r.payload.token),
+                     flushes.r.ready.eq(comb.flush.ready & due)]
         hidden = hidden_copy.a.payload
         m.d.comb += [dn_mac.act.valid.eq(hidden_copy.a.valid),
                      dn_mac.act.payload.candidate.eq(hidden.candidate),
