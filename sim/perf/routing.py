@@ -408,7 +408,7 @@ _FIT = ("fitted on the {0} model's decoding routing: `edgexpert routing --set mo
 FITTED = {
     "coarse": RoutingParams("coarse", 32, 4, skew=0.3758, zipf_s=0.5161, sigma=2.1494,
                             context=1.0, q_seq=0.0, q_sib=0.0, source=_FIT.format("coarse")),
-    "fine": RoutingParams("fine", 64, 8, skew=0.4958, zipf_s=1.2192, sigma=2.7334, context=1.0,
+    "fine": RoutingParams("fine", 64, 8, skew=0.4938, zipf_s=1.2095, sigma=2.7314, context=1.0,
                           q_seq=0.0, q_sib=0.0, source=_FIT.format("fine")),
 }
 
