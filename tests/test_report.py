@@ -26,6 +26,9 @@ def test_an_empty_build_names_the_commands_and_still_estimates(tmp_path):
     assert "| qwen3-30b-a3b | edgexpert | synthetic |" in page
     assert "| bundled | ar | synthetic |" in page
     assert (tmp_path / "report" / "estimate.png").read_bytes().startswith(b"\x89PNG")
+    # the sensitivity: break-even per model and policy, the validation, its plot
+    assert "| qwen3-30b-a3b | naive_sd | 4.30 |" in page and "edgexpert_qwen3_experts" in page
+    assert (tmp_path / "report" / "sensitivity.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_measured_policies_are_tabled_and_priced_as_traces(tmp_path):

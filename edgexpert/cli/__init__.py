@@ -8,7 +8,8 @@ a prompt or trace file), 1 when a tool, simulation or synthesis run fails.
 
 One module per command group: doctor, hw (rtl, synth, bench ema), golden (train, prune, decode,
 analyze, bench dispatch), policies (compare, ablate), prefill (prefill train / ablate, calibrate),
-draft (draft train: the EAGLE head), estimate (the performance model: estimate, sweep), report,
+draft (draft train: the EAGLE head), estimate (the performance model: estimate, sweep), routing
+(the full-size routing model fitted on a bundled model), report,
 trace (a Hugging Face checkpoint's measured passes), demo. Each command imports torch, the
 golden model, the simulators and the synthesis flow inside its own function, so that
 `edgexpert --help` and `edgexpert doctor` start in well under a second.
@@ -21,7 +22,8 @@ import shlex
 import sys
 
 from ..contracts.errors import InputError
-from . import demo, doctor, draft, estimate, golden, hw, policies, prefill, report, trace
+from . import (demo, doctor, draft, estimate, golden, hw, policies, prefill, report, routing,
+               trace)
 from .common import quiet_requested, settings_options
 
 __all__ = ["main"]
@@ -39,6 +41,7 @@ def parser() -> argparse.ArgumentParser:
     prefill.register(sub)
     draft.register(sub)
     estimate.register(sub)
+    routing.register(sub)
     report.register(sub)
     trace.register(sub)
     p = sub.add_parser("bench", parents=[settings_options(0)],

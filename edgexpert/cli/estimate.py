@@ -221,32 +221,83 @@ def _models(names: list[str] | None, traced: list) -> list:
     return [by_name.get(name, name) for name in names]
 
 
+def _axis(text: str | None, default: tuple, flag: str) -> tuple:
+    """A comma-separated list of numbers (one line naming the flag when it is not)."""
+    if text is None:
+        return default
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise InputError(f"{flag} {text!r} is not a list of numbers: accepted e.g. "
+                         f"{','.join(f'{v:g}' for v in default)}") from None
+
+
 def cmd_estimate(args) -> int:
     if args.calibrate:
         return _calibrate(args)
-    from ..sim.perf.estimate import POLICIES, estimate
+    from ..sim.perf.estimate import (POLICIES, SENSITIVITY_ACCEPTANCE, SENSITIVITY_SHARES,
+                                     estimate, sensitivity, validation)
 
     config = load(args)
     policies = args.policy or list(POLICIES)
     measured, traced, sources = _measured_runs(args)
     models = _models(args.model, traced)
-    rows = estimate(config, models, policies, measured=measured,
-                    **({} if args.context is None else {"context": args.context}))
+    context = {} if args.context is None else {"context": args.context}
+    sens = None
+    if args.sensitivity or args.acceptance or args.share:
+        sens = sensitivity(config, models, policies,
+                           _axis(args.acceptance, SENSITIVITY_ACCEPTANCE, "--acceptance"),
+                           _axis(args.share, SENSITIVITY_SHARES, "--share"), **context)
+    rows = estimate(config, models, policies, measured=measured, **context)
+    checks = validation(config)
 
     def table(path: Path) -> None:
-        print(f"{'model':<18} {'policy':<10} {'routing':<9} {'ms/token':>9} {'tok/s':>8} "
-              f"{'mJ/token':>9} {'DRAM util':>9} {'roofline':>8}")
+        print(f"{'model':<18} {'policy':<10} {'routing':<9} {'tok/step':>8} {'ms/token':>9} "
+              f"{'tok/s':>8} {'mJ/token':>9} {'DRAM util':>9} {'roofline':>8}  assumed inputs")
         for r in rows:
+            assumed = [k for k, v in r["inputs"].items() if v["kind"] == "assumed"]
             print(f"{r['model']:<18} {r['policy']:<10} {r['routing']:<9} "
+                  f"{r['tokens_per_step']:>8.2f} "
                   f"{r['latency_s_per_token'] * 1e3:>9.3f} {r['tokens_per_s']:>8.1f} "
                   f"{r['energy_j_per_token'] * 1e3:>9.3f} {r['dram_utilization']:>9.3f} "
-                  f"{r['roofline_ratio']:>8.3f}")
+                  f"{r['roofline_ratio']:>8.3f}  {', '.join(assumed) or '-'}")
         print("measured passes: " + (", ".join(sources) if sources else
                                      "none (synthetic routing everywhere)"))
+        print("inputs: each entry's `inputs` in the JSON says per input exact / measured / "
+              "published / fitted / assumed, and its source")
+        print("validation against published figures (model / published - 1):")
+        for v in checks:
+            print(f"  {v['figure']:<28} {v['model']:<15} published {v['published']:<6g} "
+                  f"modelled {v['modelled']:<8.4g} error {v['error']:+.1%}")
+        if sens is not None:
+            _print_sensitivity(sens)
         print(f"estimates {path}")
 
-    publish(args, {"estimates": rows}, ("estimate", "estimate.json"), table, shown=rows)
+    data = {"estimates": rows, "validation": checks}
+    if sens is not None:
+        data["sensitivity"] = sens
+    publish(args, data, ("estimate", "estimate.json"), table,
+            shown=rows if sens is None else data)
     return 0
+
+
+def _print_sensitivity(sens: list[dict]) -> None:
+    """Latency per token against tokens per step and against the distinct-expert share, per
+    model and policy, with the break-even tokens per step against plain decoding."""
+    print("\nsensitivity: ms per token against tokens per step (columns), break-even against "
+          "ar (tokens per step; '-': not reachable by the policy's draft)")
+    for r in sens:
+        cells = " ".join(f"{p['tokens_per_step']:g}:{p['latency_s_per_token'] * 1e3:.2f}"
+                         for p in r["by_acceptance"])
+        be = r["break_even_tokens_per_step"]
+        print(f"  {r['model']:<18} {r['policy']:<10} break-even "
+              f"{'-' if be is None else f'{be:.2f}':>5}  {cells}")
+    print("sensitivity: ms per token against the share of a layer's experts the step's target "
+          "pass activates (at the policy's own tokens per step)")
+    for r in sens:
+        cells = " ".join(f"{p['share']:g}:{p['latency_s_per_token'] * 1e3:.2f}"
+                         for p in r["by_share"])
+        print(f"  {r['model']:<18} {r['policy']:<10} {cells}")
 
 
 def cmd_sweep(args) -> int:
@@ -345,6 +396,16 @@ def register(sub) -> None:
                             "`platform` (synthetic routing is labelled); --calibrate checks the "
                             "EMA and compute models against the RTL benches")
     _plan_options(p, "every one, see docs/performance-model.md")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="latency per token against tokens per step and against the "
+                        "distinct-expert share, and each policy's break-even against ar (the "
+                        "JSON becomes {estimates, validation, sensitivity})")
+    p.add_argument("--acceptance", metavar="A,B,...",
+                   help="tokens per step of the sensitivity (default 1.5..6 by 0.5; accepted "
+                        "1..decode.max_depth + 1)")
+    p.add_argument("--share", metavar="X,Y,...",
+                   help="distinct-expert shares of the sensitivity (default 0.1..1 by 0.1; "
+                        "accepted (0, 1])")
     p.add_argument("--calibrate", action="store_true",
                    help="the EMA cycle model vs the RTL's cycles of the last `edgexpert bench "
                         "ema`, and the compute model vs the top's cycle file of the last "

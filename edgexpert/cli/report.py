@@ -157,6 +157,38 @@ def _estimate_plot(rows: list[dict], path: Path) -> Path:
     return path
 
 
+def _sensitivity(config, report_dir: Path) -> list[str]:
+    """Latency per token against tokens per step and the distinct-expert share, with each
+    policy's break-even against plain decoding (synthetic plans; run here)."""
+    from ..sim.perf.estimate import sensitivity, validation
+    from .plot import sensitivity_plot
+    sens = sensitivity(config, list(REPORT_MODELS), list(REPORT_POLICIES))
+    out = ["## Sensitivity (`edgexpert estimate --sensitivity`)", "",
+           "Break-even tokens per step against plain decoding (`ar`): below it the policy is "
+           "slower than plain decoding; \"-\": not reached within the policy's draft (its depth "
+           "+ 1 tokens per step). Synthetic plans (docs/performance-model.md, \"Sensitivity\").",
+           "", "| model | policy | tokens/step (input) | break-even tokens/step | ms/token | "
+           "ar ms/token |", "|---|---|---:|---:|---:|---:|"]
+    for r in sens:
+        if r["policy"] == "ar":
+            continue
+        be = r["break_even_tokens_per_step"]
+        out.append(f"| {r['model']} | {r['policy']} | {r['tokens_per_step']:.2f} | "
+                   f"{'-' if be is None else f'{be:.2f}'} | "
+                   f"{r['latency_s_per_token'] * 1e3:.3f} | "
+                   f"{r['ar_latency_s_per_token'] * 1e3:.3f} |")
+    out += ["", "Validation of the routing model and the carried acceptance against published "
+            "figures:", "", "| figure | model | published | modelled | error |",
+            "|---|---|---:|---:|---:|"]
+    out += [f"| {v['figure']} | {v['model']} | {v['published']:g} | {v['modelled']:.4g} | "
+            f"{v['error']:+.1%} |" for v in validation(config)]
+    plot = sensitivity_plot(sens, report_dir / "sensitivity.png",
+                            "edgexpert estimate --sensitivity: latency per token against tokens "
+                            "per step and the distinct-expert share")
+    return out + ["", f"![latency per token against acceptance and expert share]({plot.name})",
+                  ""]
+
+
 def _sweep(build: Path, report_dir: Path) -> list[str]:
     out = ["## Sweep (`edgexpert sweep`)", ""]
     sweep = _read(build / "sweep" / "sweep.json")
@@ -179,7 +211,8 @@ def write_report(config) -> Path:
              "the command that measures it.", ""]
     compare = _read(build / "compare" / "compare.json")
     lines += _synthesis(build) + _bench(build) + _policies(build, report_dir, compare)
-    lines += _estimate(config, report_dir, compare) + _sweep(build, report_dir)
+    lines += (_estimate(config, report_dir, compare) + _sensitivity(config, report_dir)
+              + _sweep(build, report_dir))
     path = report_dir / "report.md"
     path.write_text("\n".join(lines))
     return path

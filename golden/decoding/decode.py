@@ -87,12 +87,14 @@ class PassCost:
 @dataclass
 class PassTrace:
     """One forward pass kept for trace export: its tokens, their depth in the draft tree (0 for
-    the root and for autoregressive steps) and what each layer did."""
+    the root and for autoregressive steps), what each layer did, and for a verification pass
+    each token's parent as a row of the pass (-1 for the root; None elsewhere)."""
     kind: str
     step: int
     tokens: list[int]
     depths: list[int]
     layers: list[LayerTrace]
+    parents: list[int] | None = None
 
 
 @dataclass
@@ -350,7 +352,9 @@ def draft_and_verify(engine, policy: Policy, cache: KVCache, root: int, cfg: Dec
                                     torch.tensor([0] + tree.depths))
     passes.append(cost)
     if traces_out is not None:
-        traces_out.append(PassTrace("verify", step, tokens.tolist(), [0] + tree.depths, traces))
+        # row 0 is the root, row 1 + i node i
+        traces_out.append(PassTrace("verify", step, tokens.tolist(), [0] + tree.depths, traces,
+                                    [-1] + [p + 1 for p in tree.parents]))
     return tree, logits
 
 

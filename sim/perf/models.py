@@ -16,6 +16,7 @@ arithmetic (columns padded to 32 bytes, scale blocks). Exceptions, our choices:
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +94,7 @@ class MoEModelSpec:
                             self.n_shared_experts)
 
     # --- bytes -----------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def expert_bytes(self) -> int:
         """One whole expert fetched: both matrices' columns and scale blocks (weight layout)."""
         return self.layout.expert_fetch_bytes
