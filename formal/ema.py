@@ -67,7 +67,6 @@ class EmaReadMasterCheck(PropertyWrapper):
             raise ValueError(f"no mutant {mutant!r}: accepted {', '.join(EMA_MUTANTS)}")
         self._mutant = mutant
         self._layout = layout
-        self._params = params
         self._controller = EmaController(layout, **params)
         super().__init__(self._controller.signature, check, resets)
 
