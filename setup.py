@@ -8,7 +8,8 @@ from setuptools import find_packages, setup
 
 #: import name -> folder
 ROOTS = {"edgexpert": "edgexpert", "edgexpert.hw": "hw", "edgexpert.golden": "golden",
-         "edgexpert.sim": "sim", "edgexpert.synth": "synth", "edgexpert.cocotb_tests": "cocotb_tests"}
+         "edgexpert.sim": "sim", "edgexpert.synth": "synth", "edgexpert.cocotb_tests": "cocotb_tests",
+         "edgexpert.formal": "formal"}
 
 packages = [name for root, folder in ROOTS.items()
             for name in [root] + [f"{root}.{sub}" for sub in find_packages(folder)]]

@@ -51,7 +51,7 @@ from amaranth.back import rtlil, verilog
 
 from ..support.tools import ToolError, build_root, require
 
-__all__ = ["Design", "EmittedRtl", "emit_rtl", "rtlil_cache", "sim_verilog_cache",
+__all__ = ["Design", "EmittedRtl", "emit_rtl", "emit_rtlil", "rtlil_cache", "sim_verilog_cache",
            "write_if_changed"]
 
 #: the Yosys passes that turn RTLIL into the simulation form (why: the module docstring)
@@ -99,7 +99,7 @@ def _plain(value):
 #: the packages whose folders setup.py maps into edgexpert (its ROOTS): their files are the
 #: source a component's elaboration can run
 _SOURCE_PACKAGES = ("edgexpert", "edgexpert.hw", "edgexpert.golden", "edgexpert.sim",
-                    "edgexpert.synth", "edgexpert.cocotb_tests")
+                    "edgexpert.synth", "edgexpert.cocotb_tests", "edgexpert.formal")
 
 
 @functools.cache
@@ -203,14 +203,23 @@ def _rtlil(component, toplevel: str) -> str:
                    lambda: rtlil.convert(component.build(), name=toplevel, emit_src=False))
 
 
+def emit_rtlil(component, toplevel: str, out_dir: Path) -> tuple[Path, str]:
+    """Write only the RTLIL of `component` (a built component or a `Design`) into `out_dir`:
+    what the formal flow reads (its `Assert`s are `$check` cells, which the simulation form's
+    Yosys 0.23 cannot read). Returns the file and its text."""
+    rtlil_text = _rtlil(component, toplevel)
+    path = Path(out_dir) / f"{toplevel}.il"
+    write_if_changed(path, rtlil_text)
+    return path, rtlil_text
+
+
 def emit_rtl(component, toplevel: str, out_dir: Path) -> EmittedRtl:
     """Write the RTLIL, Verilog and simulation Verilog of `component` (a built component, or a
     `Design` whose RTLIL may come from the cache) into `out_dir`."""
     out_dir = Path(out_dir)
-    rtlil_text = _rtlil(component, toplevel)
-    files = EmittedRtl(toplevel, out_dir / f"{toplevel}.il", out_dir / f"{toplevel}.v",
+    rtlil_path, rtlil_text = emit_rtlil(component, toplevel, out_dir)
+    files = EmittedRtl(toplevel, rtlil_path, out_dir / f"{toplevel}.v",
                        out_dir / f"{toplevel}_sim.v")
-    write_if_changed(files.rtlil, rtlil_text)
     # what verilog.convert(component, name=toplevel, emit_src=False) returns in Amaranth 0.5.10
     # (pinned in pyproject.toml), without elaborating the component a second time;
     # tests/test_emit.py checks that the two agree

