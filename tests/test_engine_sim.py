@@ -303,8 +303,8 @@ def test_output_beats_follow_the_contract():
 def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
     """Three candidates' h back to back, every output taken at once: each q and scale equal to
     quantize_vec, and the quantizer's two stages overlap: the second vector is in before the
-    first one's values are out, and the three take F + 3 (F + 21) cycles and a few of latency
-    (docs/blocks/engine.md, Cycles), not the 3 (2F + 37) of one stage."""
+    first one's values are out, and the three take F + 3 (F + 24) cycles and a few of latency
+    (docs/blocks/engine.md, Cycles), not the 3 (2F + 40) of one stage."""
     from edgexpert.hw.engine.layouts import act_layout, h_layout, hidden_scale_layout
     from edgexpert.hw.engine.quantizer import Quantizer
     ffn, cands = 8, 3
@@ -351,4 +351,4 @@ def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
         [(c, int(want_s.m[c]), int(want_s.e[c])) for c in range(cands)]
     assert len(taken_at) == cands * ffn
     assert taken_at[2 * ffn - 1] < out_at[ffn - 1], "the second vector waited for the first"
-    assert out_at[-1] <= ffn + cands * (ffn + 21) + 4, out_at[-1]
+    assert out_at[-1] <= ffn + cands * (ffn + 24) + 4, out_at[-1]

@@ -33,7 +33,8 @@ class ColumnMac(wiring.Component):
        One chunk per cycle whatever the group's size: a word takes `chunks_per_word` cycles
        while the column stream is valid (one at lanes = word_bits / 4, so a word is consumed in
        the cycle it arrives); `columns.ready` rises on its last cycle.
-    3. Drain: every (candidate, output) accumulator, candidate-major, on `sums`: one output
+    3. Drain: every (candidate, output) accumulator, candidate-major, on `sums` (a register,
+       latency 1): one output
        per cycle, or with `parts` = 2 two side by side, by `split` (layouts.SPLITS): "halves",
        output o and o + outputs / 2 (GATE_UP's gate and up of one hidden channel, so the SwiGLU
        needs no memory of gates and the drain takes F cycles per candidate, not 2F), or
@@ -198,6 +199,9 @@ class ColumnMac(wiring.Component):
                                 m.d.comb += row.eq(rows[c][r])
             drained.append(Mux(fresh.bit_select(chunk_p, 1), 0, lane_of(row, lane_hot[p])))
 
+        advance = ~self.sums.valid | self.sums.ready
+        with m.If(self.sums.ready):
+            m.d.sync += self.sums.valid.eq(0)
         with m.FSM(name="phase"):
             with m.State("Load"):
                 m.d.comb += self.act.ready.eq(~loaded)
@@ -237,14 +241,17 @@ class ColumnMac(wiring.Component):
                 m.d.comb += self.act.ready.eq(~loaded)
                 last_out = out == half - 1
                 value = drained[0] if self._parts == 1 else Cat(*drained)
-                m.d.comb += [
-                    self.sums.valid.eq(1),
-                    self.sums.payload.candidate.eq(cand),
-                    self.sums.payload.index.eq(out),
-                    self.sums.payload.value.eq(value),
-                    self.sums.payload.last.eq((cand == last_cand) & last_out),
-                ]
-                with m.If(self.sums.ready):
+                # the sum is registered: the row and lane selection end at a flip-flop, and the
+                # requantizer's products start at one
+                with m.If(advance):
+                    m.d.sync += [
+                        self.sums.valid.eq(1),
+                        self.sums.payload.candidate.eq(cand),
+                        self.sums.payload.index.eq(out),
+                        self.sums.payload.value.eq(value),
+                        self.sums.payload.last.eq((cand == last_cand) & last_out),
+                    ]
+                with m.If(advance):
                     m.d.sync += [hot.eq(Mux(last_out, 1 << first_lane[p],
                                             hot.rotate_left(lane_step)))
                                  for p, hot in enumerate(lane_hot)]

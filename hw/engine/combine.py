@@ -19,13 +19,15 @@ class Combine(wiring.Component):
 
     A memory of `tokens` x d_model int32 sums (wrapping like int32 registers; the contract keeps
     the residual in int32), a row of `values` sums per address, takes a `y` pair per cycle
+    (weighted as it is taken, added into the memory the cycle after)
     (outputs 2j and 2j + 1, as the DOWN drain gives them: two lanes of one row, written with an
     enable per lane, so the row's read-modify-write never meets the next pair's lanes);
     `group_done` pulses with the group's last. `flush` asks for token t's sums: they leave on
     `moe_out` a row per cycle (edgexpert.contracts.top.outputs_per_beat: a word of sums), so a
     token takes ceil(D / values) cycles, not D. A flush goes first: `y` waits while one is
     offered and during it (the caller offers a flush only once every group before it is
-    combined, so the `y` it holds back belongs to a later group). `token[c]` and `weight[c]` are
+    taken in, `group_done`, so the `y` it holds back belongs to a later group); it starts once
+    the last pair taken is in the memory. `token[c]` and `weight[c]` are
     candidate c's, held by the caller for the group; a candidate's pairs come in index order.
     A register bit per slot, not the memory, says a slot is empty: set by the reset and by the
     slot's flush, cleared by the last pair of the first candidate written into it. An empty
@@ -64,30 +66,45 @@ class Combine(wiring.Component):
         empty = Signal(self._t, init=(1 << self._t) - 1)
         token = Signal(index_bits(self._t))
         beat = Signal(range(rows))
+        # the weighting, a product per value, ends at a register (`s1`); the next cycle adds it
+        # into the memory row (read, add, write in one cycle: nothing else touches the row)
+        pair_bits = pairs_per_row.bit_length() - 1
+        s1_valid, s1_slot = Signal(), Signal(index_bits(self._t))
+        s1_row, s1_place = Signal(range(self._t * rows)), Signal(max(1, pair_bits))
+        s1_closes = Signal()               # the candidate's last pair: the slot holds a sum now
+        s1_weighted = [Signal(signed(Q16_WIDTH), name=f"weighted_{p}") for p in range(2)]
+        m.d.sync += s1_valid.eq(0)
+        with m.If(s1_valid):
+            old = rd.data.as_value().word_select(s1_place, 2 * Q16_WIDTH) if pair_bits \
+                else rd.data.as_value()
+            new = []
+            for p in range(2):
+                was = Mux(empty.bit_select(s1_slot, 1), 0,
+                          old[p * Q16_WIDTH:(p + 1) * Q16_WIDTH])
+                new.append((was.as_signed() + s1_weighted[p])[:Q16_WIDTH])
+            m.d.comb += [rd.addr.eq(s1_row), wr.addr.eq(s1_row),
+                         wr.data.eq(Cat(*new).replicate(pairs_per_row)),
+                         wr.en.eq(0b11 << (s1_place * 2) if pair_bits else 0b11)]
+            with m.If(s1_closes):
+                m.d.sync += empty.bit_select(s1_slot, 1).eq(0)
         with m.FSM(name="phase"):
             with m.State("Combine"):
                 item = self.y.payload
-                slot = self.token[item.candidate]
-                pair_bits = pairs_per_row.bit_length() - 1
-                place = item.index[:pair_bits] if pair_bits else 0
-                old = rd.data.as_value().word_select(place, 2 * Q16_WIDTH) if pair_bits \
-                    else rd.data.as_value()
-                new = []
-                for p in range(2):
-                    weighted = (item.value[p] * self.weight[item.candidate] + (1 << 15)) >> 16
-                    was = Mux(empty.bit_select(slot, 1), 0, old[p * Q16_WIDTH:(p + 1) * Q16_WIDTH])
-                    new.append((was.as_signed() + weighted)[:Q16_WIDTH])
                 take = self.y.valid & ~self.flush.valid
                 m.d.comb += [self.y.ready.eq(~self.flush.valid),
-                             rd.addr.eq(slot * rows + (item.index >> pair_bits)),
-                             wr.addr.eq(rd.addr),
-                             wr.data.eq(Cat(*new).replicate(pairs_per_row)),
-                             wr.en.eq(Mux(take, 0b11 << (place * 2), 0)),
                              self.group_done.eq(take & item.last),
-                             self.flush.ready.eq(1)]
-                with m.If(take & (item.index == d_model // 2 - 1)):
-                    m.d.sync += empty.bit_select(slot, 1).eq(0)
-                with m.If(self.flush.valid):
+                             self.flush.ready.eq(~s1_valid)]
+                with m.If(take):
+                    slot = self.token[item.candidate]
+                    m.d.sync += [s1_valid.eq(1), s1_slot.eq(slot),
+                                 s1_row.eq(slot * rows + (item.index >> pair_bits)),
+                                 s1_closes.eq(item.index == d_model // 2 - 1)]
+                    if pair_bits:
+                        m.d.sync += s1_place.eq(item.index[:pair_bits])
+                    for p in range(2):
+                        weighted = (item.value[p] * self.weight[item.candidate] + (1 << 15)) >> 16
+                        m.d.sync += s1_weighted[p].eq(weighted)
+                with m.If(self.flush.valid & ~s1_valid):
                     m.d.sync += [token.eq(self.flush.payload.token), beat.eq(0)]
                     m.next = "Flush"
             with m.State("Flush"):

@@ -13,7 +13,8 @@ __all__ = ["ACC_WIDTH", "Q16_WIDTH", "H_WIDTH", "SCALE_M_BITS", "SCALE_E_BITS", 
            "index_bits", "check_positive", "check_word", "dyadic_layout", "act_layout",
            "x_layout", "column_layout",
            "scale_words_layout", "sum_layout", "h_layout", "cand_layout", "hidden_scale_layout",
-           "flush_layout", "moe_layout", "fp16_decode", "rshift", "SPLITS", "check_split"]
+           "flush_layout", "moe_layout", "fp16_decode", "rshift_amounts", "rshift_apply", "SPLITS",
+           "check_split"]
 
 #: int32 accumulators and Q.16 values (docs/contracts.md, number formats)
 ACC_WIDTH = 32
@@ -144,9 +145,10 @@ def fp16_decode(word):
     return m[0:11], e
 
 
-def rshift(value, amount, max_right: int, max_left: int):
-    """The contract's rounding shift of a signed value by a signed amount: add 2**(s-1), shift
-    right arithmetically (round half up); a negative amount shifts left.
+def rshift_amounts(amount, max_right: int, max_left: int):
+    """The contract's rounding shift by a signed amount (add 2**(s-1), shift right
+    arithmetically: round half up; a negative amount shifts left), its first half: the right
+    shift, the left shift and the rounding term, to register before `rshift_apply`.
 
     `max_right` caps a right shift where the result no longer changes: for |value| < 2**(b-1)
     every shift s >= b gives 0. `max_left` caps a left shift where the kept low bits no longer
@@ -156,4 +158,10 @@ def rshift(value, amount, max_right: int, max_left: int):
     left = Mux(amount < 0, -amount, 0).as_unsigned()
     left = Mux(left > max_left, max_left, left)[0:max_left.bit_length()]
     half = (Const(1, max_right + 1) << right) >> 1
-    return Mux(amount >= 0, (value + half) >> right, value << left)
+    return right, left, half
+
+
+def rshift_apply(rounded, right, left):
+    """The second half: `rounded` (the value plus the rounding term, which is 0 for a left
+    shift) shifted right by `right` or left by `left` (at most one of them is not 0)."""
+    return Mux(left.any(), rounded << left, rounded >> right)

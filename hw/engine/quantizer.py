@@ -39,14 +39,14 @@ class Quantizer(wiring.Component):
     and n = (254|h| + a) * 2**(49-s) (< 2**56, since 254|h| + a < 128 * 2a), q = floor(n / N).
     A second divider computes R = floor(2**64 / N) once per candidate, beside the first;
     q' = floor(n R / 2**64) is q or q - 1 (n R / 2**64 > n / N - n / 2**64 > n / N - 2**-8),
-    and q = q' + 1 exactly when (q' + 1) N <= n. A two-stage pipeline: read and multiply, then
-    correct and emit.
+    and q = q' + 1 exactly when (q' + 1) N <= n. A five-stage pipeline: read and take the
+    magnitude, scale, multiply by R, multiply back by N, correct and emit.
 
     Two stages, so that one candidate's vector comes in while the one before it goes out: the
     collector writes h into one half of a memory of 2F 48-bit values and keeps the running max;
     the emitter, handed a complete vector, divides (1 + RECIPROCAL_DIVIDE_CYCLES cycles, both
     dividers at once), sends the `scale` item (1) and the values on `hidden` from the other half
-    (F + 2). Per candidate, without back-pressure: F + 21 cycles, the collector's F hidden
+    (F + 5). Per candidate, without back-pressure: F + 24 cycles, the collector's F hidden
     under the emitter's work on the candidate before. The scale is also held in `scales[c]`
     for the DOWN requantization until the next group replaces it.
     """
@@ -118,11 +118,20 @@ class Quantizer(wiring.Component):
             with m.If(a[i]):
                 m.d.comb += length.eq(i + 1)
 
-        # the value pipeline: stage A reads h[issue] and estimates q, stage B corrects, emits
+        # the value pipeline, at most one product or one wide step per stage: M reads h[issue]
+        # and takes its magnitude, R scales it to n, A estimates q from n times the reciprocal,
+        # B multiplies the estimate back, the output corrects it and emits
         issue = Signal(range(ffn + 1))
+        m_valid, m_index, m_neg = Signal(), Signal(range(ffn)), Signal()
+        m_mag = Signal(H_WIDTH)
+        r_valid, r_index, r_neg = Signal(), Signal(range(ffn)), Signal()
+        r_n = Signal(56)
         a_valid, a_index, a_neg = Signal(), Signal(range(ffn)), Signal()
         a_n = Signal(56)
         a_q = Signal(8)
+        b_valid, b_index, b_neg = Signal(), Signal(range(ffn)), Signal()
+        b_n, b_product = Signal(56), Signal(9 + NORM_BITS)
+        b_q = Signal(8)
         advance = ~self.hidden.valid | self.hidden.ready
         with m.If(self.hidden.ready):
             m.d.sync += self.hidden.valid.eq(0)
@@ -145,7 +154,8 @@ class Quantizer(wiring.Component):
                              norm.eq(shift),
                              big_n.eq(normalized), rem.eq(Const(1 << 64, DIVIDER_BITS)),
                              den.eq(normalized << (RECIPROCAL_BITS - 1)), quo.eq(0),
-                             count.eq(RECIPROCAL_DIVIDE_CYCLES), issue.eq(0), a_valid.eq(0)]
+                             count.eq(RECIPROCAL_DIVIDE_CYCLES), issue.eq(0),
+                             *(v.eq(0) for v in (m_valid, r_valid, a_valid, b_valid))]
                 m.next = "Divide"
             with m.State("Divide"):
                 m.d.sync += [*divide(rem, den, quo), count.eq(count - 1)]
@@ -166,22 +176,29 @@ class Quantizer(wiring.Component):
             with m.State("Values"):
                 m.d.comb += h_rd.addr.eq(Mux(issue < ffn, issue, 0) + Mux(bank, ffn, 0))
                 v = h_rd.data
-                n = ((254 * magnitude(v) + a) << norm)[:56]
-                estimate = ((n * quo) >> 64)[:8]
-                correct = (a_q + 1) * big_n <= a_n
-                q = Mux(a == 0, 0, Mux(correct, a_q + 1, a_q))[:8]
+                n = ((254 * m_mag + a) << norm)[:56]
+                estimate = ((r_n * quo) >> 64)[:8]
+                correct = b_product <= b_n
+                q = Mux(a == 0, 0, Mux(correct, b_q + 1, b_q))[:8]
                 with m.If(advance):
-                    with m.If(a_valid):
+                    with m.If(b_valid):
                         m.d.sync += [self.hidden.valid.eq(1),
                                      self.hidden.payload.candidate.eq(cand),
-                                     self.hidden.payload.channel.eq(a_index),
-                                     self.hidden.payload.value.eq(Mux(a_neg, -q, q)),
-                                     self.hidden.payload.last.eq(last & (a_index == ffn - 1))]
-                    m.d.sync += [a_valid.eq(issue < ffn), a_index.eq(issue), a_neg.eq(v < 0),
-                                 a_n.eq(n), a_q.eq(estimate), issue.eq(issue + 1)]
+                                     self.hidden.payload.channel.eq(b_index),
+                                     self.hidden.payload.value.eq(Mux(b_neg, -q, q)),
+                                     self.hidden.payload.last.eq(last & (b_index == ffn - 1))]
+                    m.d.sync += [m_valid.eq(issue < ffn), m_index.eq(issue), m_neg.eq(v < 0),
+                                 m_mag.eq(magnitude(v)),
+                                 r_valid.eq(m_valid), r_index.eq(m_index), r_neg.eq(m_neg),
+                                 r_n.eq(n),
+                                 a_valid.eq(r_valid), a_index.eq(r_index), a_neg.eq(r_neg),
+                                 a_n.eq(r_n), a_q.eq(estimate),
+                                 b_valid.eq(a_valid), b_index.eq(a_index), b_neg.eq(a_neg),
+                                 b_n.eq(a_n), b_q.eq(a_q), b_product.eq((a_q + 1) * big_n),
+                                 issue.eq(issue + 1)]
                     with m.If(issue == ffn):
                         m.d.sync += issue.eq(issue)
-                        with m.If(~a_valid):
+                        with m.If(~m_valid & ~r_valid & ~a_valid & ~b_valid):
                             m.d.sync += idle.eq(1)
                             m.next = "Idle"
         return m

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .layouts import (ACC_WIDTH, Q16_WIDTH, SCALE_M_BITS, check_positive, check_split,
-                      check_word, dyadic_layout, fp16_decode, rshift, scale_words_layout,
-                      sum_layout)
+                      check_word, dyadic_layout, fp16_decode, rshift_amounts, rshift_apply,
+                      scale_words_layout, sum_layout)
 
 __all__ = ["Requant"]
 
@@ -32,8 +32,10 @@ class Requant(wiring.Component):
     formats table); a value beyond it would wrap here while the golden model keeps int64.
     One sum per cycle (with `parts` = 2, two, each with its own scale read and product: output
     `index` and `index` + outputs / 2 by `split` "halves", 2 `index` and 2 `index` + 1 by
-    "pairs", as ColumnMac drains them), output registered (latency 1), back-pressure passes
-    through.
+    "pairs", as ColumnMac drains them), back-pressure passes through.
+    Latency 4: the sum times m_x; times m_w in two parts; their sum with the rounding term;
+    the shift, each ending at a register, the four moving together while the output is free; `act_scale` is read as the
+    sum is taken, so the caller may move on to the next group's scales once its last sum is.
     """
 
     def __init__(self, candidates: int, outputs: int, word_bits: int, parts: int = 1,
@@ -78,7 +80,20 @@ class Requant(wiring.Component):
         shift = per_word.bit_length() - 1
         x = self.act_scale[item.candidate]
         half = self._o // self._parts
-        results = []
+        # four stages that move together while the output is free, no path holding more than
+        # one product of at most 32 x 15 bits or one wide addition (timing, docs/blocks/engine.md):
+        # (1) the sum times m_x, the output's scale read and decoded, the shift's amounts;
+        # (2) times m_w, the low 24 bits and the rest apart; (3) their sum and the rounding
+        # term; (4) the shift
+        advance = ~self.out.valid | self.out.ready
+        take = self.sums.valid & full & advance
+        m.d.comb += self.sums.ready.eq(take)
+        depth = 3
+        meta = [Signal(sum_layout(self._c, self._o, self._parts), name=f"meta_{i}")
+                for i in range(depth)]
+        valid = [Signal(name=f"valid_{i}") for i in range(depth)]
+        split_at = 24
+        product = []
         for part in range(self._parts):
             # each part reads its output's scale through a read port of its own
             rd = rd if part == 0 else mem.read_port(domain="comb")
@@ -88,22 +103,41 @@ class Requant(wiring.Component):
             m.d.comb += [index.eq(at), rd.addr.eq(index >> shift)]
             word = rd.data.word_select(index[:shift], 16) if shift else rd.data[:16]
             m_w, e_w = fp16_decode(word)
-            p = Signal(range(-2**PRODUCT_BITS, 2**PRODUCT_BITS), name=f"product_{part}")
+            right, left, rounding = rshift_amounts(x.e + e_w - 16, max_right=PRODUCT_BITS + 1,
+                                                   max_left=Q16_WIDTH)
+            stages = [{"right": Signal.like(right, name=f"right_{part}_{i}"),
+                       "left": Signal.like(left, name=f"left_{part}_{i}"),
+                       "half": Signal.like(rounding, name=f"half_{part}_{i}")}
+                      for i in range(depth)]
+            a = Signal(signed(ACC_WIDTH + SCALE_M_BITS), name=f"partial_{part}")
+            m_w_1 = Signal(11, name=f"m_w_{part}")
+            low = Signal(split_at + 11, name=f"low_{part}")
+            high = Signal(signed(ACC_WIDTH + SCALE_M_BITS - split_at + 11), name=f"high_{part}")
+            rounded = Signal(signed(PRODUCT_BITS + 2), name=f"rounded_{part}")
             value = item.value if self._parts == 1 else item.value[part]
-            m.d.comb += p.eq(value * x.m * m_w)
-            results.append(rshift(p, x.e + e_w - 16, max_right=PRODUCT_BITS + 1,
-                                  max_left=Q16_WIDTH)[:Q16_WIDTH])
+            with m.If(advance):
+                m.d.sync += [a.eq(value * x.m), m_w_1.eq(m_w),
+                             low.eq(a[:split_at] * m_w_1),
+                             high.eq(a[split_at:].as_signed() * m_w_1),
+                             rounded.eq((high << split_at) + low + stages[1]["half"])]
+                m.d.sync += [stages[0][k].eq(v) for k, v in
+                             (("right", right), ("left", left), ("half", rounding))]
+                m.d.sync += [stages[i + 1][k].eq(stages[i][k]) for i in range(depth - 1)
+                             for k in stages[i]]
+            product.append(rshift_apply(rounded, stages[2]["right"], stages[2]["left"])[:Q16_WIDTH])
 
-        take = self.sums.valid & full & (~self.out.valid | self.out.ready)
-        m.d.comb += self.sums.ready.eq(take)
         with m.If(self.out.ready):
             m.d.sync += self.out.valid.eq(0)
-        with m.If(take):
-            m.d.sync += [self.out.valid.eq(1),
-                         self.out.payload.candidate.eq(item.candidate),
-                         self.out.payload.index.eq(item.index),
-                         self.out.payload.value.eq(Cat(*results)),
-                         self.out.payload.last.eq(item.last)]
-            with m.If(item.last):
-                m.d.sync += full.eq(0)
+        with m.If(advance):
+            m.d.sync += [valid[0].eq(take), meta[0].eq(item)]
+            m.d.sync += [valid[i + 1].eq(valid[i]) for i in range(depth - 1)]
+            m.d.sync += [meta[i + 1].eq(meta[i]) for i in range(depth - 1)]
+            with m.If(valid[-1]):
+                m.d.sync += [self.out.valid.eq(1),
+                             self.out.payload.candidate.eq(meta[-1].candidate),
+                             self.out.payload.index.eq(meta[-1].index),
+                             self.out.payload.value.eq(Cat(*product)),
+                             self.out.payload.last.eq(meta[-1].last)]
+        with m.If(take & item.last):
+            m.d.sync += full.eq(0)
         return m

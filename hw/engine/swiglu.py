@@ -25,7 +25,8 @@ class SwiGlu(wiring.Component):
     `i` brings each candidate's hidden channels f = 0..F-1 in order, gate[f] and up[f] side by
     side (the GATE_UP drain's two parts), and h leaves on `o` (index f, 48 bits:
     |h| <= 2**46 + 1, see layouts.H_WIDTH). Widths: gate * sig < 2**46, so
-    |silu| <= |gate| < 2**31; silu * up < 2**62. One value per cycle; output registered.
+    |silu| <= |gate| < 2**31; silu * up < 2**62. One value per cycle, latency 4 (the table
+    read, silu, the two halves of silu * up, their sum).
     """
 
     def __init__(self, candidates: int, ffn: int):
@@ -47,18 +48,34 @@ class SwiGlu(wiring.Component):
         step = (gate + 512) >> 10                       # rshift(gate, 10)
         clamped = Mux(step < -512, -512, Mux(step > 511, 511, step))
         m.d.comb += sig_rd.addr.eq((clamped + 512)[:10])
+        # four stages that move together while the output is free, at most a product of 32 x 16
+        # bits each: (1) the table read, (2) silu = rshift(gate * sig, 15), (3) silu times the
+        # low and the high half of up, (4) their sum, h = rshift(silu * up, 16)
+        advance = ~self.o.valid | self.o.ready
+        m.d.comb += self.i.ready.eq(advance)
+        meta = [Signal(h_layout(self._c, self._f), name=f"meta_{i}") for i in (1, 2, 3)]
+        valid = [Signal(name=f"valid_{i}") for i in (1, 2, 3)]
+        gate_1, up_1, up_2 = (Signal(signed(Q16_WIDTH), name=n) for n in ("gate_1", "up_1", "up_2"))
+        sig_1 = Signal(unsigned(15))
         silu = Signal(signed(Q16_WIDTH + 1))
-        m.d.comb += silu.eq((gate * sig_rd.data + (1 << 14)) >> 15)
-        h = (silu * up + (1 << 15)) >> 16
-
-        out_free = ~self.o.valid | self.o.ready
-        m.d.comb += self.i.ready.eq(out_free)
+        half = Q16_WIDTH // 2
+        # silu * up = silu * up_high * 2**16 + silu * up_low, up_low unsigned
+        low = Signal(signed(Q16_WIDTH + 1 + half + 1))
+        high = Signal(signed(Q16_WIDTH + 1 + half))
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
-        with m.If(self.i.valid & out_free):
-            m.d.sync += [self.o.valid.eq(1),
-                         self.o.payload.candidate.eq(item.candidate),
-                         self.o.payload.index.eq(item.index),
-                         self.o.payload.value.eq(h[:H_WIDTH]),
-                         self.o.payload.last.eq(item.last)]
+        with m.If(advance):
+            m.d.sync += [valid[0].eq(self.i.valid), valid[1].eq(valid[0]), valid[2].eq(valid[1]),
+                         meta[0].candidate.eq(item.candidate), meta[0].index.eq(item.index),
+                         meta[0].last.eq(item.last), meta[1].eq(meta[0]), meta[2].eq(meta[1]),
+                         gate_1.eq(gate), up_1.eq(up), sig_1.eq(sig_rd.data),
+                         silu.eq((gate_1 * sig_1 + (1 << 14)) >> 15), up_2.eq(up_1),
+                         low.eq(silu * up_2[:half]), high.eq(silu * up_2[half:].as_signed())]
+            with m.If(valid[2]):
+                h = ((high << half) + low + (1 << 15)) >> 16
+                m.d.sync += [self.o.valid.eq(1),
+                             self.o.payload.candidate.eq(meta[2].candidate),
+                             self.o.payload.index.eq(meta[2].index),
+                             self.o.payload.value.eq(h[:H_WIDTH]),
+                             self.o.payload.last.eq(meta[2].last)]
         return m
