@@ -21,7 +21,13 @@ from .contracts.pru import tau_q16
 from .contracts.weight_layout import WeightLayout
 from .hw.dcu import Dcu
 from .hw.ema import EmaController, EmaSystem
+from .contracts.top import outputs_per_beat
 from .hw.engine import ExpertEngine
+from .hw.engine.column_mac import ColumnMac
+from .hw.engine.combine import Combine
+from .hw.engine.quantizer import Quantizer
+from .hw.engine.requant import Requant
+from .hw.engine.swiglu import SwiGlu
 from .hw.top import AcceleratorTop, top_parameters
 from .hw.mac_lane import MacLane
 from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams, pick_register_for
@@ -35,7 +41,7 @@ from .sim.stimuli.top import top_stimulus
 
 __all__ = ["Block", "BLOCKS", "get_block", "ema_parameters", "pru_parameters", "pru_experts_per_step",
            "dcu_parameters", "engine_parameters", "engine_large_parameters", "top_parameters",
-           "accelerator_parameters"]
+           "accelerator_parameters", "ENGINE_PARTS"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,37 @@ def _engine(config: Config, **override) -> ExpertEngine:
         raise ConfigError(f"hardware.engine: {exc}") from None
 
 
+def _engine_part(build: Callable[[dict], object]) -> Callable[[Config], object]:
+    """One part of the configured engine (hw/engine/), built from the engine's parameters:
+    synthesized alone its critical path is its own, minutes faster than the whole engine's."""
+    def part(config: Config):
+        try:
+            return build(engine_parameters(config))
+        except TypeError as exc:     # the engine's own refusal (_engine)
+            raise ConfigError(f"hardware.engine: {exc}") from None
+    return part
+
+
+#: the engine's arithmetic parts, each timed alone (docs/blocks/engine.md, "Timing")
+ENGINE_PARTS = {
+    "engine_down_mac": ("the DOWN MAC array with its accumulators and its two-output drain",
+                        lambda p: ColumnMac(p["expert_ffn"], p["d_model"], p["candidates"],
+                                            p["lanes"], p["word_bits"], 1, parts=2,
+                                            split="pairs")),
+    "engine_requant": ("the DOWN requantizer, two outputs a cycle in four stages",
+                       lambda p: Requant(p["candidates"], p["d_model"], p["word_bits"],
+                                         parts=2, split="pairs")),
+    "engine_swiglu": ("SiLU(gate) x up in four stages",
+                      lambda p: SwiGlu(p["candidates"], p["expert_ffn"])),
+    "engine_quantizer": ("quantize_vec of each candidate's hidden vector: collector, dividers, "
+                         "a five-stage value pipeline",
+                         lambda p: Quantizer(p["candidates"], p["expert_ffn"])),
+    "engine_combine": ("the routing-weighted MoE sums and their word-wide read-out",
+                       lambda p: Combine(p["candidates"], p["d_model"], p["tokens"],
+                                         outputs_per_beat(p["word_bits"]))),
+}
+
+
 def accelerator_parameters(config: Config) -> dict:
     """The synthesized top's parameters: the benches' top (`top_parameters`: EMA system, DCU,
     engine) with its PRU (`pru_parameters`, as a dict) and a token slot per token of a prefill
@@ -248,6 +285,9 @@ BLOCKS: dict[str, Block] = {
         pru_parameters,
         pru_stimulus,
     ),
+    **{name: Block(name, f"expert engine part: {what} (timing alone; memories cut out)",
+                   _engine_part(build), engine_parameters)
+       for name, (what, build) in ENGINE_PARTS.items()},
     "pru_e128": Block(
         "pru_e128",
         "prompt routing unit at Qwen3-30B-A3B's routing (128 experts, top-8)",

@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (a part the configuration refuses leaves its component unused)
 """Synthesis runner: report parsers on fixed text, and real Yosys + OpenSTA runs on the lane."""
 
 import json
@@ -99,3 +101,24 @@ def test_missing_liberty_is_a_clear_error(build_dir, monkeypatch, tmp_path):
             synthesize(MacLane(1), "mac_lane")
     finally:
         tools.check_tools.cache_clear()
+
+
+
+def test_engine_parts_are_blocks_of_the_configured_engine():
+    """Each arithmetic part of the engine is a block of its own (timed alone, docs/blocks/
+    engine.md "Timing"), built at the configured engine's parameters; a configuration the
+    engine refuses is refused in one line by its parts too."""
+    from amaranth.back import rtlil
+
+    from edgexpert.blocks import BLOCKS, ENGINE_PARTS
+    from edgexpert.contracts.config import ConfigError, load_config
+    config = load_config()
+    assert set(ENGINE_PARTS) <= set(BLOCKS)
+    assert "module \\swiglu" in rtlil.convert(BLOCKS["engine_swiglu"].build(config), name="swiglu")
+    combine = BLOCKS["engine_combine"].build(config)
+    # a word of MoE sums per flush beat (256 bits: 8), two expert outputs per combine item
+    assert len(combine.moe_out.payload.values) == 8 and len(combine.y.payload.value) == 2
+    rtlil.convert(combine, name="combine")
+    bad = load_config(overrides=["hardware.ema.axi_data_width=64", "hardware.engine.lanes=64"])
+    with pytest.raises(ConfigError, match="hardware.engine: lanes must be an integer in 1..16"):
+        BLOCKS["engine_down_mac"].build(bad)

@@ -173,14 +173,17 @@ class ColumnMac(wiring.Component):
 
         shift = lanes.bit_length() - 1   # lanes divides a power of two: one itself
         drained = []                     # per part: the drained (candidate, output)'s sum
+        first_row = None                 # the first part's row
         for p in range(self._parts):
             chunk_p = Signal(range(n_chunks), name=f"drain_chunk_{p}")
             m.d.comb += chunk_p.eq(output_of(p, out) >> shift)
             if pairs and lanes % self._parts == 0 and p > 0:
                 # neighbours share a chunk, so every part reads the first part's row
-                drained.append(Mux(fresh.bit_select(chunk_p, 1), 0, lane_of(row, lane_hot[p])))
+                drained.append(Mux(fresh.bit_select(chunk_p, 1), 0,
+                                   lane_of(first_row, lane_hot[p])))
                 continue
             row = Signal(acc_layout, name=f"drain_row_{p}")
+            first_row = row if p == 0 else first_row
             if p == 0:
                 # the first part reads through the MAC's row selection (idle in the Drain); a
                 # case per candidate, not acc_rd[cand]: Amaranth's netlist check walks an
