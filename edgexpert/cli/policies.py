@@ -239,6 +239,9 @@ def cmd_mechanisms(args) -> int:
         raise InputError(f"--models {args.models}: accepted a comma-separated list of distinct "
                          f"bundled models: {', '.join(MODEL_NAMES)}")
     _check_windows(args.prefill_windows)
+    import torch
+    # one thread, as the prefill studies: a second one waits more than it works on shared cores
+    torch.set_num_threads(1)
     path, overrides = config_sources(args)
     results, headers = {}, []
     for name in models:
