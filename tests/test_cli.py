@@ -640,6 +640,38 @@ def test_bench_top_runs_a_users_prompt_on_the_configs_hardware(user_build, monke
     assert not (user_build / "bench" / "top" / "cycles.json").exists()
 
 
+def test_bench_top_runs_the_bundled_step_on_the_fine_model(user_build, monkeypatch, capsys):
+    """`bench top --set model.name=fine` (the simulation stood in): the bundled step's prompt
+    decoded by the fine checkpoint, the top built at its shape (64 experts, width 32) on the
+    bundled hardware, the runs --masks chooses; any other change of the step is still refused."""
+    import edgexpert.cocotb_tests.top as top
+    from edgexpert.cli import main
+    from edgexpert.cocotb_tests.engine import TRACE_PROMPT
+    from edgexpert.contracts.trace import read_trace
+
+    fake = _FakeRun()
+    monkeypatch.setattr(top, "run_bench", fake)
+    argv = ["bench", "top", "--set", "model.name=fine", "--quick", "--masks", "naive_sd,dcu"]
+    assert main([*argv, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    call, = fake.calls
+    layout = call["top"].ema.controller.layout
+    assert (layout.n_experts, layout.expert_ffn, call["top"].engine.parameters["expert_ffn"]) \
+        == (64, 32, 32)
+    assert call["hw"] == top.hardware("bundled") and call["selection"] == "step"
+    trace = read_trace(Path(call["vectors"]["trace"]))
+    assert trace.header["source"]["prompt"] == TRACE_PROMPT and trace.model.top_k == 8
+    # the cycle file records the model's shape (its `name` is the checkpoint meta's, which the
+    # bundled checkpoints do not store)
+    assert (summary["vectors"]["model"]["n_experts"], summary["vectors"]["model"]["top_k"]) == (64, 8)
+    assert sorted(summary["runs"]) == ["dcu/none", "naive_sd/none"]
+    assert main([*argv, "--set", "decode.max_depth=5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("edgexpert: error: bench top replays the bundled step at the bundled "
+                          "settings, and decode.max_depth=5 changes"), err
+    assert len(fake.calls) == 1
+
+
 def test_bench_top_replays_a_step_of_a_trace_and_refuses_what_it_cannot_run(user_build,
                                                                              monkeypatch, capsys):
     """`bench top --trace` with the simulation stood in: the first decoding step unless --step

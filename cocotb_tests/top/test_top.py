@@ -67,6 +67,39 @@ def test_top(simulator: str):
         _same_as_host_masks(host, dcu)
 
 
+#: the fine model's CI piece: whole experts without pauses, the DCU's masks under random pauses
+FINE_CI_TESTS = ("trace_step/naive_sd/none", "trace_step/dcu/random")
+
+
+def test_top_fine_model():
+    """The fine bundled model (model.name=fine: 64 experts, top-8, expert width 32) decoding the
+    bundled step's prompt, the CI rows (layer 0 of the second draft pass, the first verification
+    token: 8 experts combined), through the top built at its shape (the DCU at 64 experts, DOWN
+    jobs one 32-channel word wide), hardware `fine_ci`, Verilator: every output equal to the
+    trace's (whole experts) and to the masked reference's (the DCU's masks) bit for bit."""
+    from edgexpert.cocotb_tests.engine import TRACE_PROMPT
+    from edgexpert.cocotb_tests.top import hardware, prompt_vectors
+    from edgexpert.contracts.config import load_config
+
+    config = load_config(overrides=["model.name=fine"])
+    vectors = prompt_vectors(TRACE_PROMPT, config)
+    trace = read_trace(Path(vectors["trace"]))
+    assert (trace.model.n_experts, trace.model.top_k, trace.model.expert_ffn) == (64, 8, 32)
+    result = run_bench("fine_ci", "verilator", seed=20261129, vectors=vectors,
+                       hw=hardware("fine_ci"), ratio=config.policies.coalescing_ratio,
+                       test_filter=_filter(FINE_CI_TESTS))
+    ran = result.report["tests"]
+    assert sorted(ran) == sorted(FINE_CI_TESTS)
+    whole, dcu = ran["trace_step/naive_sd/none"], ran["trace_step/dcu/random"]
+    for entry in ran.values():
+        assert all(n == 0 for n in entry["mismatches"].values())
+        assert entry["items_checked"]["moe_out"] > 0 and entry["items_checked"]["hidden"] > 0
+    # the verification token takes its 8 experts, each a group: a token in several groups
+    assert whole["groups"] >= trace.model.top_k and whole["candidates"] > whole["rows"]
+    # the DCU chose channels (fewer products) with a GATE_UP and a DOWN job per group
+    assert dcu["macs"] < whole["macs"] and dcu["dcu_jobs"] == 2 * dcu["groups"]
+
+
 def test_top_on_lpddr4x():
     """Whole experts without pauses through the top with the platform's LPDDR4X behind its AXI
     port (Verilator; the build is test_top's: the memory is the bench's, not the RTL's): every

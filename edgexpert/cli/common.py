@@ -81,9 +81,12 @@ def _flat(data: dict, prefix: str = "") -> dict:
     return out
 
 
-def changed_settings(config: Config) -> list[str]:
-    """`key=value` for every setting of `config` that differs from the bundled defaults."""
-    mine, bundled = _flat(dataclasses.asdict(config)), _flat(dataclasses.asdict(load_config()))
+def changed_settings(config: Config, named_model: bool = False) -> list[str]:
+    """`key=value` for every setting of `config` that differs from the bundled defaults (with
+    `named_model`: from the defaults of the bundled model `model.name` names, configs/<name>.yaml
+    included, so its own shape and training settings are not changes)."""
+    base = load_config(overrides=[f"model.name={config.model.name}"] if named_model else [])
+    mine, bundled = _flat(dataclasses.asdict(config)), _flat(dataclasses.asdict(base))
     return [f"{key}={value}" for key, value in mine.items() if value != bundled[key]]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..contracts.config import Config
+from ..contracts.config import MODEL_NAMES, Config
 from ..contracts.errors import InputError
 from .common import (DEMO_SEED, load, print_json, publish, settings_options, waves_option,
                      write_result)
@@ -336,9 +336,9 @@ VECTOR_SETTINGS = ("decode.", "model.", "hardware.ema.", "hardware.engine.",
 TOP_MASKS = ("naive_sd", "edgexpert", "dcu", "dcu_inline")
 
 
-def _changed(config: Config, prefixes) -> list[str]:
+def _changed(config: Config, prefixes, named_model: bool = False) -> list[str]:
     from .common import changed_settings
-    return [s for s in changed_settings(config) if s.startswith(prefixes)]
+    return [s for s in changed_settings(config, named_model) if s.startswith(prefixes)]
 
 
 def _top_filter(masks: list[str], quick: bool) -> str:
@@ -368,15 +368,22 @@ def cmd_bench_top(args) -> int:
         raise InputError("--prompt and --trace both name the step to run: accepted one of the two")
     if args.prompt is not None or args.trace is not None:
         return _bench_top_user(args, config, memory)
-    for option, value in (("--step", args.step), ("--masks", args.masks)):
-        if value is not None:
-            raise InputError(f"{option} chooses what runs of a user's step: accepted with "
-                             "--prompt TEXT or --trace FILE")
-    changed = _changed(config, VECTOR_SETTINGS)
+    if args.step is not None:
+        raise InputError("--step chooses what runs of a user's step: accepted with --prompt "
+                         "TEXT or --trace FILE")
+    # a bundled model's own shape (configs/<name>.yaml) is not a change: the step's prompt then
+    # runs on that model; anything else would change the bundled step's vectors or hardware
+    changed = _changed(config, VECTOR_SETTINGS, named_model=True)
     if changed:
         raise InputError(f"bench top replays the bundled step at the bundled settings, and "
                          f"{changed[0]} changes its vectors or hardware: accepted with --prompt "
                          f"TEXT (the bundled step's is {TRACE_PROMPT!r}) or --trace FILE")
+    if args.masks is not None or config.model.name != MODEL_NAMES[0]:
+        # the bundled step's prompt decoded by `model.name`'s checkpoint (the same vectors as
+        # the bundled step's for the first model), these runs of it, the decode step alone: the
+        # prefill chunk and the simulators' timing stay the first model's full run
+        args.prompt = TRACE_PROMPT
+        return _bench_top_user(args, config, memory)
     hw = hardware("bundled")
     if not args.json:
         print(f"edgexpert bench top: {hw}, the whole decode step, {memory['memory']} memory, "
@@ -684,7 +691,9 @@ def register_bench(benches) -> None:
                           "--prompt all)")
     own.add_argument("--masks", metavar="M[,M]",
                      help=f"the runs: a comma-separated subset of {', '.join(TOP_MASKS)} "
-                          "(default all)")
+                          "(default all); without --prompt or --trace, these runs of the "
+                          "bundled step's decode alone, as with --set model.name=fine (the "
+                          "bundled step's prompt decoded by that model, the top at its shape)")
     memory_option(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_bench_top)

@@ -28,14 +28,20 @@ from .corpus import Corpus, load_corpus
 from .model import MoEModel, balance_losses
 from .tokenizer import encode_texts, train_tokenizer
 
-__all__ = ["token_streams", "eval_windows", "heldout_loss", "bigram_baseline", "keep_freed_memory",
+__all__ = ["token_streams", "heldout_stream", "eval_windows", "heldout_loss", "bigram_baseline", "keep_freed_memory",
            "fit", "train"]
 
 
 def token_streams(corpus: Corpus, tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """(training tokens, held-out tokens) as int32 arrays."""
     return (np.asarray(encode_texts(tokenizer, corpus.texts(heldout=False)), dtype=np.int32),
-            np.asarray(encode_texts(tokenizer, corpus.texts(heldout=True)), dtype=np.int32))
+            heldout_stream(corpus, tokenizer))
+
+
+def heldout_stream(corpus: Corpus, tokenizer) -> np.ndarray:
+    """The held-out tokens alone (`token_streams`' second array), without encoding the training
+    split: what the measurements on held-out windows need."""
+    return np.asarray(encode_texts(tokenizer, corpus.texts(heldout=True)), dtype=np.int32)
 
 
 def eval_windows(heldout: np.ndarray, seq_len: int, count: int) -> torch.Tensor:

@@ -22,7 +22,7 @@ from ..integer.int_model import IntModel
 from ..decoding.metrics import LogitComparison
 from ..lm.model import KVCache, MoEModel
 
-__all__ = ["compare_paths", "routing_skew", "coactivation"]
+__all__ = ["compare_paths", "routing_skew", "coactivation", "group_sharing"]
 
 
 @torch.no_grad()
@@ -59,7 +59,7 @@ def routing_skew(model: MoEModel, windows: torch.Tensor, hot_fraction: float = 0
 def coactivation(runs: list[DecodeResult], min_shared: int = 3) -> dict:
     """Same-depth candidates' shared experts over the verification passes of `runs`
     (decoded with traces kept)."""
-    cands = sharing = pairs = sharing_pairs = groups = 0
+    total = dict.fromkeys(("groups", "candidates", "sharing", "pairs", "sharing_pairs"), 0)
     for run in runs:
         for p in run.traces:
             if p.kind != "verify":
@@ -70,16 +70,25 @@ def coactivation(runs: list[DecodeResult], min_shared: int = 3) -> dict:
                 if len(rows) < 2:
                     continue
                 for layer in p.layers:
-                    groups += 1
-                    sets = [set(layer.experts[r][layer.experts[r] >= 0].tolist()) for r in rows]
-                    shares = [False] * len(sets)
-                    for a, b in itertools.combinations(range(len(sets)), 2):
-                        pairs += 1
-                        if len(sets[a] & sets[b]) >= min_shared:
-                            sharing_pairs += 1
-                            shares[a] = shares[b] = True
-                    cands += len(sets)
-                    sharing += sum(shares)
-    return {"min_shared": min_shared, "groups": groups, "candidates": cands,
-            "candidate_fraction": round(sharing / max(cands, 1), 4),
-            "pair_fraction": round(sharing_pairs / max(pairs, 1), 4)}
+                    found = group_sharing([set(layer.experts[r][layer.experts[r] >= 0].tolist())
+                                           for r in rows], min_shared)
+                    for key, value in found.items():
+                        total[key] += value
+    return {"min_shared": min_shared, "groups": total["groups"], "candidates": total["candidates"],
+            "candidate_fraction": round(total["sharing"] / max(total["candidates"], 1), 4),
+            "pair_fraction": round(total["sharing_pairs"] / max(total["pairs"], 1), 4)}
+
+
+def group_sharing(sets: list[set[int]], min_shared: int) -> dict:
+    """One depth group's candidates' expert sets: counts of the group (1), its candidates, those
+    sharing at least `min_shared` experts with another candidate, its pairs, and the pairs that
+    share that many (`coactivation` sums them)."""
+    shares = [False] * len(sets)
+    pairs = sharing_pairs = 0
+    for a, b in itertools.combinations(range(len(sets)), 2):
+        pairs += 1
+        if len(sets[a] & sets[b]) >= min_shared:
+            sharing_pairs += 1
+            shares[a] = shares[b] = True
+    return {"groups": 1, "candidates": len(sets), "sharing": sum(shares), "pairs": pairs,
+            "sharing_pairs": sharing_pairs}
