@@ -54,7 +54,9 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["rtl", "mac_lane", "--out", "x", "--set", "hardware.mac_lane.pairs_per_beat=0"],
      "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
     (["synth", "nope"],
-     "edgexpert: error: block 'nope' is not known: accepted dcu, ema, ema_system, engine, engine_l128, mac_lane, pru, pru_e128, top"),
+     "edgexpert: error: block 'nope' is not known: accepted dcu, ema, ema_system, engine, "
+     "engine_combine, engine_down_mac, engine_l128, engine_quantizer, engine_requant, "
+     "engine_swiglu, mac_lane, pru, pru_e128, top"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_data_width=100"],
      "edgexpert: error: hardware.ema.axi_data_width = 100 is not accepted: accepted 64, 128, 256"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_addr_width=16"],
@@ -75,7 +77,8 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["bench", "dcu", "--set", "decode.max_candidates=32"],
      "edgexpert: error: bench dcu replays the bundled model's traces: it needs the default model"),
     (["synth"], "edgexpert: error: synth needs a BLOCK or --all: accepted blocks "
-                "dcu, ema, ema_system, engine, engine_l128, mac_lane, pru, pru_e128, top"),
+                "dcu, ema, ema_system, engine, engine_combine, engine_down_mac, engine_l128, "
+                "engine_quantizer, engine_requant, engine_swiglu, mac_lane, pru, pru_e128, top"),
     (["synth", "mac_lane", "--all"],
      "edgexpert: error: synth takes a BLOCK or --all, not both (BLOCK 'mac_lane')"),
     (["synth", "--scale", "--all"], "edgexpert: error: synth --scale reads the cost table: "
