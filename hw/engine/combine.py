@@ -18,10 +18,10 @@ class Combine(wiring.Component):
     slot is t and routing weight g (docs/contracts.md, mixture of experts step 4).
 
     A memory of `tokens` x d_model int32 sums (wrapping like int32 registers; the contract keeps
-    the residual in int32), a row of `values` sums per address, takes a `y` pair per cycle
-    (weighted as it is taken, added into the memory the cycle after)
-    (outputs 2j and 2j + 1, as the DOWN drain gives them: two lanes of one row, written with an
-    enable per lane, so the row's read-modify-write never meets the next pair's lanes);
+    the residual in int32), a row of `values` sums per address, takes a `y` pair per cycle:
+    outputs 2j and 2j + 1, as the DOWN drain gives them, weighted as they are taken and added
+    the cycle after into two lanes of one row, written with an enable per lane, so the row's
+    read-modify-write never meets the next pair's lanes;
     `group_done` pulses with the group's last. `flush` asks for token t's sums: they leave on
     `moe_out` a row per cycle (edgexpert.contracts.top.outputs_per_beat: a word of sums), so a
     token takes ceil(D / values) cycles, not D. A flush goes first: `y` waits while one is

@@ -35,7 +35,7 @@ TICKET_BITS = GROUP_QUEUE.bit_length() + 1
 def _queue(m: Module, name: str, shape, depth: int, push, value, pop):
     """A first-in first-out queue of `depth` registers: `value` enters when `push`, the head
     leaves when `pop` (the caller never pushes a full queue nor pops an empty one). Returns the
-    head, full, and not empty."""
+    head and full."""
     slots = [Signal(shape, name=f"{name}_{i}") for i in range(depth)]
     used = Signal(range(depth + 1), name=f"{name}_used")
     m.d.sync += used.eq(used + push - pop)
@@ -47,7 +47,7 @@ def _queue(m: Module, name: str, shape, depth: int, push, value, pop):
                 m.d.sync += slot.eq(value)
         with m.Elif(push & (used == i)):
             m.d.sync += slot.eq(value)
-    return slots[0], used == depth, used != 0
+    return slots[0], used == depth
 
 
 class ExpertEngine(wiring.Component):
@@ -181,13 +181,13 @@ class ExpertEngine(wiring.Component):
         with m.If(last_of(self.x)):
             m.d.sync += x_open.eq(0)
 
-        x_head, x_full, _ = _queue(m, "x_scales", x_now.shape(), X_QUEUE, pushed, x_now,
+        x_head, x_full = _queue(m, "x_scales", x_now.shape(), X_QUEUE, pushed, x_now,
                                    last_of(gu_mac.sums))
-        t_head, t_full, _ = _queue(m, "slots", token_now.shape(), GROUP_QUEUE, pushed,
+        t_head, t_full = _queue(m, "slots", token_now.shape(), GROUP_QUEUE, pushed,
                                        token_now, comb.group_done)
-        w_head, _, _ = _queue(m, "weights", weight_now.shape(), GROUP_QUEUE, pushed, weight_now,
+        w_head, _ = _queue(m, "weights", weight_now.shape(), GROUP_QUEUE, pushed, weight_now,
                               comb.group_done)
-        h_head, _, _ = _queue(m, "hidden_scales", quant.scales.shape(), H_QUEUE,
+        h_head, _ = _queue(m, "hidden_scales", quant.scales.shape(), H_QUEUE,
                               last_of(dn_mac.act), quant.scales, last_of(dn_mac.sums))
         m.d.comb += [gu_rq.act_scale.eq(x_head), dn_rq.act_scale.eq(h_head),
                      comb.token.eq(t_head), comb.weight.eq(w_head)]
