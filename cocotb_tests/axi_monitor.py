@@ -12,7 +12,8 @@ Checked on every rising edge (outside reset):
 - `assert_drained()`: every accepted burst got all its beats, none lost.
 
 It records every accepted AR (`ars`: (address, beats, cycle accepted); `ar_offered`: the cycle
-its `arvalid` rose), counts beats and error beats (SLVERR / DECERR, with the cycle of the first),
+its `arvalid` rose), counts beats (`beat_cycles`: the cycle of each) and error beats (SLVERR /
+DECERR, with the cycle of the first),
 so a bench can compare them with a reference. Cycles count rising edges outside reset.
 """
 
@@ -44,6 +45,8 @@ class AxiReadMonitor:
         self.ars: list[tuple[int, int, int]] = []
         self.ar_offered: list[int] = []
         self.beats = 0
+        #: the cycle of every R beat, for the benches' timelines
+        self.beat_cycles: list[int] = []
         self.error_beats = 0
         self.first_error_cycle: int | None = None
         self.peak_outstanding = 0
@@ -121,6 +124,7 @@ class AxiReadMonitor:
             if rvalid and bool(r["rready"].value):
                 assert self._open, "an R beat arrived with no burst outstanding"
                 self.beats += 1
+                self.beat_cycles.append(self.cycle)
                 self._open[0] -= 1
                 last = bool(r["rlast"].value)
                 assert last == (self._open[0] == 0), \

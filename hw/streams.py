@@ -1,14 +1,15 @@
 """Stream primitives every block shares: a queue between two streams, a synchronous read port,
-and registers built field by field. Blocks import them from here, never from one another."""
+registers built field by field, and a part's port brought out unchanged. Blocks import them
+from here, never from one another."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Shape, Signal
+from amaranth.hdl import Cat, Module, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ReadSignature", "StreamFIFO", "field_registers"]
+__all__ = ["ReadSignature", "StreamFIFO", "field_registers", "answer_reads", "bring_out"]
 
 
 class ReadSignature(wiring.Signature):
@@ -23,6 +24,32 @@ class ReadSignature(wiring.Signature):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise TypeError(f"{name} must be a positive integer, not {value!r}")
         super().__init__({"addr": Out(addr_width), "data": In(data_width)})
+
+
+def answer_reads(m: Module, port, registers: dict) -> None:
+    """Serves the read port `port` (the reader's `ReadSignature`, flipped) from `registers`
+    {address: value}: the value of the address one cycle after it, 0 for an address not in
+    it (a register map's reserved addresses read as 0, as the EMA's)."""
+    value = Signal(len(port.data), reset_less=True)
+    m.d.comb += port.data.eq(value)
+    with m.Switch(port.addr):
+        for address, register in registers.items():
+            with m.Case(address):
+                m.d.sync += value.eq(register)
+        with m.Default():
+            m.d.sync += value.eq(0)
+
+
+def bring_out(m: Module, outer, inner) -> None:
+    """Joins a wrapper's port `outer` to the same port `inner` of a part inside it: an
+    interface with `connect`, an array of ports (the EMA's `buf_rd`, one per bank) member by
+    member, a plain output (the EMA's `filled`) by assignment."""
+    pairs = zip(outer, inner) if isinstance(outer, list) else [(outer, inner)]
+    for a, b in pairs:
+        if isinstance(b, Value):
+            m.d.comb += a.eq(b)
+        else:
+            wiring.connect(m, wiring.flipped(a), b)
 
 
 def field_registers(layout: data.StructLayout, name: str) -> data.View:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..contracts.config import Config
 from ..support.progress import progress_bar
+from ..support.provenance import record
 from ..support.tools import build_root
 from .cacti import CACTI_7, SramSpec, cacti_settings, sram_cost
 from .costs import build_cost_table, write_cost_table
@@ -145,6 +146,7 @@ def write_reports(blocks, config: Config, progress: bool = True) -> dict:
     for entry in stored["blocks"].values():
         del entry["cached"], entry["work_dir"]
     paths["json"].write_text(json.dumps(stored, indent=2, sort_keys=True))
+    record(paths["json"])
     paths["markdown"].write_text(markdown_report(report))
     write_cost_table(paths["costs"], build_cost_table(report))
     return report

@@ -61,3 +61,28 @@ def corpus_root(tmp_path_factory):
     (root / "site-packages" / "ignored.py").write_text("x = 1\n")
     (root / "latin1.py").write_bytes("s = 'caf\xe9'\n".encode("latin-1"))
     return root
+
+
+@pytest.fixture(scope="session")
+def timed_run():
+    """Makes a `bench top` run's timeline entries (the cycle file's `layers`, `split`,
+    `beats_per_bin` and `cycles_per_beat`) by hand: a draft and a verification pass of two
+    layers each from cycle `origin`, the draft layers' bus phases `bus` cycles long and the
+    verification's 2 x `bus`."""
+    from edgexpert.contracts.cycles import split
+
+    def make(origin: int, bus: int) -> dict:
+        layers, start = [], origin
+        for index, kind, layer, head, beats, gaps, tail in (
+                (0, "draft", 0, 100, bus, 50, 30), (0, "draft", 1, 80, bus, 20, 40),
+                (1, "verify", 0, 120, 2 * bus, 300, 60), (1, "verify", 1, 100, 2 * bus, 200, 100)):
+            end = start + head + beats + gaps + tail
+            layers.append({"prompt": 0, "index": index, "layer": layer, "kind": kind,
+                           "groups": 2, "candidates": 8, "busy": end - start,
+                           "memory_wait": head, "start": start, "end": end, "beats": beats,
+                           "head": head, "bus": beats, "gaps": gaps, "tail": tail})
+            start = end + 20    # the host reads the counters between layers
+        bins = -(-(layers[-1]["end"] - origin) // 1024)
+        return {"cycles_per_beat": 2.0, "layers": layers, "split": split(layers),
+                "beats_per_bin": {"bin_cycles": 1024, "beats": [900] * bins}}
+    return make

@@ -7,6 +7,7 @@ The cocotb bench (cocotb_tests/ema/) adds backpressure, latency, errors and rese
 Verilator; this test is the quick check of the address generator against the layout contract.
 """
 
+import itertools
 import random
 from collections import deque
 
@@ -26,13 +27,18 @@ LAYOUT = WeightLayout(n_layers=2, n_experts=3, d_model=48, expert_ffn=40, n_shar
                       base_address=0x2000)
 
 
-def run_system(system: EmaSystem, commands: list[int], image: bytes, base: int, latency: int = 3):
+def run_system(system: EmaSystem, commands: list[int], image: bytes, base: int, latency: int = 3,
+               seen: dict | None = None):
     """Drive `commands`, serve AXI reads from `image` (in order, `latency` cycles after the AR),
-    and return (ARs, completions, buffer lines, csr values, location and residency readers)."""
+    and return (ARs, completions, buffer lines, csr values, location and residency readers).
+    `seen`, if given, gets per cycle the early starts and the writes: `issued` (cycle, tag,
+    slot, status), `loc_writes` and `line_writes` (cycle, line), `filled` (its value)."""
     g = system.geometry
     B = g.beat_bytes
     ars, done = [], []
     out = {}
+    if seen is not None:
+        seen.update(issued=[], loc_writes=[], line_writes=[], filled=[])
 
     async def tb(ctx):
         pending = deque()       # [ready_cycle, address, beats left]
@@ -73,6 +79,15 @@ def run_system(system: EmaSystem, commands: list[int], image: bytes, base: int, 
                 c = ctx.get(system.done.payload)
                 done.append((c.tag, c.slot, c.status))
                 moved = True
+            if seen is not None:
+                if ctx.get(system.issued.valid):
+                    i = ctx.get(system.issued.payload)
+                    seen["issued"].append((cycle, i.tag, i.slot, i.status))
+                if ctx.get(system.loc_wr.en):
+                    seen["loc_writes"].append(cycle)
+                if ctx.get(system.buf_wr.en):
+                    seen["line_writes"].append((cycle, ctx.get(system.buf_wr.addr)))
+                seen["filled"].append(ctx.get(system.filled))
             quiet = 0 if moved or pending or cmds else quiet + 1
             await ctx.tick()
         ctx.set(system.cmd.valid, 0)
@@ -123,6 +138,21 @@ def descriptors_for(rng: random.Random, count: int) -> list[Descriptor]:
     return out
 
 
+def fetches(step: list[Descriptor]):
+    """Per descriptor of a step, what the contract says the EMA reads for it: (descriptor,
+    whether it reads the scale block, the channels it fetches, sorted): a matrix's scale block
+    once a step, a channel once a step."""
+    seen, scaled = {}, set()
+    for d in step:
+        key = (d.layer, d.expert, d.matrix)
+        scale = d.scales and key not in scaled
+        if scale:
+            scaled.add(key)
+        fetch = sorted(d.channels - seen.setdefault(key, set()))
+        seen[key] |= d.channels
+        yield d, scale, fetch
+
+
 @pytest.mark.parametrize("data_width, banks", [(64, 2), (256, 4)])
 def test_addresses_buffer_and_locations_match_the_layout(data_width, banks):
     rng = random.Random(7 + data_width)
@@ -146,15 +176,10 @@ def test_addresses_buffer_and_locations_match_the_layout(data_width, banks):
     # every AR is the layout's column run (or scale block), split at 4 KB and 256 beats
     expected_ars = []
     for step in (step1, step2):
-        seen, scaled = {}, set()
-        for d in step:
-            key = (d.layer, d.expert, d.matrix)
-            if d.scales and key not in scaled:
-                scaled.add(key)
-                expected_ars += split_bursts(LAYOUT.block_address(*key),
+        for d, scale, fetch in fetches(step):
+            if scale:
+                expected_ars += split_bursts(LAYOUT.block_address(d.layer, d.expert, d.matrix),
                                              g.scale_beats(d.matrix), g.beat_bytes)
-            fetch = sorted(d.channels - seen.setdefault(key, set()))
-            seen[key] |= d.channels
             for burst in LAYOUT.bursts(d.layer, d.expert, d.matrix, fetch):
                 expected_ars += split_bursts(burst.address, -(-burst.length // g.beat_bytes),
                                              g.beat_bytes)
@@ -185,6 +210,40 @@ def test_addresses_buffer_and_locations_match_the_layout(data_width, banks):
     assert csr[EmaCsr.FETCHED_CHANNELS] == r1.fetched_channels + r2.fetched_channels
     assert csr[EmaCsr.SKIPPED_CHANNELS] == r1.skipped_channels + r2.skipped_channels > 0
     assert 1 <= csr[EmaCsr.PEAK_OUTSTANDING] <= 3
+
+
+@pytest.mark.parametrize("latency", [3, 40])
+def test_early_starts_announce_only_what_is_written(latency):
+    """`issued` pulses once per descriptor, in command order, with its completion's tag, slot
+    and status, after exactly its own and earlier descriptors' location entries are written;
+    `filled` never passes a line not yet written this step, never falls within it, and ends
+    at every line the step wrote. One step per run (the top sends NEW_STEP only once the
+    step before is consumed, the rule `filled` relies on)."""
+    rng = random.Random(11 + latency)
+    for steps in range(3):
+        system = EmaSystem(LAYOUT, data_width=64, outstanding=3, buffer_bytes=16384,
+                           buffer_banks=2, slots=6)
+        g = system.geometry
+        image = memory_image(LAYOUT, random_weights(LAYOUT, seed=3), junk_seed=4)
+        step = descriptors_for(rng, 6)
+        ref = EmaReference(LAYOUT, g.beat_bytes, 16384, 6).step(step)
+        seen = {}
+        _, done, _ = run_system(system, encode_step(LAYOUT, step), image, LAYOUT.base_address,
+                                latency, seen)
+        assert [i[1:] for i in seen["issued"]] == done
+        # each descriptor's entries: the channels it fetches, and its scale block if it reads it
+        entries = [len(fetch) + scale for _, scale, fetch in fetches(step)]
+        before = [sum(1 for c in seen["loc_writes"] if c < cycle) for cycle, *_ in seen["issued"]]
+        assert before == list(itertools.accumulate(entries))
+        assert len(seen["loc_writes"]) == len(ref.locations) == sum(entries)
+        # filled: a line below it was written in an earlier cycle
+        written_at = {}
+        for cycle, line in seen["line_writes"]:
+            written_at.setdefault(line, cycle)
+        for cycle, filled in enumerate(seen["filled"], start=1):
+            assert all(written_at.get(line, cycle) < cycle for line in range(filled)), cycle
+        assert seen["filled"] == sorted(seen["filled"])
+        assert seen["filled"][-1] == len(written_at) == max(written_at) + 1
 
 
 def test_runs_merge_across_mask_words():

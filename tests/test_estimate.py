@@ -125,12 +125,12 @@ def test_a_resident_share_reads_fewer_bytes_and_is_checked(config):
 
 def test_double_buffering_by_hand(config):
     from edgexpert.sim.perf.models import bundled_spec
-    from edgexpert.sim.perf.passes import COMPUTE_UTILIZATION, Pass, PassCoster
+    from edgexpert.sim.perf.passes import Pass, PassCoster
     platform = config.platform
     coster = PassCoster(platform, bundled_spec().layout, cost_table={})
     nbytes = 1 << 20                                    # 4 tiles of half the 512 KiB SRAM
     fetch_s = nbytes / (platform.dram.peak_bytes_per_s * coster.seq[0])
-    macs = fetch_s * platform.macs * platform.clock_hz * COMPUTE_UTILIZATION
+    macs = fetch_s * platform.macs * platform.clock_hz * platform.compute_utilization
     p = Pass("plain", 1, 0.0, nbytes, 0.0, 0.0, {"projection": macs})
     cost = coster.cost(p)
     assert cost.fetch_s == pytest.approx(fetch_s)
@@ -220,3 +220,31 @@ def test_bad_sensitivity_axes_are_one_line_with_the_range(config):
         sensitivity(config, ["qwen3-30b-a3b"], ["naive_sd"], (2.0, 9.0))
     with pytest.raises(InputError, match=r"share \(--share\) 1.5 is out of range"):
         sensitivity(config, ["qwen3-30b-a3b"], ["naive_sd"], (2.0,), (1.5,))
+
+
+def test_compute_utilization_and_control_power_are_settings(config):
+    """platform.compute_utilization divides the compute time; platform.control_power_w
+    multiplies the control energy; both keep their cited defaults (0.8, 5 % of 1.52 W)."""
+    from edgexpert.contracts.config import load_config
+    from edgexpert.sim.perf.models import bundled_spec
+    from edgexpert.sim.perf.passes import Pass, PassCoster
+    assert (config.platform.compute_utilization, config.platform.control_power_w) == (0.8, 0.076)
+    p = Pass("prefill", 16, 0.0, 4096, 0.0, 0.0, {"projection": 1e9})
+    layout = bundled_spec().layout
+    base = PassCoster(config.platform, layout, cost_table={}).cost(p)
+    other = load_config(overrides=["platform.compute_utilization=0.4",
+                                   "platform.control_power_w=0.152"]).platform
+    moved = PassCoster(other, layout, cost_table={}).cost(p)
+    assert moved.compute_s == pytest.approx(2 * base.compute_s)
+    assert moved.energy_j["control"] == pytest.approx(2 * base.energy_j["control"] * moved.time_s
+                                                    / base.time_s)
+
+
+def test_names_of_choices_are_taken_in_any_case():
+    from edgexpert.contracts.config import ConfigError, load_config
+    assert load_config(overrides=["platform.dram.type=lpddr5",
+                                  "platform.dram.data_rate_mtps=6400"]).platform.dram.type == "LPDDR5"
+    assert load_config(overrides=["platform.dram.type=Lpddr4x"]).platform.dram.type == "LPDDR4X"
+    with pytest.raises(ConfigError, match="platform.dram.type = 'ddr4' is not accepted: "
+                                          "accepted LPDDR4X, LPDDR5"):
+        load_config(overrides=["platform.dram.type=ddr4"])

@@ -11,52 +11,27 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import save_file
-from tokenizers import Tokenizer, models, pre_tokenizers
 
 from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.lm.hf_loader import HFLoadError, hf_model_config, load_hf_checkpoint
+from edgexpert.golden.lm.hf_tiny import TinyShape, tiny_config, tiny_tensors, write_tiny_checkpoint
 from edgexpert.golden.integer.int_model import quantize_model
 from edgexpert.contracts.config import load_config
 
 D, H, KV, HD, F, E, K, V, L = 32, 4, 2, 8, 16, 8, 2, 64, 2
 
 
+#: the tests' checkpoints: smaller than `edgexpert hf tiny`'s, so the reference below runs fast
+SHAPE = TinyShape(d_model=D, heads=H, kv_heads=KV, head_dim=HD, expert_ffn=F, experts=E,
+                  top_k=K, vocab=V, layers=L, max_seq_len=128)
+
+
 def hf_config(kind: str) -> dict:
-    cfg = {"model_type": kind, "vocab_size": V, "hidden_size": D, "num_hidden_layers": L,
-           "num_attention_heads": H, "num_key_value_heads": KV, "num_experts_per_tok": K,
-           "rope_theta": 10000.0, "rms_norm_eps": 1e-6, "max_position_embeddings": 128,
-           "tie_word_embeddings": False}
-    if kind == "mixtral":
-        cfg.update(num_local_experts=E, intermediate_size=F)
-    elif kind == "olmoe":
-        cfg.update(num_experts=E, intermediate_size=F, norm_topk_prob=False)
-    else:
-        cfg.update(num_experts=E, moe_intermediate_size=F, norm_topk_prob=True, head_dim=HD)
-    return cfg
+    return tiny_config(kind, SHAPE)
 
 
 def hf_tensors(kind: str, gen: torch.Generator) -> dict:
-    r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2
-    t = {"model.embed_tokens.weight": r(V, D), "model.norm.weight": 1 + r(D), "lm_head.weight": r(V, D)}
-    for i in range(L):
-        a = f"model.layers.{i}."
-        t.update({a + "input_layernorm.weight": 1 + r(D), a + "post_attention_layernorm.weight": 1 + r(D),
-                  a + "self_attn.q_proj.weight": r(H * HD, D), a + "self_attn.k_proj.weight": r(KV * HD, D),
-                  a + "self_attn.v_proj.weight": r(KV * HD, D), a + "self_attn.o_proj.weight": r(D, H * HD)})
-        if kind == "olmoe":
-            t[a + "self_attn.q_norm.weight"] = 1 + r(H * HD)
-            t[a + "self_attn.k_norm.weight"] = 1 + r(KV * HD)
-        if kind == "qwen3_moe":
-            t[a + "self_attn.q_norm.weight"] = 1 + r(HD)
-            t[a + "self_attn.k_norm.weight"] = 1 + r(HD)
-        moe = a + ("block_sparse_moe." if kind == "mixtral" else "mlp.")
-        t[moe + "gate.weight"] = r(E, D)
-        for j in range(E):
-            names = ("w1", "w3", "w2") if kind == "mixtral" else ("gate_proj", "up_proj", "down_proj")
-            t[f"{moe}experts.{j}.{names[0]}.weight"] = r(F, D)
-            t[f"{moe}experts.{j}.{names[1]}.weight"] = r(F, D)
-            t[f"{moe}experts.{j}.{names[2]}.weight"] = r(D, F)
-    return t
+    return tiny_tensors(kind, gen, SHAPE)
 
 
 def reference_logits(kind: str, t: dict, hf: dict, tokens: torch.Tensor) -> torch.Tensor:
@@ -176,22 +151,13 @@ def run(*args, build):
 
 
 def tiny_checkpoint(folder: Path) -> Path:
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(hf_config("qwen3_moe")))
-    save_file(hf_tensors("qwen3_moe", torch.Generator().manual_seed(3)),
-              str(folder / "model.safetensors"))
-    # a word-level vocabulary of the checkpoint's size: w0 .. w62 and an unknown token
-    vocab = {f"w{i}": i for i in range(V - 1)} | {"[UNK]": V - 1}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.save(str(folder / "tokenizer.json"))
-    return folder
+    return write_tiny_checkpoint(folder, "qwen3_moe", 3, SHAPE)
 
 
 def test_a_checkpoint_is_traced_and_estimated_from_its_passes(tmp_path):
     folder = tiny_checkpoint(tmp_path / "tiny-qwen3")
     proc = run("trace", "--hf", str(folder), "--prompt", "w1 w2 w3 w4", "--prompt", "w7 w7",
-               "--set", "decode.max_new_tokens=6", "--set", "decode.max_depth=3",
+               "--policy", "ar", "--set", "decode.max_new_tokens=6", "--set", "decode.max_depth=3",
                "--set", "decode.max_candidates=8", "--json", build=tmp_path / "build")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -220,3 +186,33 @@ def test_trace_needs_text_and_a_tokenizer(tmp_path):
     proc = run("trace", "--hf", str(folder), "--prompt", "w1", build=tmp_path / "build")
     assert proc.returncode == 2 and "tokenizer.json is not a readable tokenizer.json" in \
         proc.stderr
+
+
+def test_the_tiny_checkpoint_gets_every_policy_measured_and_priced(tmp_path):
+    """`hf tiny` writes a checkpoint every policy runs on at the default settings; `trace --hf`
+    measures all eight, and `estimate --measured` prices each from those passes, labelled with
+    the checkpoint's name."""
+    folder = tmp_path / "tiny"
+    proc = run("hf", "tiny", str(folder), "--seed", "7", build=tmp_path / "build")
+    assert proc.returncode == 0, proc.stderr
+    assert "top-4" in proc.stdout and (folder / "model.safetensors").is_file()
+    again = run("hf", "tiny", str(folder), build=tmp_path / "build")
+    assert again.returncode == 2 and "holds a checkpoint already" in again.stderr
+    proc = run("trace", "--hf", str(folder), "--prompt", "w1 w2 w3 w4 w9", "--json",
+               "--set", "decode.max_new_tokens=6", build=tmp_path / "build")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    policies = ("ar", "naive_sd", "edgexpert", "moe_spec", "s2moe", "specmoe", "specter",
+                "combined")
+    assert set(data["policies"]) == set(policies) and data["lossless"]
+    # EdgeXpert's coalescing fetches fewer expert bytes than naive speculative decoding
+    assert data["policies"]["edgexpert"]["ema_bytes_per_token"] < \
+        data["policies"]["naive_sd"]["ema_bytes_per_token"]
+    measured = tmp_path / "build" / "trace" / "tiny" / "measured.json"
+    proc = run("estimate", "--measured", str(measured), "--model", "tiny", "--json",
+               build=tmp_path / "build")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert sorted(r["policy"] for r in rows) == sorted(policies)
+    assert all(r["routing"] == "trace" and r["model"] == "tiny" for r in rows)
+    assert all("measured passes of tiny" in " ".join(r["notes"]) for r in rows)

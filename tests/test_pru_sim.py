@@ -12,6 +12,8 @@ from amaranth.sim import Simulator
 
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors, pru_params
 from edgexpert.contracts.config import load_config
+from edgexpert.contracts.pru import (PruCsr, PruError, logit_beats, pru_status_layout, score_beat,
+                                     score_beats)
 from edgexpert.golden.traces.prefill_trace import synthetic_prefill_trace
 from edgexpert.hw.pru import Pru, PruParams
 
@@ -26,9 +28,13 @@ SETTINGS = {"tau_major_q16": 65536, "tau_minor_q16": 49152, "budget_minor": 2,
             "budget_trivial": 1, "chunk": 3}
 
 
-def run(dut: Pru, vectors, seed: int, stall: bool) -> tuple[list[int], list[int], int]:
+def run(dut: Pru, vectors, seed: int, stall: bool, rejects: list | None = None,
+        registers: dict | None = None) -> tuple[list[int], list[int], int]:
+    """Feeds `vectors` and takes its routes and EMA words; with `rejects` also records each
+    cycle of `rejected` as (code, tag), and with `registers` reads every `PruCsr` register at
+    the end (name: value)."""
     rng = random.Random(seed)
-    routes, ema, cycles = [], [], [0]
+    routes, ema, cycles, fed = [], [], [0], [0]
 
     async def source(ctx, port, items):
         for item in items:
@@ -39,6 +45,7 @@ def run(dut: Pru, vectors, seed: int, stall: bool) -> tuple[list[int], list[int]
             ctx.set(Value.cast(port.payload), item)
             await ctx.tick().until(port.ready)
         ctx.set(port.valid, 0)
+        fed[0] += 1
 
     async def sink(ctx, port, out, count):
         while len(out) < count:
@@ -61,10 +68,25 @@ def run(dut: Pru, vectors, seed: int, stall: bool) -> tuple[list[int], list[int]
         await sink(ctx, dut.o_ema, ema, len(vectors.ema))
 
     async def clock(ctx):
-        while len(routes) < len(vectors.routes) or len(ema) < len(vectors.ema):
-            await ctx.tick()
+        # the last prompt may be a rejected one: its completion follows its last logit beat
+        while len(routes) < len(vectors.routes) or len(ema) < len(vectors.ema) or \
+                (rejects is not None and fed[0] < 2):
+            _, _, valid, code, tag = await ctx.tick().sample(
+                dut.rejected.valid, dut.rejected.payload.code, dut.rejected.payload.tag)
+            if valid and rejects is not None:
+                rejects.append((PruError(code), tag))
             cycles[0] += 1
             assert cycles[0] < 200_000, "hang"
+        for _ in range(8):       # the last completion leaves a few cycles after its last job
+            _, _, valid, code, tag = await ctx.tick().sample(
+                dut.rejected.valid, dut.rejected.payload.code, dut.rejected.payload.tag)
+            if valid and rejects is not None:
+                rejects.append((PruError(code), tag))
+        if registers is not None:
+            for reg in PruCsr:
+                ctx.set(dut.csr.addr, reg)
+                await ctx.tick()
+                registers[reg.name] = ctx.get(dut.csr.data)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -221,3 +243,78 @@ def test_pick_register_placement_and_range():
     params = pru_params(trace, 8, 1)
     with pytest.raises(ValueError, match="pick_register = 3 is out of range: accepted 0..2"):
         dataclasses.replace(params, pick_register=3)
+
+
+def _bad_prompt(rng: random.Random, params: PruParams, scores: list[int],
+                lengths: list[int]) -> tuple[list[int], list[int]]:
+    """A prompt's score beats with the given scores and length fields (unchecked), and the
+    random logit beats its first length announces: 2 x length x n_layers x n_experts / lanes."""
+    announced = lengths[0]
+    rows = [[rng.randrange(-2**31, 2**31) for _ in range(params.n_experts)]
+            for _ in range(2 * announced * params.n_layers)]
+    return [score_beat(s, t) for s, t in zip(scores, lengths)], logit_beats(rows, params.lanes)
+
+
+@pytest.mark.parametrize("stall", [False, True])
+def test_bad_prompts_are_rejected_and_the_next_prompt_is_exact(stall):
+    """Bad prompts of each `PruError` (a score above 1.0, a length of 0 and one past
+    max_tokens, a later beat's length changed, and one with two bad fields: the first named),
+    each followed by a good prompt of the synthetic trace: `rejected` gives each (code, prompt
+    number) in order, every good prompt's routes and EMA words are golden's, STATUS names the
+    first rejected prompt and PROMPTS / REJECTED count them."""
+    model = _model()
+    gen = torch.Generator().manual_seed(5)
+    z = torch.randint(-3, 3, (7, model.n_layers, model.n_experts), generator=gen) * 40000
+    scores = torch.tensor([30000, 1000, 5000, 9000, 4000, 12000, 4536])
+    trace = synthetic_prefill_trace(model, SETTINGS, [(scores, z), (torch.tensor([65536]),
+                                                                    z[:1])], {})
+    params = pru_params(trace, max_tokens=8, lanes=2)
+    assert params.length_bits == 4          # so a length of 11 fits the field
+    good = [prompt_vectors(trace, p, params) for p in range(2)]
+    rng = random.Random(3)
+    bad = {PruError.SCORE: ([100, 200, 65537, 300], [4] * 4),
+           PruError.LENGTH: ([100], [0]),
+           "past max_tokens": ([5000] * 11, [11] * 11),
+           PruError.MISMATCH: ([100, 200, 300], [3, 4, 3]),
+           "two fields": ([70000, 200], [2, 3])}
+    expected = [PruError.SCORE, PruError.LENGTH, PruError.LENGTH, PruError.MISMATCH,
+                PruError.SCORE]
+    feed = PromptVectorsSum()
+    for (score_fields, lengths), vectors in zip(bad.values(), [good[0], good[1]] * 3):
+        feed.add(*_bad_prompt(rng, params, score_fields, lengths))
+        feed.add(vectors.scores, vectors.logits, vectors.routes, vectors.ema)
+    feed.add(good[0].scores, good[0].logits, good[0].routes, good[0].ema)
+    rejects, registers = [], {}
+    routes, ema, _ = run(Pru(params), feed, seed=11, stall=stall, rejects=rejects,
+                         registers=registers)
+    assert routes == feed.routes
+    assert ema == feed.ema
+    assert rejects == [(code, 2 * i) for i, code in enumerate(expected)]
+    status = pru_status_layout.from_bits(registers["STATUS"])
+    assert (status.error, PruError(status.code), status.tag) == (1, PruError.SCORE, 0)
+    assert registers["PROMPTS"] == 6 and registers["REJECTED"] == 5
+
+
+class PromptVectorsSum:
+    """Prompts' beats and expected outputs one after the other (`run`'s `vectors`)."""
+    def __init__(self):
+        self.scores, self.logits, self.routes, self.ema = [], [], [], []
+
+    def add(self, scores, logits, routes=(), ema=()):
+        self.scores += scores
+        self.logits += logits
+        self.routes += list(routes)
+        self.ema += list(ema)
+
+
+def test_prompt_encoders_refuse_out_of_range_fields():
+    """The host's packers name the field and its accepted range."""
+    with pytest.raises(ValueError, match=r"^score = 65537 is out of range: accepted 0\.\.65536$"):
+        score_beats([1, 65537], max_tokens=8)
+    for scores in ([], [1] * 9):
+        with pytest.raises(ValueError, match=r"^prompt length = \d+ is out of range: accepted 1\.\.8$"):
+            score_beats(scores, max_tokens=8)
+    with pytest.raises(ValueError, match=r"^router logit = 2147483648 is out of range: "
+                                         r"accepted -2147483648\.\.2147483647$"):
+        logit_beats([[0, 2**31]], lanes=2)
+    assert score_beats([65536, 0], max_tokens=8) == [score_beat(65536, 2), score_beat(0, 2)]

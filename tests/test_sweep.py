@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from edgexpert.contracts.config import load_config
-from edgexpert.sim.perf.sweep import grid_points, parse_axes
+from edgexpert.sim.perf.sweep import grid_points, parse_axes, parse_paired
 
 EDGEXPERT = Path(sys.executable).parent / "edgexpert"
 
@@ -35,6 +35,25 @@ def test_axes_and_grid_order():
                          (["platform.dram.channels=1,,2"], "accepted KEY=V1,V2")):
         with pytest.raises(ValueError, match=message):
             parse_axes(bad)
+
+
+def test_paired_axes_move_together_beside_the_grid():
+    grid = parse_axes(["platform.dram.channels=1,2"])
+    paired = parse_paired(["platform.dram.type=lpddr4x,LPDDR5",
+                           "platform.dram.data_rate_mtps=4266,6400"], grid)
+    points = grid_points(grid, lambda overrides: load_config(overrides=overrides), paired)
+    # 2 channel counts x 2 paired points, not 2 x 2 x 2; the paired axis is the fastest
+    assert [(p.config.platform.dram.channels, p.config.platform.dram.type,
+             p.config.platform.dram.data_rate_mtps) for p in points] == [
+        (1, "LPDDR4X", 4266), (1, "LPDDR5", 6400), (2, "LPDDR4X", 4266), (2, "LPDDR5", 6400)]
+    # paired alone is a sweep; unequal counts and a key on both flags are one line each
+    alone = grid_points({}, lambda overrides: load_config(overrides=overrides), paired)
+    assert [p.settings["platform.dram.type"] for p in alone] == ["lpddr4x", "LPDDR5"]
+    with pytest.raises(ValueError, match="platform.dram.type 2, platform.dram.channels 3; "
+                                         "accepted the same count"):
+        parse_paired(["platform.dram.type=LPDDR4X,LPDDR5", "platform.dram.channels=1,2,4"], {})
+    with pytest.raises(ValueError, match="both a --grid and a --paired axis"):
+        parse_paired(["platform.dram.channels=1,2"], grid)
 
 
 def test_a_small_grid_on_the_local_cluster(tmp_path):

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from edgexpert.sim.perf.passes import (COMPUTE_UTILIZATION, calibrate_compute, calibrate_prefill,
-                                  compute_cycles)
+from edgexpert.contracts.config import load_config
+from edgexpert.sim.perf.passes import calibrate_compute, calibrate_prefill, compute_cycles
+
+#: the platform's default compute utilization (platform.compute_utilization)
+U = load_config().platform.compute_utilization
 
 EDGEXPERT = Path(sys.executable).parent / "edgexpert"
 
@@ -35,8 +38,8 @@ def cycle_file() -> dict:
 
 def test_the_compute_model_against_hand_computed_cycles():
     assert compute_cycles(1600, 8, 0.5) == 400
-    result = calibrate_compute(cycle_file())
-    assert result["model_utilization"] == COMPUTE_UTILIZATION == 0.8
+    result = calibrate_compute(cycle_file(), U)
+    assert result["model_utilization"] == U == 0.8
     run = result["runs"]["naive_sd/none"]
     # 13,600 MACs / (4,000 cycles x 8 lanes) = 0.425 of the peak
     assert run["utilization"] == 0.425 and run["macs_per_cycle"] == 3.4
@@ -57,7 +60,7 @@ def test_a_pass_without_cycles_is_refused():
     bad = cycle_file()
     bad["runs"]["naive_sd/none"]["passes"][1]["busy"] = 0
     with pytest.raises(ValueError, match="pass 1: no busy cycles"):
-        calibrate_compute(bad)
+        calibrate_compute(bad, U)
 
 
 def with_prefill() -> dict:
@@ -70,7 +73,7 @@ def with_prefill() -> dict:
 
 
 def test_the_prefill_model_against_hand_computed_cycles():
-    result = calibrate_prefill(with_prefill(), model_experts=3.0)
+    result = calibrate_prefill(with_prefill(), model_experts=3.0, utilization=U)
     # the decode run's whole experts: 13,600 MACs / (4,000 cycles x 8 lanes) = 0.425
     assert result["decode_utilization"] == 0.425 and result["peak_macs_per_cycle"] == 8
     chunk = result["modes"]["none"]
@@ -86,11 +89,11 @@ def test_the_prefill_model_against_hand_computed_cycles():
 
 def test_a_cycle_file_without_a_usable_prefill_entry_is_refused():
     with pytest.raises(ValueError, match="no prefill entry"):
-        calibrate_prefill(cycle_file(), model_experts=3.0)
+        calibrate_prefill(cycle_file(), model_experts=3.0, utilization=U)
     bad = with_prefill()
     bad["prefill"]["none"]["busy_per_layer"] = 0
     with pytest.raises(ValueError, match="prefill none: no busy cycles"):
-        calibrate_prefill(bad, model_experts=3.0)
+        calibrate_prefill(bad, model_experts=3.0, utilization=U)
 
 
 def _estimate(build: Path, *args):
@@ -141,7 +144,7 @@ def test_the_pass_model_against_the_top_on_dram():
     from edgexpert.contracts.weight_layout import WeightLayout
     from edgexpert.sim.perf.passes import calibrate_dram_passes
     layout = WeightLayout.for_model(load_config().model)
-    result = calibrate_dram_passes(dram_cycle_file(), layout, 0.75)
+    result = calibrate_dram_passes(dram_cycle_file(), layout, 0.75, U)
     draft, verify = result["runs"]["naive_sd/none"]["passes"]
     # the draft's 3,200 bytes take at least 3,200 / 20 = 160 cycles of 16 GB/s at 800 MHz, a
     # little more at the DRAM's efficiency; its 1,600 MACs only 1,600 / 6.4 = 250 at 0.8 of 8
@@ -154,7 +157,7 @@ def test_the_pass_model_against_the_top_on_dram():
     by_kind = result["runs"]["naive_sd/none"]["by_kind"]
     assert by_kind["verify"]["memory_wait_share"] == pytest.approx(100 / 3000, abs=1e-4)
     with pytest.raises(ValueError, match="accepted a cycle file of a DRAM memory"):
-        calibrate_dram_passes(cycle_file(), layout, 0.75)
+        calibrate_dram_passes(cycle_file(), layout, 0.75, U)
 
 
 def test_the_cycle_file_gives_the_roofline_ratio_and_the_savings_against_whole_experts():

@@ -27,6 +27,7 @@ from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.hw.ema import EmaGeometry
 from edgexpert.hw.top import LineReader, Locator, MaskWalker, Replayer
 from edgexpert.hw.top.layouts import job_layout, word_layout
+from edgexpert.contracts.top import TopError, TopOp
 
 #: a layout whose GATE_UP has 40 input channels (two mask words, the second partly used) and a
 #: 64-bit bus: a GATE_UP column (2 x 8 int4) is 1 beat, a DOWN column (40 int4) 3 beats
@@ -41,7 +42,8 @@ class Chain(wiring.Component):
         self.walker, self.locator, self.reader = MaskWalker(g), Locator(g), LineReader(g, BANKS)
         super().__init__({
             "jobs": wiring.In(stream.Signature(ema_command_layout)),
-            "done": wiring.In(stream.Signature(ema_completion_layout)),
+            "issued": wiring.In(stream.Signature(ema_completion_layout)),
+            "filled": wiring.In(range(g.lines + 1)),
             "words": wiring.Out(stream.Signature(word_layout(g.max_in_channels, g.data_width)))})
 
     def elaborate(self, platform):
@@ -49,7 +51,8 @@ class Chain(wiring.Component):
         m.submodules.walker, m.submodules.locator = self.walker, self.locator
         m.submodules.reader = self.reader
         wiring.connect(m, wiring.flipped(self.jobs), self.walker.jobs)
-        wiring.connect(m, wiring.flipped(self.done), self.walker.done)
+        wiring.connect(m, wiring.flipped(self.issued), self.walker.issued)
+        m.d.comb += self.reader.filled.eq(self.filled)
         wiring.connect(m, self.walker.channels, self.locator.channels)
         wiring.connect(m, self.locator.lines, self.reader.lines)
         wiring.connect(m, self.reader.words, wiring.flipped(self.words))
@@ -76,6 +79,14 @@ def _job(rng: random.Random, g: EmaGeometry, slot: int, lines: dict, buffer: dic
     for k in range(g.mask_words(matrix)):
         mask = sum(1 << (c - k * MASK_BITS) for c in chans if k * MASK_BITS <= c < (k + 1) * MASK_BITS)
         words.append(ema_command_layout.const({"op": EmaOp.MASK, "arg": {"mask": mask}}).as_bits())
+    done = {"tag": slot, "slot": slot, "status": EmaStatus.OK}
+    return words, done, _walked(rng, g, slot, matrix, chans, lines, buffer)
+
+
+def _walked(rng: random.Random, g: EmaGeometry, slot: int, matrix: Matrix, chans: set,
+            lines: dict, buffer: dict) -> list[dict]:
+    """The words a descriptor of `matrix` in `slot` selecting `chans` must produce: its scale
+    block's, then each channel's column, lowest first, from the lines the table names."""
     want = []
     items = [(1, g.scale_entry, g.scale_beats(matrix))] + \
         [(0, c, g.column_beats(matrix)) for c in sorted(chans)]
@@ -89,8 +100,7 @@ def _job(rng: random.Random, g: EmaGeometry, slot: int, lines: dict, buffer: dic
                          "data": buffer.setdefault(first + k, rng.getrandbits(g.data_width)),
                          "last": int(final and (scale or i == len(items) - 1)),
                          "end": int(final and i == len(items) - 1)})
-    done = {"tag": slot, "slot": slot, "status": EmaStatus.OK}
-    return words, done, want
+    return want
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -111,10 +121,13 @@ def test_feeder_reads_each_selected_column_where_the_location_table_says(seed):
         assert g_ == w, f"word {i}: {g_} != {w}"
 
 
-def _run(dut, rng, jobs: deque, dones: deque, lines: dict, buffer: dict, n_want: int):
-    """Plays `jobs` (command words) and `dones` (completions) into `dut` with random pauses on
-    every stream, answering its read ports from `lines` and `buffer`; returns the words out
-    and the cycles `dut.again` was high (0 without it)."""
+def _run(dut, rng, jobs: deque, dones: deque, lines: dict, buffer: dict, n_want: int,
+         rejects: list | None = None):
+    """Plays `jobs` (command words) and `dones` (the EMA's notices) into `dut` with random
+    pauses on every stream, answering its read ports from `lines` and `buffer`; `filled`, the
+    lines written so far, rises by random steps from 0, and a buffer line read before it is
+    written answers garbage. Returns the words out and the cycles `dut.again` was high (0
+    without it). With `rejects`, records the walker's `rejected` (code, tag) as they come."""
     got, again = [], 0
     word_layout = dut.words.payload.shape()
     chain = getattr(dut, "chain", dut)
@@ -123,21 +136,27 @@ def _run(dut, rng, jobs: deque, dones: deque, lines: dict, buffer: dict, n_want:
         nonlocal again
         loc_addr = 0
         rows = [0] * BANKS
+        filled, early = 0, [False] * BANKS
         for _ in range(40_000):
             # the read ports answer the address of the cycle before
             ctx.set(chain.locator.loc.data, lines.get(loc_addr, 0))
             for b in range(BANKS):
-                ctx.set(chain.reader.buf[b].data, buffer.get(rows[b] * BANKS + b, 0))
+                line = rows[b] * BANKS + b
+                ctx.set(chain.reader.buf[b].data,
+                        rng.getrandbits(64) if early[b] else buffer.get(line, 0))
+            if rng.random() < 0.3:
+                filled = min(max(buffer) + 1, filled + rng.randint(1, 8))
+            ctx.set(dut.filled, filled)
             ctx.set(dut.jobs.valid, bool(jobs) and rng.random() < 0.7)
             if jobs:
                 ctx.set(dut.jobs.payload.as_value(), jobs[0])
-            ctx.set(dut.done.valid, bool(dones) and rng.random() < 0.7)
+            ctx.set(dut.issued.valid, bool(dones) and rng.random() < 0.7)
             if dones:
-                ctx.set(dut.done.payload, dut.done.payload.shape().const(dones[0]))
+                ctx.set(dut.issued.payload, dut.issued.payload.shape().const(dones[0]))
             ctx.set(dut.words.ready, rng.random() < 0.6)
             if ctx.get(dut.jobs.valid) and ctx.get(dut.jobs.ready):
                 jobs.popleft()
-            if ctx.get(dut.done.valid) and ctx.get(dut.done.ready):
+            if ctx.get(dut.issued.valid) and ctx.get(dut.issued.ready):
                 dones.popleft()
             if ctx.get(dut.words.valid) and ctx.get(dut.words.ready):
                 bits = ctx.get(dut.words.payload.as_value())
@@ -145,8 +164,12 @@ def _run(dut, rng, jobs: deque, dones: deque, lines: dict, buffer: dict, n_want:
                             for name, f in word_layout})
             if dut is not chain:
                 again += ctx.get(dut.replayer.again)
+            if rejects is not None and ctx.get(chain.walker.rejected.valid):
+                rejects.append((TopError(ctx.get(chain.walker.rejected.payload.code)),
+                                ctx.get(chain.walker.rejected.payload.tag)))
             loc_addr = ctx.get(chain.locator.loc.addr)
             rows = [ctx.get(chain.reader.buf[b].addr) for b in range(BANKS)]
+            early = [rows[b] * BANKS + b >= filled for b in range(BANKS)]
             await ctx.tick()
             if len(got) >= n_want and not jobs and not dones:
                 # a few more cycles: nothing more may come out
@@ -174,16 +197,18 @@ class ReplayChain(wiring.Component):
         self.replayer, self.chain = Replayer(g, MAX_USES), Chain(g)
         super().__init__({
             "jobs": wiring.In(stream.Signature(job_layout(MAX_USES))),
-            "done": wiring.In(stream.Signature(ema_completion_layout)),
+            "issued": wiring.In(stream.Signature(ema_completion_layout)),
+            "filled": wiring.In(range(g.lines + 1)),
             "words": wiring.Out(stream.Signature(word_layout(g.max_in_channels, g.data_width)))})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.replayer, m.submodules.chain = self.replayer, self.chain
         wiring.connect(m, wiring.flipped(self.jobs), self.replayer.jobs_in)
-        wiring.connect(m, wiring.flipped(self.done), self.replayer.done_in)
+        wiring.connect(m, wiring.flipped(self.issued), self.replayer.issued_in)
         wiring.connect(m, self.replayer.jobs, self.chain.jobs)
-        wiring.connect(m, self.replayer.done, self.chain.done)
+        wiring.connect(m, self.replayer.issued, self.chain.issued)
+        m.d.comb += self.chain.filled.eq(self.filled)
         wiring.connect(m, self.chain.words, wiring.flipped(self.words))
         return m
 
@@ -229,3 +254,70 @@ def test_replayer_walks_each_pair_once_per_use(seed):
 def test_replayer_refuses_no_uses():
     with pytest.raises(ValueError, match="max_uses is 0: accepted 1 or more"):
         Replayer(EmaGeometry(LAYOUT, 64, 4096, 4), 0)
+
+
+def _spoil(words: list[int], descriptor: dict | None = None, masks: dict | None = None):
+    """A descriptor's command words with descriptor fields (`descriptor`) or mask words (by
+    index, `masks`) replaced."""
+    out = list(words)
+    if descriptor:
+        fields = ema_command_layout.from_bits(out[0]).arg.descriptor
+        now = {name: int(getattr(fields, name)) for name in ("tag", "layer", "expert", "matrix",
+                                                             "scales")}
+        out[0] = ema_command_layout.const({"op": EmaOp.DESCRIPTOR, "arg": {
+            "descriptor": {**now, **descriptor}}}).as_bits()
+    for k, mask in (masks or {}).items():
+        out[1 + k] = ema_command_layout.const({"op": EmaOp.MASK, "arg": {"mask": mask}}).as_bits()
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_bad_descriptors_are_reported_and_walked_so_the_engine_stays_in_step(seed):
+    """A descriptor without scales (walked as usual), one with a mask bit past the last
+    channel (not walked), one selecting no channel (walked as channel 0 alone), a stray MASK
+    word (dropped) and a descriptor with two bad fields (the first named), each followed by a
+    good descriptor: every word is the contract's, `rejected` gives each code in order with op
+    EMA."""
+    rng = random.Random(seed)
+    g = EmaGeometry(LAYOUT, 64, 4096, 4)
+    dut = Chain(g)
+    lines, buffer = {}, {}
+    jobs, dones, want, expected = deque(), deque(), [], []
+    gu = Matrix.GATE_UP            # 40 channels: the second mask word holds 8
+    tail_bit = 1 << 20             # channel 52: past the last
+    slot = iter(range(100))
+
+    def job(spoil=None, code=None, chans=None):
+        s = next(slot) % g.slots
+        words, done, expected_words = _job(rng, g, s, lines, buffer, gu)
+        if spoil is not None:
+            words = spoil(words)
+        if chans is not None:
+            expected_words = _walked(rng, g, s, gu, chans, lines, buffer)
+        jobs.extend(words)
+        dones.append(done)
+        want.extend(expected_words)
+        if code is not None:
+            expected.append((code, TopOp.EMA))
+
+    def with_tail(w):
+        return ema_command_layout.from_bits(w[2]).arg.mask | tail_bit
+
+    job()
+    job(lambda w: _spoil(w, descriptor={"scales": 0}), TopError.NO_SCALES)
+    job()
+    job(lambda w: _spoil(w, masks={1: with_tail(w)}), TopError.MASK_TAIL)
+    job()
+    job(lambda w: _spoil(w, masks={0: 0, 1: 0}), TopError.NO_CHANNEL, chans={0})
+    jobs.append(ema_command_layout.const({"op": EmaOp.MASK, "arg": {"mask": 5}}).as_bits())
+    expected.append((TopError.STRAY_MASK, TopOp.EMA))
+    job()
+    job(lambda w: _spoil(w, descriptor={"scales": 0}, masks={1: with_tail(w)}),
+        TopError.NO_SCALES)
+    job()
+    rejects = []
+    got, _ = _run(dut, rng, jobs, dones, lines, buffer, len(want), rejects)
+    assert len(got) == len(want), f"{len(got)} words for {len(want)}"
+    for i, (g_, w) in enumerate(zip(got, want)):
+        assert g_ == w, f"word {i}: {g_} != {w}"
+    assert rejects == expected

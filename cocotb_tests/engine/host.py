@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from amaranth.hdl import Shape
 from amaranth.lib import data
 
-from edgexpert.contracts.top import (EXPERT_OUT_VALUES, input_beats, inputs_per_beat,
-                                     outputs_per_beat, value_beats)
+from edgexpert.contracts.top import (EXPERT_OUT_VALUES, cand_item, flush_item, input_beats,
+                                     inputs_per_beat, outputs_per_beat, value_beats, x_item)
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.hw.engine.layouts import (act_layout, cand_layout, column_layout, flush_layout,
                                          hidden_scale_layout, moe_layout, scale_words_layout,
@@ -68,15 +68,14 @@ def group_items(layout: WeightLayout, image, layer: int, expert: int, x_q, x_m: 
         raise ValueError(f"a group holds 1..{candidates} candidates, not {n}")
     word_bytes = word_bits // 8
     base = layout.base_address
-    items = {"cand": [lay["cand"].const({"x": {"m": int(x_m[i]), "e": int(x_e[i])},
-                                         "token": int(tokens[i]), "weight": int(weights[i]),
-                                         "last": int(i == n - 1)}).as_bits()
+    items = {"cand": [lay["cand"].const(cand_item(x_m[i], x_e[i], tokens[i], weights[i],
+                                                  i == n - 1, token_slots)).as_bits()
                       for i in range(n)]}
     items["x"] = []
     for i in range(n):
         beats = input_beats(x_q[i], word_bits)
-        items["x"] += [lay["x"].const({"candidate": i, "beat": b, "values": v,
-                                       "last": int(i == n - 1 and b == len(beats) - 1)}).as_bits()
+        items["x"] += [lay["x"].const(x_item(i, b, v, i == n - 1 and b == len(beats) - 1, n,
+                                             layout.d_model, word_bits)).as_bits()
                        for b, v in enumerate(beats)]
     for matrix, name, channels in ((Matrix.GATE_UP, "gate_up", gate_up_channels),
                                    (Matrix.DOWN, "down", down_channels)):
@@ -100,7 +99,7 @@ def group_items(layout: WeightLayout, image, layer: int, expert: int, x_q, x_m: 
 
 
 def flush_items(token_slots: int, tokens: Sequence[int]) -> list[int]:
-    return [flush_layout(token_slots).const({"token": t}).as_bits() for t in tokens]
+    return [flush_layout(token_slots).const(flush_item(t, token_slots)).as_bits() for t in tokens]
 
 
 def unpack(layout: data.Layout, bits: int):

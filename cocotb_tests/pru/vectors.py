@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgexpert.contracts.prefill_trace import PrefillTrace
-from edgexpert.contracts.pru import LOGIT_BITS, SCORE_BITS
+from edgexpert.contracts.pru import logit_beats, score_beats
 from edgexpert.golden.blocks.pru import experts_per_step, fetch_commands
 from edgexpert.hw.pru import PruParams, pick_register_for
 
@@ -46,13 +46,11 @@ class PromptVectors:
 def prompt_vectors(trace: PrefillTrace, prompt: int, params: PruParams) -> PromptVectors:
     rows = trace.prompt(prompt)
     t = len(rows["score_q16"])
-    scores = [int(s) | (t << SCORE_BITS) for s in rows["score_q16"]]
+    scores = score_beats(rows["score_q16"].tolist(), params.max_tokens)
     logits = []
     for layer in range(params.n_layers):
-        z = (rows["logits_q16"][:, layer].astype(np.int64) % (1 << LOGIT_BITS)).tolist()
-        for _phase in ("shared set", "routing"):
-            logits += [sum(v << (LOGIT_BITS * j) for j, v in enumerate(row[b:b + params.lanes]))
-                       for row in z for b in range(0, len(row), params.lanes)]
+        z = logit_beats(rows["logits_q16"][:, layer].tolist(), params.lanes)
+        logits += z + z            # the shared-set phase, then the routing phase
     routes = []
     for layer in range(params.n_layers):
         for tok in range(t):

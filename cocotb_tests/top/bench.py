@@ -34,8 +34,9 @@ from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack, values_in
 from edgexpert.contracts.top import EXPERT_OUT_VALUES
 from edgexpert.cocotb_tests.streams import StreamSink, StreamSource
-from edgexpert.cocotb_tests.top.harness import (command_streams, feed, memory_report,
-                                               read_counters, read_csr, start_top)
+from edgexpert.cocotb_tests.top.harness import (check_no_rejects, command_streams, feed,
+                                               memory_report, read_counters, read_csr,
+                                               start_top)
 from edgexpert.cocotb_tests.top import step_rows
 from edgexpert.cocotb_tests.top.host import batch_commands, expected_outputs, plan_batches
 from edgexpert.contracts.ema import EmaCsr
@@ -64,6 +65,8 @@ COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES
 KEEP = tuple(max(1, min(c, round(PARAMS["ratio"] * c))) for c in (D, F))
 #: the DCU modes and their job orders (host.py)
 DCU_ORDERS = {"dcu": "ahead", "dcu_inline": "inline"}
+#: cycles per bin of the step's timeline (about 300 bins over the bundled step)
+TIMELINE_BIN = 1024
 _report: dict = {}
 
 
@@ -115,15 +118,18 @@ def bound(batch, beats: list[int], expect: dict) -> int:
 
 
 async def play(dut, batches: list, masks: str, source: StreamSource,
-               sinks: dict[str, StreamSink]) -> tuple[dict, dict, int]:
+               sinks: dict[str, StreamSink],
+               monitor: AxiReadMonitor) -> tuple[dict, dict, int, list[dict]]:
     """Every batch's commands; the batches of one layer of a pass (its tokens in slot-sized
     parts) back to back, each part's flushes right behind its groups (the engine holds them in
     order), and the next layer's once the one before has all its MoE sums out (its inputs
     depend on them); the host reads the counters after each layer. Returns the expected
-    outputs, the per-pass entries (the counters summed over the pass's layers) and the MACs."""
+    outputs, the per-pass entries (the counters summed over the pass's layers), the MACs and
+    each layer's timeline entry (`layer_timeline`)."""
     values = TRACE if masks == "naive_sd" else MASKED
     want = {p: [] for p in OUTPUTS}
     passes: dict[tuple, dict] = {}
+    layers: list[dict] = []
     before = await read_counters(dut, COUNTERS)
     macs = 0
     for (prompt, index, layer), parts in groupby(batches,
@@ -136,8 +142,10 @@ async def play(dut, batches: list, masks: str, source: StreamSource,
             for p in OUTPUTS:
                 want[p] += expect[p]
             limit += bound(batch, beats, expect)
+        start, first_beat = monitor.cycle, len(monitor.beat_cycles)
         task = cocotb.start_soon(feed(source, beats))
         await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=limit)
+        end, last_beat = monitor.cycle, len(monitor.beat_cycles)
         await task
         layer_macs = sum(len(g.cands) * (len(g.gate_up) * 2 * F + len(g.down) * D)
                          for batch in parts for g in batch.groups)
@@ -159,11 +167,29 @@ async def play(dut, batches: list, masks: str, source: StreamSource,
                 entry[k] += after[k] - before[k]
         assert after["groups"] - before["groups"] == groups, \
             f"GROUPS counted {after['groups'] - before['groups']} for {groups}"
+        layers.append(layer_timeline(
+            monitor.beat_cycles[first_beat:last_beat], start, end, prompt=prompt, index=index,
+            layer=layer, kind=entry["kind"], groups=groups,
+            candidates=sum(len(g.cands) for batch in parts for g in batch.groups),
+            busy=after["busy"] - before["busy"],
+            memory_wait=after["memory_wait"] - before["memory_wait"]))
         before = after
     for p in OUTPUTS:
         await sinks[p].wait_for(len(want[p]), max_cycles=1000)
     await ClockCycles(dut.clk, 50)
-    return want, passes, macs
+    return want, passes, macs, layers
+
+
+def layer_timeline(beat_cycles: list[int], start: int, end: int, **fields) -> dict:
+    """A layer of a pass on the monitor's clock: from its first command beat (`start`) to its
+    last MoE sum (`end`), split into `head` (to its first AXI beat), `bus` (its beats),
+    `gaps` (cycles between its first and last beat without one) and `tail` (after its last
+    beat). At one beat a cycle, the bus's roofline, only `bus` remains."""
+    beats = len(beat_cycles)
+    first, last = (beat_cycles[0], beat_cycles[-1]) if beats else (end, end)
+    return {**fields, "start": start, "end": end, "beats": beats, "head": first - start,
+            "bus": beats, "gaps": last - first + 1 - beats if beats else 0,
+            "tail": end - last}
 
 
 def compare(dut, name: str, masks: str, sinks: dict[str, StreamSink], want: dict) -> dict:
@@ -185,11 +211,19 @@ def compare(dut, name: str, masks: str, sinks: dict[str, StreamSink], want: dict
     return mismatches
 
 
+def beats_per_bin(beat_cycles: list[int], origin: int) -> list[int]:
+    """AXI beats per `TIMELINE_BIN` cycles from `origin` (the step's timeline plot)."""
+    counts = np.bincount((np.asarray(beat_cycles, dtype=np.int64) - origin) // TIMELINE_BIN)
+    return [int(c) for c in counts]
+
+
 async def check_idle(dut, monitor: AxiReadMonitor) -> None:
-    """The top idle without an error, the EMA without a latched error, no burst left open."""
+    """The top idle without an error, the EMA without a latched error, no command rejected, no
+    burst left open."""
     status = await read_csr(dut, int(TopCsr.STATUS))
     assert status == 0, f"STATUS {status:#x}: busy (bit 0) or a completion not OK (bit 1)"
     assert await read_csr(dut, int(EmaCsr.STATUS)) & 2 == 0, "the EMA latched an error"
+    await check_no_rejects(dut)
     monitor.assert_drained()
 
 
@@ -208,7 +242,7 @@ async def trace_step(dut, masks: str, mode: str):
     monitor = await start_top(dut, PARAMS, LAYOUT.base_address, rng, mode)
     source, sinks = command_streams(dut, OUTPUTS, mode, rng)
     wall = time.time()
-    want, passes, macs = await play(dut, batches, masks, source, sinks)
+    want, passes, macs, layers = await play(dut, batches, masks, source, sinks, monitor)
     wall = time.time() - wall
     mismatches = compare(dut, name, masks, sinks, want)
     await check_idle(dut, monitor)
@@ -229,7 +263,9 @@ async def trace_step(dut, masks: str, mode: str):
         "macs_per_cycle": round(macs / cycles, 3), "wall_s": round(wall, 2),
         "items_checked": {p: values_in(want[p]) for p in OUTPUTS}, "mismatches": mismatches,
         "memory": memory_report(),
-        "passes": sorted(passes.values(), key=lambda e: (e["prompt"], e["pass"]))}
+        "passes": sorted(passes.values(), key=lambda e: (e["prompt"], e["pass"])),
+        "layers": layers, "bin_cycles": TIMELINE_BIN,
+        "beats_per_bin": beats_per_bin(monitor.beat_cycles, layers[0]["start"])}
     _write_report(selection)
 
 
@@ -276,7 +312,7 @@ async def reset_mid_step(dut, cut: str):
     counters = await read_counters(dut, {**COUNTERS, "status": TopCsr.STATUS})
     assert all(v == 0 for v in counters.values()), f"not cleared by the reset: {counters}"
     source, sinks = command_streams(dut, OUTPUTS, "random", rng)
-    want, _, _ = await play(dut, batches, masks, source, sinks)
+    want, *_ = await play(dut, batches, masks, source, sinks, monitor)
     mismatches = compare(dut, name, masks, sinks, want)
     await check_idle(dut, monitor)
     monitor.stop()

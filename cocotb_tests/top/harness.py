@@ -14,10 +14,11 @@ from cocotbext.axi import AxiBus
 from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam, memory_for
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.ema.harness import pause_generator
+from edgexpert.contracts.top import TopCsr
 from edgexpert.cocotb_tests.streams import (Pauses, StreamSink, StreamSource,
                                             start_clock_and_reset)
 
-__all__ = ["PERIOD_NS", "read_csr", "read_counters", "feed", "weight_memory", "start_top",
+__all__ = ["PERIOD_NS", "read_csr", "read_counters", "check_no_rejects", "feed", "weight_memory", "start_top",
            "command_streams", "memory_report"]
 
 PERIOD_NS = 10
@@ -35,6 +36,14 @@ async def read_csr(dut, address: int) -> int:
 
 async def read_counters(dut, registers: dict) -> dict[str, int]:
     return {name: await read_csr(dut, int(reg)) for name, reg in registers.items()}
+
+
+async def check_no_rejects(dut) -> None:
+    """Nothing rejected: the command path's and feeder's, the DCU's and the PRU's STATUS are 0
+    (docs/contracts.md, "Rejected commands"): good commands never trip a check."""
+    for reg in (TopCsr.COMMAND_STATUS, TopCsr.DCU_STATUS, TopCsr.PRU_STATUS):
+        status = await read_csr(dut, int(reg))
+        assert status == 0, f"{reg.name} {status:#x}: a good command was rejected"
 
 
 async def feed(source: StreamSource, values: list[int]):

@@ -26,7 +26,8 @@ import numpy as np
 from edgexpert.cocotb_tests.engine.host import group_outputs, moe_items
 from edgexpert.contracts.dcu import LANES, DcuJob, encode_job
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
-from edgexpert.contracts.top import TopOp, input_beats, inputs_per_beat
+from edgexpert.contracts.top import (TopOp, cand_item, flush_item, input_beats, inputs_per_beat,
+                                     x_item)
 from edgexpert.contracts.trace import PassKind
 from edgexpert.contracts.weight_layout import Matrix
 from edgexpert.hw.ema import EmaGeometry
@@ -173,21 +174,21 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
     def inputs(i: int) -> list[int]:
         grp = batch.groups[i]
         n = len(grp.cands)
-        out = [_beat(lay, cand_op, eng["cand"].const({
-            "x": {"m": int(t["x_m"][row]), "e": int(t["x_e"][row])}, "token": slot_of[row],
-            "weight": int(t["weights_q16"][row, k]), "last": int(c == n - 1)}).as_bits())
+        out = [_beat(lay, cand_op, eng["cand"].const(cand_item(
+            t["x_m"][row], t["x_e"][row], slot_of[row], t["weights_q16"][row, k], c == n - 1,
+            tokens)).as_bits())
             for c, (row, k) in enumerate(grp.cands)]
         for c, (row, _) in enumerate(grp.cands):
             xs = input_beats(t["x_q"][row], word_bits)
-            out += [_beat(lay, TopOp.X, eng["x"].const({
-                "candidate": c, "beat": b, "values": v,
-                "last": int(c == n - 1 and b == len(xs) - 1)}).as_bits())
+            out += [_beat(lay, TopOp.X, eng["x"].const(x_item(
+                c, b, v, c == n - 1 and b == len(xs) - 1, n, layout.d_model,
+                word_bits)).as_bits())
                 for b, v in enumerate(xs)]
         return out
 
     if dcu is not None:
         return beats + _dcu_commands(trace, batch, lay, dcu, order, inputs) + [
-            _beat(lay, TopOp.FLUSH, eng["flush"].const({"token": s}).as_bits())
+            _beat(lay, TopOp.FLUSH, eng["flush"].const(flush_item(s, tokens)).as_bits())
             for s in range(len(batch.rows))]
     for step in batch.steps:
         beats.append(_beat(lay, TopOp.EMA, new_step_command()))
@@ -200,7 +201,7 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
             if n + 1 < len(step):
                 beats += descriptor(step[n + 1], Matrix.GATE_UP)
             beats += descriptor(i, Matrix.DOWN) + inputs(i)
-    beats += [_beat(lay, TopOp.FLUSH, eng["flush"].const({"token": s}).as_bits())
+    beats += [_beat(lay, TopOp.FLUSH, eng["flush"].const(flush_item(s, tokens)).as_bits())
               for s in range(len(batch.rows))]
     return beats
 

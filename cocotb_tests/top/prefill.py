@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgexpert.cocotb_tests.engine.host import group_outputs, moe_items
-from edgexpert.contracts.top import TopOp, input_beats, inputs_per_beat
+from edgexpert.contracts.top import (TopOp, cand_item, flush_item, input_beats, inputs_per_beat,
+                                     x_item)
 from edgexpert.hw.engine.layouts import cand_layout, flush_layout, x_layout
 
 __all__ = ["PrefillGroup", "score_beats", "logit_beats", "groups_from_routes", "group_beats",
@@ -70,18 +71,17 @@ def group_beats(lay, trace_rows: dict, layer: int, groups: list[PrefillGroup], *
     beats = []
     for grp in groups:
         n = len(grp.cands)
-        beats += [_beat(lay, TopOp.CAND, cand.const({
-            "x": {"m": int(x_m[tok, layer]), "e": int(x_e[tok, layer])}, "token": tok,
-            "weight": weight, "last": int(c == n - 1)}).as_bits())
+        beats += [_beat(lay, TopOp.CAND, cand.const(cand_item(
+            x_m[tok, layer], x_e[tok, layer], tok, weight, c == n - 1, tokens)).as_bits())
             for c, (tok, _, weight) in enumerate(grp.cands)]
         for c, (tok, _, _) in enumerate(grp.cands):
             xs = input_beats(x_q[tok, layer], word_bits)
-            beats += [_beat(lay, TopOp.X, act.const({
-                "candidate": c, "beat": b, "values": v,
-                "last": int(c == n - 1 and b == len(xs) - 1)}).as_bits())
+            beats += [_beat(lay, TopOp.X, act.const(x_item(
+                c, b, v, c == n - 1 and b == len(xs) - 1, n, d_model, word_bits)).as_bits())
                 for b, v in enumerate(xs)]
     n_tokens = 1 + max(tok for grp in groups for tok, _, _ in grp.cands)
-    beats += [_beat(lay, TopOp.FLUSH, flush.const({"token": s}).as_bits()) for s in range(n_tokens)]
+    beats += [_beat(lay, TopOp.FLUSH, flush.const(flush_item(s, tokens)).as_bits())
+              for s in range(n_tokens)]
     return beats
 
 

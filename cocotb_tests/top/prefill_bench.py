@@ -28,8 +28,9 @@ from cocotb.triggers import ClockCycles
 
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack, values_in
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
-from edgexpert.cocotb_tests.top.harness import (command_streams, feed, memory_report,
-                                               read_counters, read_csr, start_top)
+from edgexpert.cocotb_tests.top.harness import (check_no_rejects, command_streams, feed,
+                                               memory_report, read_counters, read_csr,
+                                               start_top)
 from edgexpert.cocotb_tests.top.prefill import (expected_group_outputs, expected_moe,
                                                 group_beats, groups_from_routes, logit_beats,
                                                 score_beats)
@@ -143,6 +144,7 @@ async def prefill_chunk(dut, mode: str):
     status = await read_csr(dut, int(TopCsr.STATUS))
     assert status == 0, f"STATUS {status:#x}: busy (bit 0) or a completion not OK (bit 1)"
     assert await read_csr(dut, int(EmaCsr.STATUS)) & 2 == 0, "the EMA latched an error"
+    await check_no_rejects(dut)
     monitor.assert_drained()
     monitor.stop()
     _report[name] = {"tokens": t, "layers": layers, "experts_fetched": fetched,

@@ -10,7 +10,8 @@ One module per command group: doctor, hw (rtl, synth, bench ema), prove (SymbiYo
 (train, prune, decode, analyze, bench dispatch), policies (compare, ablate), prefill (prefill
 train / ablate, calibrate), draft (draft train: the EAGLE head), estimate (the performance model:
 estimate, sweep), routing (the full-size routing model fitted on a bundled model), report,
-trace (a Hugging Face checkpoint's measured passes), demo. Each command imports torch, the
+trace (a Hugging Face checkpoint's measured passes under every policy; `hf tiny`, a small
+checkpoint to try it on), demo. Each command imports torch, the
 golden model, the simulators and the synthesis flow inside its own function, so that
 `edgexpert --help` and `edgexpert doctor` start in well under a second.
 """
@@ -47,7 +48,9 @@ def parser() -> argparse.ArgumentParser:
     trace.register(sub)
     p = sub.add_parser("bench", parents=[settings_options(0)],
                        help="benchmarks (minutes, not tests): `bench ema` the EMA's bus "
-                            "utilization, `bench dispatch` the golden model's expert dispatch")
+                            "utilization, `bench pru` and `bench dcu` those blocks' cycles, "
+                            "`bench top` a decode step through the accelerator top, `bench "
+                            "dispatch` the golden model's expert dispatch")
     benches = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
     hw.register_bench(benches)
     golden.register_bench(benches)
@@ -65,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     set_quiet(quiet_requested(args))
     # what train, prune and prefill train record in their metadata
     args.command_line = "edgexpert " + shlex.join(argv)
+    from ..support import provenance
+    # --quick is `quick` on the studies and `no_pauses` on `bench top` (cli/hw.py)
+    provenance.begin(args.command_line,
+                     quick=getattr(args, "quick", False) or getattr(args, "no_pauses", False))
     try:
         return args.func(args)
     except InputError as exc:

@@ -67,8 +67,11 @@ def load(args) -> Config:
     """The configuration a command runs with: the bundled defaults, the --config file (from
     whichever level named it), --quick's settings, then every --set, outer level first; all of
     it validated (bad values: InputError naming the range)."""
+    from ..support.provenance import note_settings
     path, overrides = config_sources(args)
-    return load_config(path, overrides)
+    config = load_config(path, overrides)
+    note_settings(changed_settings(config))
+    return config
 
 
 def _flat(data: dict, prefix: str = "") -> dict:
@@ -153,11 +156,14 @@ def print_json(data) -> None:
 
 
 def write_result(data: dict, *parts: str) -> Path:
-    """`data` as JSON in build/<parts...> (sorted keys, so reruns compare byte for byte)."""
+    """`data` as JSON in build/<parts...> (sorted keys, so reruns compare byte for byte), and
+    beside it the run that wrote it (support/provenance.py: command, settings, --quick, time)."""
+    from ..support.provenance import record
     from ..support.tools import build_root
     path = build_root().joinpath(*parts)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    record(path)
     return path
 
 

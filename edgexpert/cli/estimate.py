@@ -12,44 +12,58 @@ from pathlib import Path
 from ..contracts.errors import InputError
 from .common import config_sources, load, print_json, publish, settings_options
 
-__all__ = ["register"]
+__all__ = ["register", "calibration", "calibration_files"]
+
+
+def calibration_files() -> dict[str, Path]:
+    """The bench results the calibration reads, by comparison, where they exist: `ema` and
+    `top` (the latency memory's `bench ema` summary and `bench top` cycle file), and per DRAM
+    memory `ema_<memory>` and `top_<memory>` (`bench ema|top --memory M`)."""
+    from ..sim.perf.ema_model import BENCH_MEMORIES
+    from ..support.tools import build_root
+    ema = build_root() / "bench" / "ema" / "summary.json"
+    top = build_root() / "bench" / "top" / "cycles.json"
+    files = {"ema": ema, "top": top}
+    for memory in BENCH_MEMORIES[1:]:
+        files[f"ema_{memory}"] = ema.with_name(f"summary-{memory}.json")
+        files[f"top_{memory}"] = top.with_name(f"cycles-{memory}.json")
+    return {name: path for name, path in files.items() if path.is_file()}
+
+
+def calibration(config, show: bool) -> tuple[bool, dict, list[str]]:
+    """The EMA cycle model against each `bench ema` summary, the compute model against the
+    latency memory's `bench top` cycle file, the pass model against each DRAM memory's (the
+    files of `calibration_files`); tables printed when `show`. Returns (every EMA comparison
+    within its tolerance, the results by comparison, notes naming the benches not run)."""
+    from ..support.tools import build_root
+    files = calibration_files()
+    ok, out, notes = True, {}, []
+    if "ema" not in files:
+        notes.append(f"no EMA benchmark at {build_root() / 'bench' / 'ema' / 'summary.json'} "
+                     "(run `edgexpert bench ema`): the EMA cycle model is not checked")
+    if "top" not in files:
+        notes.append(f"no top cycle file at {build_root() / 'bench' / 'top' / 'cycles.json'} "
+                     "(run `edgexpert bench top`): the compute model is not checked")
+    for name, path in files.items():
+        if name.startswith("ema"):
+            ema_ok, out[name] = _calibrate_ema(path, not show)
+            ok = ok and ema_ok
+        elif name == "top":
+            out[name] = _calibrate_top(path, config, not show)
+        else:
+            out[name] = _calibrate_dram_passes(path, config, not show)
+    return ok, out, notes
 
 
 def _calibrate(args) -> int:
-    """The EMA cycle model against the last `bench ema`, and the compute model against the last
-    `bench top`'s cycle file, each when its file exists (the absent one is named); the same on
-    each DRAM memory's files (`bench ema|top --memory M`) where they exist."""
-    from ..sim.perf.ema_model import BENCH_MEMORIES
-    from ..support.tools import build_root
-
+    """`estimate --calibrate`: `calibration` printed, or as one JSON object; refused in one
+    line when no bench has run."""
     config = load(args)
-    ema_path = build_root() / "bench" / "ema" / "summary.json"
-    top_path = build_root() / "bench" / "top" / "cycles.json"
-    # the runs on a DRAM memory (`bench ema|top --memory lpddr4x`), where they exist
-    dram_files = [(memory, kind, path) for memory in BENCH_MEMORIES[1:]
-                  for kind, path in (("ema", ema_path.with_name(f"summary-{memory}.json")),
-                                     ("top", top_path.with_name(f"cycles-{memory}.json")))
-                  if path.is_file()]
-    if not ema_path.is_file() and not top_path.is_file() and not dram_files:
-        raise InputError(f"no EMA benchmark at {ema_path} and no top cycle file at {top_path}: "
-                         "run `edgexpert bench ema` (and `edgexpert bench top`) first")
-    ok, out, notes = True, {}, []
-    if ema_path.is_file():
-        ok, out["ema"] = _calibrate_ema(ema_path, args.json)
-    else:
-        notes.append(f"no EMA benchmark at {ema_path} (run `edgexpert bench ema`): the EMA "
-                     "cycle model is not checked")
-    if top_path.is_file():
-        out["top"] = _calibrate_top(top_path, config, args.json)
-    else:
-        notes.append(f"no top cycle file at {top_path} (run `edgexpert bench top`): the compute "
-                     "model is not checked")
-    for memory, kind, path in dram_files:
-        if kind == "ema":
-            dram_ok, out[f"ema_{memory}"] = _calibrate_ema(path, args.json)
-            ok = ok and dram_ok
-        else:
-            out[f"top_{memory}"] = _calibrate_dram_passes(path, config, args.json)
+    if not calibration_files():
+        raise InputError("no bench results to calibrate on (build/bench/ema/summary.json, "
+                         "build/bench/top/cycles.json, or their DRAM memories'): run "
+                         "`edgexpert bench ema` (and `edgexpert bench top`) first")
+    ok, out, notes = calibration(config, show=not args.json)
     if args.json:
         print_json({**out, "notes": notes})
     else:
@@ -74,7 +88,7 @@ def _calibrate_ema(path: Path, quiet: bool) -> tuple[bool, dict]:
 
 
 def _calibrate_top(path: Path, config, quiet: bool) -> dict:
-    """The compute model (sim.perf.passes.compute_cycles at COMPUTE_UTILIZATION) against the top's
+    """The compute model (sim.perf.passes.compute_cycles at platform.compute_utilization) against the top's
     measured cycles, pass by pass, and the prefill model against its prefill chunk when the file
     has one (a report: no tolerance, docs/performance-model.md)."""
     from ..contracts.cycles import CYCLES_FORMAT, CYCLES_VERSION
@@ -85,11 +99,12 @@ def _calibrate_top(path: Path, config, quiet: bool) -> dict:
         cycles = json.loads(path.read_text())
         if (cycles.get("format"), cycles.get("version")) != (CYCLES_FORMAT, CYCLES_VERSION):
             raise ValueError(f"format {cycles.get('format')!r} version {cycles.get('version')!r}")
-        result = calibrate_compute(cycles)
+        result = calibrate_compute(cycles, config.platform.compute_utilization)
         if cycles.get("prefill"):
             # the PRU is EdgeXpert's prompt routing: the model's prefill of that policy
             experts = prefill_experts(model_spec(BUNDLED), "edgexpert", config)
-            result["prefill"] = calibrate_prefill(cycles, experts)
+            result["prefill"] = calibrate_prefill(cycles, experts,
+                                                  config.platform.compute_utilization)
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path} is not a top cycle file ({exc}): accepted {CYCLES_FORMAT} "
                          f"version {CYCLES_VERSION}; rerun `edgexpert bench top`") from None
@@ -111,7 +126,7 @@ def _calibrate_top(path: Path, config, quiet: bool) -> dict:
     for name, run in result["runs"].items():
         kinds = ", ".join(f"{k} {v['utilization']:.3f}" for k, v in run["by_kind"].items())
         print(f"{name}: {run['macs_per_cycle']:.1f} MACs per cycle of {run['peak_macs_per_cycle']}"
-              f" = utilization {run['utilization']:.3f} ({kinds}) against COMPUTE_UTILIZATION "
+              f" = utilization {run['utilization']:.3f} ({kinds}) against platform.compute_utilization "
               f"{u}: the model's {run['model_cycles']:,} cycles are {run['model_error']:+.1%} "
               f"of the measured {run['cycles']:,}; with the measured utilization every pass is "
               f"within {run['measured_u_max_abs_error']:.1%}; memory wait "
@@ -129,7 +144,8 @@ def _calibrate_dram_passes(path: Path, config, quiet: bool) -> dict:
     try:
         result = calibrate_dram_passes(json.loads(path.read_text()),
                                        WeightLayout.for_model(config.model),
-                                       config.policies.coalescing_ratio)
+                                       config.policies.coalescing_ratio,
+                                       config.platform.compute_utilization)
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path} is not a top cycle file of a DRAM memory ({exc}); rerun "
                          "`edgexpert bench top --memory lpddr4x`") from None
@@ -306,12 +322,14 @@ def cmd_sweep(args) -> int:
     from ..contracts.config import load_config
     from ..support.tools import build_root
     from ..sim.perf.estimate import POLICIES
-    from ..sim.perf.sweep import ROW_FIELDS, grid_points, parse_axes, run_sweep
+    from ..sim.perf.sweep import ROW_FIELDS, grid_points, parse_axes, parse_paired, run_sweep
     from .plot import sweep_plot
 
-    axes = parse_axes(args.grid)
+    load(args)   # the command's own settings, checked and recorded before the grid's
+    axes = parse_axes(args.grid, required=not args.paired)
+    paired = parse_paired(args.paired, axes)
     path, overrides = config_sources(args)
-    points = grid_points(axes, lambda point: load_config(path, overrides + point))
+    points = grid_points(axes, lambda point: load_config(path, overrides + point), paired)
     policies = args.policy or list(POLICIES)
     if args.workers < 1:
         raise InputError(f"--workers {args.workers} is out of range: accepted integers >= 1")
@@ -329,15 +347,19 @@ def cmd_sweep(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     table_path = out / "sweep.csv"
     with table_path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*axes, *ROW_FIELDS], extrasaction="ignore")
+        writer = csv.DictWriter(f, fieldnames=[*axes, *paired, *ROW_FIELDS],
+                                extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    plot = sweep_plot(rows, list(axes)[0], out / "sweep.png",
-                      f"edgexpert sweep: {len(points)} points ({', '.join(axes)}) x "
+    # the x axis: the first --grid axis, else the paired keys together
+    x_keys = list(axes)[:1] or list(paired)
+    names = [*axes] + ([" with ".join(paired)] if paired else [])
+    plot = sweep_plot(rows, x_keys, out / "sweep.png",
+                      f"edgexpert sweep: {len(points)} points ({', '.join(names)}) x "
                       f"{len(models)} models x {len(policies)} policies")
 
     def table(path: Path) -> None:
-        keys = list(axes)
+        keys = [*axes, *paired]
         print("  ".join(f"{k:>14}" for k in keys)
               + f" {'model':<18} {'policy':<10} {'ms/token':>9} {'mJ/token':>9} {'DRAM util':>9}")
         for r in rows:
@@ -346,7 +368,8 @@ def cmd_sweep(args) -> int:
                     f"{r['energy_mj_per_token']:>9.3f} {r['dram_utilization']:>9.3f}")
         print(f"table: {table_path}\nplot:  {plot}\nresults: {path}")
 
-    publish(args, {"axes": axes, "models": models, "policies": policies, "rows": rows},
+    publish(args, {"axes": axes, "paired": paired, "models": models, "policies": policies,
+                   "rows": rows},
             ("sweep", "sweep.json"), table, shown=rows)
     return 0
 
@@ -419,6 +442,10 @@ def register(sub) -> None:
     p.add_argument("--grid", action="append", metavar="KEY=V1,V2,...", default=[],
                    help="an axis: a configuration key and its values (repeatable; the grid is "
                         "every combination), e.g. platform.dram.channels=1,2,4")
+    p.add_argument("--paired", action="append", metavar="KEY=V1,V2,...", default=[],
+                   help="axes that move together, as one more axis of the grid (repeatable; "
+                        "each with as many values), e.g. --paired platform.dram.type=LPDDR4X,"
+                        "LPDDR5 --paired platform.dram.data_rate_mtps=4266,6400")
     _plan_options(p, "bundled, olmoe-1b-7b, qwen3-30b-a3b")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="a running Dask scheduler (tcp://HOST:PORT); default: a local cluster")

@@ -444,8 +444,10 @@ def cmd_bench_top(args) -> int:
 
 
 def _runs_summary(cycles: dict) -> dict:
-    """A cycle file's runs without their pass-by-pass entries (what the summary shows)."""
-    return {k: {key: v for key, v in run.items() if key != "passes"}
+    """A cycle file's runs without their pass-by-pass, layer-by-layer and binned entries
+    (what the summary shows)."""
+    return {k: {key: v for key, v in run.items()
+                if key not in ("passes", "layers", "beats_per_bin")}
             for k, run in cycles["runs"].items()}
 
 
@@ -467,6 +469,12 @@ def _runs_table(runs: dict, savings: dict | None = None) -> None:
         print(f"{name}: {run['beats']:,} AXI beats, {run['cycles_per_beat']:.3f} cycles per "
               f"beat (1 at the bus's roofline), {run['macs_per_cycle']:.1f} MACs per cycle = "
               f"{run['peak_share']:.1%} of the engine's peak {run['peak_macs_per_cycle']}")
+        if "split" in run:
+            split = run["split"]
+            print(f"{name}: of its layers' {split['span']:,} cycles, "
+                  + ", ".join(f"{k} {split[k]:,} ({split['shares'][k]:.1%})"
+                              for k in ("head", "bus", "gaps", "tail"))
+                  + " (before the first AXI beat, with one, between beats, after the last)")
     for name, saved in (savings or {}).items():
         share = saved["cycles_saved_per_beat_saved"]
         print(f"{name} against whole experts: {saved['beats_saved']:,} beats and "

@@ -1,8 +1,10 @@
 """`report`: one markdown page under build/report/ that gathers what the other commands measured
-(synthesis, the EMA bench, the policies, the performance model, a sweep), each section with the
-command that produced it, read the way a paper's evaluation section reads. The estimate is run
-here (it takes a second); the rest is read from build/, and a section whose results are missing
-says which command makes them."""
+(synthesis, the EMA, DCU and top benches, the calibration, the policies, the performance model,
+a sweep), read the way a paper's evaluation section reads. Each section says where its numbers
+came from: the command, settings, `--quick` or not, time and commit of the run that wrote them
+(the record beside each result, support/provenance.py). The estimate and the calibration are run
+here (seconds); the rest is read from build/, and a section whose results are missing says which
+command makes them."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import json
 import shutil
 from pathlib import Path
 
+from ..contracts.errors import InputError
+from ..support.provenance import describe
 from .common import load, settings_note, settings_options
 
 __all__ = ["register", "write_report"]
@@ -28,11 +32,18 @@ def _missing(command: str) -> list[str]:
     return [f"Not measured yet: run `{command}`, then `edgexpert report`.", ""]
 
 
+def _section(title: str, path: Path, command: str) -> tuple[list[str], dict | None]:
+    """A section's heading and the result at `path` it shows; when there is none, the
+    heading followed by the `command` that makes it, and None."""
+    data = _read(path)
+    return [f"## {title}", ""] + (_missing(command) if data is None else []), data
+
+
 def _synthesis(build: Path) -> list[str]:
-    out = ["## Synthesis (`edgexpert synth --all`)", ""]
-    report = _read(build / "synth" / "report.json")
+    out, report = _section("Synthesis (`edgexpert synth --all`)",
+                           build / "synth" / "report.json", "edgexpert synth --all")
     if report is None:
-        return out + _missing("edgexpert synth --all")
+        return out
     out += ["| block | cells | area 28 nm (mm2) | fmax 28 nm (MHz) | energy/op 28 nm | operation |",
             "|---|---:|---:|---:|---:|---|"]
     for name, block in sorted(report["blocks"].items()):
@@ -42,7 +53,8 @@ def _synthesis(build: Path) -> list[str]:
                    f"{'%.3g pJ' % (energy * 1e12) if energy else 'no stimulus'} | "
                    f"{s.get('operation') or m.get('operation') or ''} |")
     out += ["", "Measured at 180 nm (osu018, Yosys + OpenSTA), scaled to 28 nm "
-            "(docs/synthesis.md); the full report is build/synth/report.md.", ""]
+            "(docs/synthesis.md); the full report is build/synth/report.md.", "",
+            describe(build / "synth" / "report.json"), ""]
     return out + _scaling(build)
 
 
@@ -58,10 +70,11 @@ def _scaling(build: Path) -> list[str]:
 
 
 def _bench(build: Path) -> list[str]:
-    out = ["## EMA bus utilization (`edgexpert bench ema`)", ""]
-    bench = _read(build / "bench" / "ema" / "summary.json")
+    path = build / "bench" / "ema" / "summary.json"
+    out, bench = _section("EMA bus utilization (`edgexpert bench ema`)", path,
+                          "edgexpert bench ema")
     if bench is None:
-        return out + _missing("edgexpert bench ema")
+        return out
     latencies = sorted({lat for u in bench["utilization"].values() for lat in u}, key=int)
     out += ["| masks | " + " | ".join(f"latency {lat}" for lat in latencies) + " |",
             "|---|" + "---:|" * len(latencies)]
@@ -69,7 +82,141 @@ def _bench(build: Path) -> list[str]:
         out.append(f"| {case} | " + " | ".join(f"{by_latency[lat]:.4f}" for lat in latencies)
                    + " |")
     return out + ["", f"R beats per busy cycle (peak 1.0), {bench['simulator']}, seed "
-                  f"{bench['seed']}.", ""]
+                  f"{bench['seed']}.", "", describe(path), ""]
+
+
+def _top(build: Path, report_dir: Path) -> list[str]:
+    """The accelerator top's whole decode step and prefill chunk on each memory benched, then
+    each user's step (`bench top --prompt | --trace`, in folders below build/bench/top/); each
+    with its timeline (`_timeline`)."""
+    out = ["## The accelerator top (`edgexpert bench top`)", ""]
+    folder = build / "bench" / "top"
+    paths = sorted(folder.glob("summary*.json")) + sorted(folder.glob("*/*/summary*.json"))
+    summaries = [(p, s) for p in paths if (s := _read(p)) is not None and "runs" in s]
+    if not summaries:
+        return out + _missing("edgexpert bench top --quick")
+    for path, summary in summaries:
+        memory = summary["memory"]["memory"]
+        vectors = summary.get("vectors")
+        step = ("the bundled step" if vectors is None else
+                f"prompt {vectors['prompt']!r}" if "prompt" in vectors else
+                f"trace {Path(vectors['trace']).name}, step {vectors['step']}")
+        out += [f"### {step}, {memory} memory, hardware {summary['hardware']}", "",
+                "| masks/pauses | cycles | AXI beats | cycles per beat | MACs/cycle | "
+                "share of peak | memory wait |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, run in summary["runs"].items():
+            out.append(f"| {name} | {run['cycles']:,} | {run['beats']:,} | "
+                       f"{run['cycles_per_beat']:.3f} | {run['macs_per_cycle']:.1f} | "
+                       f"{run['peak_share']:.1%} | {run['memory_wait'] / run['cycles']:.1%} |")
+        for mode, run in (summary.get("prefill") or {}).items():
+            out += ["", f"Prefill chunk ({run['tokens']} tokens, pauses {mode}): "
+                    f"{run['cycles_per_layer']:,.0f} cycles per chunk-layer, "
+                    f"{run['macs_per_cycle']:.1f} MACs per busy cycle, "
+                    f"{run['experts_per_layer']:.1f} experts fetched per layer."]
+        out += ["", "Every output compared with the golden model's, bit for bit; cycles per "
+                "beat is 1 at the bus's roofline (docs/blocks/top.md, \"Cycle file\"). Seed "
+                f"{summary['seed']}.", "", describe(path), ""]
+        out += _timeline(folder, path, report_dir)
+    return out
+
+
+def _timeline(folder: Path, summary: Path, report_dir: Path) -> list[str]:
+    """Where the step's cycles went, from the cycle file beside `summary` (cycles.json beside
+    summary.json, cycles-M.json beside summary-M.json, as `bench top` writes them): a line per
+    run with its split, per run and pass kind the split's sums and shares, and the timeline
+    plot (`timeline_plot`), named after the cycle file's place under `folder`."""
+    from ..contracts.cycles import SPLIT_PARTS, split_by_kind
+    from .plot import timeline_plot
+    path = summary.with_name(summary.name.replace("summary", "cycles", 1))
+    rel = path.relative_to(folder)
+    cycles = _read(path)
+    runs = {} if cycles is None else {n: r for n, r in cycles["runs"].items() if "layers" in r}
+    if not runs:
+        return [f"No timeline: build/bench/top/{rel} has no layer timeline "
+                "(written before bench top recorded one, or missing); rerun `edgexpert bench "
+                "top` for it.", ""]
+    out = ["Where the layers' cycles went, from each layer's first command to its last MoE sum: "
+           "head before its first AXI beat, bus with a beat, gaps between beats without one, "
+           "tail after its last beat (docs/blocks/top.md, \"Cycle file\").", ""]
+    for name, run in runs.items():
+        shares = run["split"]["shares"]
+        out.append(f"- {name}: " + ", ".join(f"{k} {shares[k]:.1%}" for k in SPLIT_PARTS)
+                   + f" of {run['split']['span']:,} cycles; {run['cycles_per_beat']:.3f} "
+                   "cycles per beat")
+    out += ["", "| run | kind | layers | " + " | ".join(SPLIT_PARTS) + " | "
+            + " | ".join(f"{k} share" for k in SPLIT_PARTS) + " |",
+            "|---|---|" + "---:|" * (1 + 2 * len(SPLIT_PARTS))]
+    for name, run in runs.items():
+        for kind, s in split_by_kind(run["layers"]).items():
+            out.append(f"| {name} | {kind} | {s['layers']} | "
+                       + " | ".join(f"{s[k]:,}" for k in SPLIT_PARTS) + " | "
+                       + " | ".join(f"{s['shares'][k]:.1%}" for k in SPLIT_PARTS) + " |")
+    stem = "-".join(filter(None, ["timeline", *rel.parent.parts,
+                                  rel.stem.removeprefix("cycles").lstrip("-")]))
+    plot = timeline_plot(runs, report_dir / f"{stem}.png",
+                         f"edgexpert bench top: AXI beats per cycle and each layer's head and "
+                         f"tail, {rel}")
+    return out + ["", f"![the step's timeline, {rel}]({plot.name})", ""]
+
+
+def _dcu(build: Path) -> list[str]:
+    """The DCU's cycles per depth group against the EMA's fetch of the same group."""
+    path = build / "bench" / "dcu" / "summary.json"
+    out, bench = _section("The depth coalescing unit (`edgexpert bench dcu`)", path,
+                          "edgexpert bench dcu")
+    if bench is None:
+        return out
+    out += ["| matrix/n | jobs | DCU cycles (mean) | worst | EMA beats (mean) | "
+            "after de-duplication | DCU / EMA |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for key, row in bench["by_group"].items():
+        out.append(f"| {key} | {row['jobs']} | {row['dcu_cycles_mean']:.1f} | "
+                   f"{row['dcu_cycles_worst']} | {row['ema_beats_mean']:.1f} | "
+                   f"{row['ema_beats_dedup_mean']:.1f} | {row['dcu_over_ema']:.2f} |")
+    return out + ["", f"All groups: DCU {bench['total_dcu_cycles']:,} cycles against "
+                  f"{bench['total_ema_beats']:,} EMA beats ({bench['total_ema_beats_dedup']:,} "
+                  f"after de-duplication); below 1 the DCU's choice hides behind the fetch. "
+                  f"{bench['simulator']}, seed {bench['seed']}, hardware {bench['hardware']}.",
+                  "", describe(path), ""]
+
+
+def _calibration(config) -> list[str]:
+    """The performance model against the RTL benches (`estimate --calibrate`, run here on the
+    bench results build/ holds), one row per comparison and run."""
+    from .estimate import calibration, calibration_files
+    out = ["## The model against the RTL (`edgexpert estimate --calibrate`)", ""]
+    files = calibration_files()
+    if not files:
+        return out + _missing("edgexpert bench ema` and `edgexpert bench top")
+    try:
+        _, results, notes = calibration(config, show=False)
+    except InputError as exc:   # a stale or foreign file: the section says which, the rest stands
+        return out + [f"Not compared: {exc}.", ""]
+    out += ["| comparison | run | RTL cycles | model cycles | error |", "|---|---|---:|---:|---:|"]
+    for name, result in results.items():
+        for run, r in result["runs"].items():
+            rtl = r["rtl_cycles"] if name.startswith("ema") else r["cycles"]
+            # the compute model's error at the model's utilization (its other column refits it)
+            error = r["model_error"] if name == "top" else r["error"]
+            out.append(f"| {_comparison(name)} | {run} | {rtl:,} | {r['model_cycles']:,} | "
+                       f"{error:+.1%} |")
+    tolerance = next((r["tolerance"] for n, r in results.items() if n.startswith("ema")), None)
+    out += ["", "Errors are model / RTL - 1"
+            + ("" if tolerance is None else
+               f"; the EMA cycle model is held to {tolerance:.0%} per run")
+            + "; the compute and pass models are reported, not held to a tolerance "
+              "(docs/performance-model.md)."]
+    out += [f"Not compared: {note}." for note in notes]
+    out += [""] + [f"- `{name}`: {describe(path)}" for name, path in files.items()]
+    return out + ["", f"Compared here by `edgexpert report` ({settings_note(config)}).", ""]
+
+
+def _comparison(name: str) -> str:
+    """What a calibration entry (cli/estimate.py `calibration`) compares."""
+    kind, _, memory = name.partition("_")
+    on = f" --memory {memory}" if memory else ""
+    if kind == "ema":
+        return f"EMA cycle model vs `bench ema{on}`"
+    return f"{'pass' if memory else 'compute'} model vs `bench top{on}`"
 
 
 def _measured(compare: dict | None) -> bool:
@@ -92,7 +239,7 @@ def _policies(build: Path, report_dir: Path, compare: dict | None) -> list[str]:
                    f"{m['top1_agreement']:.3f} | {m['ppl_ratio']:.3f} |")
     out += ["", f"{compare['prompts']} prompts, {compare['windows']} held-out windows; every "
             "byte a decoded token reads or writes in external memory (docs/policies.md, "
-            "\"Total traffic\"), fewest first."]
+            "\"Total traffic\"), fewest first.", "", describe(build / "compare" / "compare.json")]
     plot = build / "compare" / "compare.png"
     if plot.is_file():
         shutil.copyfile(plot, report_dir / "compare.png")
@@ -100,7 +247,7 @@ def _policies(build: Path, report_dir: Path, compare: dict | None) -> list[str]:
     return out + [""]
 
 
-def _estimate(config, report_dir: Path, compare: dict | None) -> list[str]:
+def _estimate(config, build: Path, report_dir: Path, compare: dict | None) -> list[str]:
     from ..sim.perf.estimate import estimate
     measured = {"bundled": compare["policies"]} if _measured(compare) else None
     rows = estimate(config, list(REPORT_MODELS), list(REPORT_POLICIES), measured=measured)
@@ -125,33 +272,53 @@ def _estimate(config, report_dir: Path, compare: dict | None) -> list[str]:
             + " / ".join(f"{e[k] * 1e3:.2f}" for k in ("dram", "sram", "mac", "control"))
             + f" | {r['dram_utilization']:.3f} |")
     plot = _estimate_plot(rows, report_dir / "estimate.png")
-    return out + ["", "Synthetic routing is labelled; the bundled model's \"trace\" rows price "
-                  "the passes `edgexpert compare` measured (docs/performance-model.md).", "",
-                  f"![latency and energy per token]({plot.name})", ""]
+    source = (describe(build / "compare" / "compare.json") if measured else
+              "none, every row is synthetic.")
+    return out + ["", "Synthetic routing is labelled (and hatched in the plot); the bundled "
+                  "model's \"trace\" rows price the passes `edgexpert compare` measured "
+                  "(docs/performance-model.md).", "",
+                  f"Estimated here by `edgexpert report` ({settings_note(config)}); measured "
+                  f"passes: {source}", "", f"![latency and energy per token]({plot.name})", ""]
 
 
 def _estimate_plot(rows: list[dict], path: Path) -> Path:
-    """Latency and energy per token relative to naive_sd, grouped by model (repeatable PNG)."""
+    """Latency and energy per token relative to naive_sd, grouped by model, a colour per
+    policy; bars priced from synthetic routing hatched, from measured passes solid; the legend
+    below the panels, clear of the bars (repeatable PNG)."""
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+    from matplotlib.patches import Patch
 
     models = list(dict.fromkeys(r["model"] for r in rows))
     policies = list(dict.fromkeys(r["policy"] for r in rows))
+    colours = dict(zip(policies, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     by = {(r["model"], r["policy"]): r for r in rows}
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), dpi=110)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), dpi=110)
     width = 0.8 / len(policies)
     for ax, key, label in ((axes[0], "latency_s_per_token", "latency per token"),
                            (axes[1], "energy_j_per_token", "energy per token")):
         for i, policy in enumerate(policies):
-            ys = [by[m, policy][key] / by[m, "naive_sd"][key] for m in models]
-            ax.bar([j + i * width for j in range(len(models))], ys, width, label=policy)
+            for j, m in enumerate(models):
+                r = by[m, policy]
+                synthetic = r["routing"] != "trace"
+                ax.bar(j + i * width, r[key] / by[m, "naive_sd"][key], width,
+                       color=colours[policy], hatch="///" if synthetic else None,
+                       edgecolor="white" if synthetic else colours[policy], linewidth=0)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(models))], models, fontsize=8)
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_ylabel(f"{label} / naive_sd", fontsize=8)
+        ax.set_title(f"{label}, relative to naive_sd", fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
+    handles = [Patch(color=colours[p], label=p) for p in policies]
+    handles += [Patch(facecolor="grey", label="measured passes (trace)"),
+                Patch(facecolor="grey", hatch="///", edgecolor="white",
+                      label="synthetic routing")]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7,
+               frameon=False)
+    fig.suptitle("edgexpert estimate: latency and energy per token by model and policy",
+                 fontsize=9)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
     return path
@@ -190,14 +357,19 @@ def _sensitivity(config, report_dir: Path) -> list[str]:
 
 
 def _sweep(build: Path, report_dir: Path) -> list[str]:
-    out = ["## Sweep (`edgexpert sweep`)", ""]
-    sweep = _read(build / "sweep" / "sweep.json")
+    out, sweep = _section("Sweep (`edgexpert sweep`)", build / "sweep" / "sweep.json",
+                          "edgexpert sweep --grid platform.dram.channels=1,2,4")
     if sweep is None:
-        return out + _missing("edgexpert sweep --grid platform.dram.channels=1,2,4")
+        return out
     shutil.copyfile(build / "sweep" / "sweep.png", report_dir / "sweep.png")
     axes = ", ".join(f"{k} in {', '.join(v)}" for k, v in sweep["axes"].items())
+    paired = sweep.get("paired") or {}
+    if paired:
+        axes = ", ".join(filter(None, [axes, " with ".join(
+            f"{k} in {', '.join(v)}" for k, v in paired.items()) + " (paired)"]))
     return out + [f"{axes}; {len(sweep['rows'])} rows in build/sweep/sweep.csv.", "",
-                  "![latency per token over the sweep](sweep.png)", ""]
+                  describe(build / "sweep" / "sweep.json"), "",
+                  "![latency and energy per token over the sweep](sweep.png)", ""]
 
 
 def write_report(config) -> Path:
@@ -208,10 +380,12 @@ def write_report(config) -> Path:
     report_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# edgexpert: evaluation", "",
              "Generated by `edgexpert report` from the results under build/; each section names "
-             "the command that measures it.", ""]
+             "the command that measures it and the run its numbers come from (command, "
+             "settings, --quick or not, time, commit).", ""]
     compare = _read(build / "compare" / "compare.json")
-    lines += _synthesis(build) + _bench(build) + _policies(build, report_dir, compare)
-    lines += (_estimate(config, report_dir, compare) + _sensitivity(config, report_dir)
+    lines += (_synthesis(build) + _bench(build) + _dcu(build) + _top(build, report_dir)
+              + _calibration(config) + _policies(build, report_dir, compare))
+    lines += (_estimate(config, build, report_dir, compare) + _sensitivity(config, report_dir)
               + _sweep(build, report_dir))
     path = report_dir / "report.md"
     path.write_text("\n".join(lines))
@@ -226,5 +400,6 @@ def cmd_report(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("report", parents=[settings_options()],
                        help="one markdown page (build/report/report.md) with plots gathering "
-                            "synthesis, bench, compare, estimate and sweep results")
+                            "synthesis, the EMA, DCU and top benches, the calibration, compare, "
+                            "estimate and sweep results, each with the run it came from")
     p.set_defaults(func=cmd_report)

@@ -299,6 +299,14 @@ class PlatformConfig:
     sram_banks: int = _int(1, 1024, 8, "SRAM banks read in parallel")
     ema_bus_bits: int = _choice((64, 128, 256), 256, "width of the EMA's AXI read bus, bits")
     ema_outstanding: int = _int(1, 64, 48, "AXI read bursts the EMA keeps in flight")
+    compute_utilization: float = _float(0.01, 1.0, 0.8, "share of the MAC array's peak a pass "
+                                        "keeps busy (open: EdgeXpert gives only its 13.1 TOPS "
+                                        "peak; our choice, `estimate --calibrate` measures the "
+                                        "RTL top's)")
+    control_power_w: float = _float(0.0, 100.0, 0.076, "power of the controllers (top, PRU, "
+                                    "DCU, EMA) and clock tree while a pass runs, W (open: 5 % "
+                                    "of EdgeXpert's 1.52 W without DRAM, MICRO 2026; our "
+                                    "choice, no synthesized control block yet)")
     dram: DramConfig = field(default_factory=DramConfig)
 
     def __post_init__(self):
@@ -348,6 +356,10 @@ class Config:
 
 def _check_scalar(key: str, value, typ, meta: dict):
     if "choices" in meta:
+        if typ is str and isinstance(value, str):
+            # names are matched whatever their case (lpddr4x is LPDDR4X); the choice's own
+            # spelling is what the configuration holds
+            value = next((c for c in meta["choices"] if c.lower() == value.lower()), value)
         if value not in meta["choices"] or type(value) is not typ:
             accepted = ", ".join(str(c) for c in meta["choices"])
             raise ConfigError(f"{key} = {value!r} is not accepted: accepted {accepted}")

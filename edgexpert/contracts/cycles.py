@@ -7,7 +7,11 @@ bench."""
 from __future__ import annotations
 
 __all__ = ["CYCLES_FORMAT", "CYCLES_VERSION", "by_kind", "peak_macs_per_cycle",
-           "against_whole_experts", "cycle_file", "prefill_cycles"]
+           "against_whole_experts", "SPLIT_PARTS", "split", "split_by_kind", "cycle_file",
+           "prefill_cycles"]
+
+#: where a layer's cycles went (`timeline`), in the order they fall in the layer
+SPLIT_PARTS = ("head", "bus", "gaps", "tail")
 
 #: the cycle file's format (docs/blocks/top.md, "Cycle file")
 #: the cycle file's format and version
@@ -52,6 +56,35 @@ def against_whole_experts(runs: dict) -> dict:
     return out
 
 
+def split(layers: list[dict]) -> dict:
+    """The layers' timeline entries summed: `head`, `bus`, `gaps`, `tail` (`SPLIT_PARTS`), their
+    sum `span` and each one's share of it."""
+    parts = {k: sum(e[k] for e in layers) for k in SPLIT_PARTS}
+    span = sum(parts.values())
+    return {**parts, "span": span, "shares": {k: round(v / span, 4) for k, v in parts.items()}}
+
+
+def split_by_kind(layers: list[dict]) -> dict:
+    """`split` per pass kind (draft, verify), with the kind's number of layers."""
+    out = {}
+    for kind in sorted({e["kind"] for e in layers}):
+        of_kind = [e for e in layers if e["kind"] == kind]
+        out[kind] = {"layers": len(of_kind), **split(of_kind)}
+    return out
+
+
+def timeline(test: dict) -> dict:
+    """Where a run's cycles went, from its layers' timeline entries (the bench's
+    `layer_timeline`): per layer and summed, the cycles before its first AXI beat (`head`),
+    with a beat (`bus`), between beats without one (`gaps`) and after its last (`tail`); and
+    the beats per bin of `bin_cycles`. Empty for a report without them."""
+    layers = test.get("layers")
+    if not layers:
+        return {}
+    return {"split": split(layers), "layers": layers,
+            "beats_per_bin": {"bin_cycles": test["bin_cycles"], "beats": test["beats_per_bin"]}}
+
+
 def cycle_file(report: dict, hw: dict) -> dict:
     """The cycle file of a whole-step report: the hardware, and per masks every pass's counts
     (the performance model calibrates on these), each run's cycles per AXI beat (1 at the
@@ -72,7 +105,7 @@ def cycle_file(report: dict, hw: dict) -> dict:
             "peak_share": round(test["macs_per_cycle"] / peak, 4), "groups": test["groups"],
             "candidates": test["candidates"], "steps": test["steps"],
             "by_kind": by_kind(test["passes"]), "memory": test["memory"],
-            "passes": test["passes"]}
+            "passes": test["passes"], **timeline(test)}
     memory = report["memory"]
     return {"format": CYCLES_FORMAT, "version": CYCLES_VERSION, "hardware": hw,
             "memory": memory,

@@ -34,6 +34,7 @@ from amaranth.hdl import signed, unsigned
 from amaranth.lib import data, enum
 
 from .ema import EXPERT_BITS, LAYER_BITS, MASK_BITS, TAG_BITS
+from .rejects import reject_layout, reject_status_layout
 from .weight_layout import Matrix, WeightLayout
 
 __all__ = ["LANES", "MAX_GROUP", "COUNT_BITS", "KEEP_BITS", "M_BITS", "E_BITS", "G_BITS",
@@ -78,7 +79,8 @@ class DcuError(enum.IntEnum, shape=3):
 
 
 class DcuCsr(enum.IntEnum, shape=2):
-    """Register map of the DCU's read port (read-only, 64 bits, as the EMA's `EmaCsr`)."""
+    """Register map of the DCU's read port (read-only, 64 bits, as the EMA's `EmaCsr`): every
+    checking block's `RejectCsr`, its completed commands called JOBS."""
     STATUS = 0        # dcu_status_layout
     JOBS = 1          # jobs completed with their commands
     REJECTED = 2      # jobs rejected
@@ -109,15 +111,10 @@ dcu_route_layout = data.UnionLayout({
 dcu_data_layout = data.StructLayout({"lanes": data.ArrayLayout(signed(8), LANES)})
 
 #: a rejected job's completion: its header's tag and its first bad field
-dcu_reject_layout = data.StructLayout({"code": DcuError, "tag": unsigned(TAG_BITS)})
+dcu_reject_layout = reject_layout(DcuError, TAG_BITS)
 
-#: STATUS: the first rejected job since reset (the EMA's `ema_status_layout` without busy)
-dcu_status_layout = data.StructLayout({
-    "error": 1,
-    "code": DcuError,
-    "reserved": 4,
-    "tag": unsigned(TAG_BITS),
-})
+#: STATUS: the first rejected job since reset (bit 0 error, bits 1-3 the code, bits 8-15 the tag)
+dcu_status_layout = reject_status_layout(DcuError, TAG_BITS)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,12 @@ the EMA commands too. The register map is one read port: the top's own registers
 `TOP_CSR_BASE` and above, the EMA controller's (`EmaCsr`) below.
 
 The codes are `IntEnum`s with an Amaranth shape, shared by the RTL and the benches.
+
+The command path checks every beat's fields against the instance (docs/contracts.md, "The
+top's commands: accepted ranges"); a bad beat is reported as every checking block reports a
+command (edgexpert.contracts.rejects: `TopError`, the beat's op as the tag) and the stream
+goes on. `cand_item`, `x_item` and `flush_item` give the engine items' fields for an instance
+and refuse an out-of-range one with one `ValueError` naming it and its range.
 """
 
 from __future__ import annotations
@@ -19,9 +25,12 @@ from __future__ import annotations
 from amaranth.lib import enum
 
 from .ema import CSR_ADDR_BITS
+from .rejects import reject_layout, reject_status_layout
 
-__all__ = ["TopOp", "TopCsr", "TOP_CSR_ADDR_BITS", "TOP_CSR_BASE", "inputs_per_beat",
-           "input_beats", "EXPERT_OUT_VALUES", "outputs_per_beat", "value_beats"]
+__all__ = ["TopOp", "TopCsr", "TopError", "TOP_CSR_ADDR_BITS", "TOP_CSR_BASE", "OP_BITS",
+           "top_reject_layout", "top_status_layout", "WEIGHT_MAX", "inputs_per_beat",
+           "input_beats", "EXPERT_OUT_VALUES", "outputs_per_beat", "value_beats", "cand_item",
+           "x_item", "flush_item"]
 
 
 class TopOp(enum.IntEnum, shape=4):
@@ -47,6 +56,80 @@ class TopOp(enum.IntEnum, shape=4):
     SCORE = 8
     #: one beat of a token's router logits for the PRU (its `lanes` Q.16 logits)
     LOGIT = 9
+
+
+#: bits of a command beat's op: a rejected beat's tag
+OP_BITS = 4
+#: the largest routing weight, 1.0 in Q.16 (the engine's 17-bit field holds more)
+WEIGHT_MAX = 1 << 16
+
+
+class TopError(enum.IntEnum, shape=4):
+    """The first bad field of a rejected command beat (docs/contracts.md, "The top's commands:
+    accepted ranges"): the command path's (1-7) and the feeder's (8-11), which checks the EMA
+    command words it walks."""
+    NONE = 0
+    #: an op the instance does not have (7, 10-15; SCORE and LOGIT without a PRU)
+    OP = 1
+    #: a CAND, DCU_CAND or FLUSH token slot past the engine's `tokens`
+    TOKEN = 2
+    #: a CAND or DCU_CAND routing weight above WEIGHT_MAX
+    WEIGHT = 3
+    #: the group's candidates-th CAND without `last` (a group has at most `candidates`)
+    COUNT = 4
+    #: an X beat with no group open for inputs, or of a candidate past the group's
+    CANDIDATE = 5
+    #: an X beat's number past the last (ceil(d_model / inputs_per_beat) beats per candidate)
+    BEAT = 6
+    #: `last` not on the group's n x beats-th X beat (of its last candidate), or the group's X
+    #: beats cut short by the next CAND
+    LAST = 7
+    #: a DESCRIPTOR without `scales` (the engine needs the scale block: it is walked anyway)
+    NO_SCALES = 8
+    #: a MASK bit past the matrix's last channel (not walked; the EMA's BAD_DESCRIPTOR too)
+    MASK_TAIL = 9
+    #: a descriptor selecting no channel (walked as channel 0 alone: the engine needs a column)
+    NO_CHANNEL = 10
+    #: a MASK word where a DESCRIPTOR belongs (dropped; the EMA's BAD_COMMAND too)
+    STRAY_MASK = 11
+
+
+#: a rejected command beat's completion: its first bad field and its op
+top_reject_layout = reject_layout(TopError, OP_BITS)
+#: COMMAND_STATUS: the first rejected beat since reset (bit 0 error, bits 1-4 the code, bits
+#: 8-11 its op: EMA for the feeder's)
+top_status_layout = reject_status_layout(TopError, OP_BITS)
+
+
+def _in_range(name: str, value, lo: int, hi: int) -> int:
+    if not lo <= int(value) <= hi:
+        raise ValueError(f"{name} = {int(value)} is out of range: accepted {lo}..{hi}")
+    return int(value)
+
+
+def cand_item(x_m: int, x_e: int, token: int, weight: int, last: bool, tokens: int) -> dict:
+    """A CAND (or DCU_CAND) beat's fields for an engine of `tokens` token slots: the candidate's
+    input scale (m 0..2^15 - 1, e int16: every value, the requantization shifts by any amount),
+    its token slot and its Q.16 routing weight."""
+    return {"x": {"m": _in_range("x scale m", x_m, 0, 2**15 - 1),
+                  "e": _in_range("x scale e", x_e, -2**15, 2**15 - 1)},
+            "token": _in_range("token slot", token, 0, tokens - 1),
+            "weight": _in_range("routing weight", weight, 0, WEIGHT_MAX), "last": int(last)}
+
+
+def x_item(candidate: int, beat: int, values, last: bool, group: int, d_model: int,
+           word_bits: int) -> dict:
+    """An X beat's fields for a group of `group` candidates: its candidate, its beat number
+    (0..ceil(d_model / inputs_per_beat) - 1) and its int8 values (`input_beats`)."""
+    beats = -(-d_model // inputs_per_beat(word_bits))
+    return {"candidate": _in_range("X candidate", candidate, 0, group - 1),
+            "beat": _in_range("X beat", beat, 0, beats - 1),
+            "values": [_in_range("X input", v, -128, 127) for v in values], "last": int(last)}
+
+
+def flush_item(token: int, tokens: int) -> dict:
+    """A FLUSH beat's fields: the token slot read out."""
+    return {"token": _in_range("token slot", token, 0, tokens - 1)}
 
 
 def inputs_per_beat(word_bits: int) -> int:
@@ -120,3 +203,15 @@ class TopCsr(enum.IntEnum, shape=TOP_CSR_ADDR_BITS):
     #: cycles a DOWN job waits for its group's hidden scales (its entries) or hidden values
     #: (its data) from the engine
     FEEDBACK_WAIT_CYCLES = TOP_CSR_BASE + 9
+    #: the command path's `top_status_layout`: the first rejected command beat
+    COMMAND_STATUS = TOP_CSR_BASE + 10
+    #: command beats rejected
+    COMMAND_REJECTED = TOP_CSR_BASE + 11
+    #: the DCU's STATUS (`dcu_status_layout`: its first rejected job)
+    DCU_STATUS = TOP_CSR_BASE + 12
+    #: DCU jobs rejected
+    DCU_REJECTED = TOP_CSR_BASE + 13
+    #: the PRU's STATUS (`pru_status_layout`: its first rejected prompt; 0 without a PRU)
+    PRU_STATUS = TOP_CSR_BASE + 14
+    #: prompts the PRU rejected
+    PRU_REJECTED = TOP_CSR_BASE + 15

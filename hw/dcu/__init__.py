@@ -14,7 +14,7 @@ selector works on one while the first three stages take the next:
 4. `Selector` (selector.py) finds the k-th largest key two bits at a time with three
    popcounts per word, then emits NEW_STEP (when asked), the DESCRIPTOR and the MASK words
    for the EMA; a rejected job (a field out of range) emits nothing and is reported on
-   `rejected` instead, and `Registers` (registers.py) keeps the first in STATUS and counts.
+   `rejected` instead, and `RejectRegisters` (hw/rejects.py) keeps the first in STATUS and counts.
 
 The arithmetic is docs/contracts.md's "Depth coalescing" (reference: golden/blocks/dcu.py).
 """

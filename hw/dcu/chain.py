@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In
 from ...contracts.dcu import dcu_data_layout, dcu_route_layout
 from ...contracts.weight_layout import WeightLayout
 from ..ema import EmaSystem
+from ..streams import bring_out
 from .top import Dcu
 
 __all__ = ["DcuEma"]
@@ -38,9 +39,5 @@ class DcuEma(wiring.Component):
         for name in self._ema.signature.members:
             if name == "cmd":
                 continue
-            outer, inner = getattr(self, name), getattr(ema, name)
-            # buf_rd is an array of ports, one per bank
-            pairs = zip(outer, inner) if isinstance(outer, list) else [(outer, inner)]
-            for a, b in pairs:
-                wiring.connect(m, wiring.flipped(a), b)
+            bring_out(m, getattr(self, name), getattr(ema, name))
         return m

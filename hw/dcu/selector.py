@@ -9,13 +9,13 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...contracts.dcu import KEEP_BITS, LANES, DcuError
-from ...contracts.ema import EmaOp, ema_command_layout
+from ...contracts.ema import TAG_BITS, EmaOp, ema_command_layout
 from ...contracts.weight_layout import Matrix
 from .accumulator import importance_layout
 from .arith import popcount
 from .collector import job_layout
 from .geometry import KEY_BITS, DcuGeometry
-from .registers import RejectSignature
+from ..rejects import reject_signature
 from ..streams import ReadSignature
 
 __all__ = ["Selector"]
@@ -47,7 +47,7 @@ class Selector(wiring.Component):
         super().__init__({
             "job": In(stream.Signature(job_layout)),
             "cmd": Out(stream.Signature(ema_command_layout)),
-            "rejected": Out(RejectSignature),
+            "rejected": Out(reject_signature(DcuError, TAG_BITS)),
             "completed": Out(1),
             "sums_rd": Out(ReadSignature(geometry.bank_addr_bits, importance_layout.size)),
             "prune_rd": Out(ReadSignature(geometry.bank_addr_bits, LANES)),

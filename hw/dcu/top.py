@@ -7,14 +7,15 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.dcu import LANES, DcuCsr, dcu_data_layout, dcu_entry_layout, dcu_route_layout
-from ...contracts.ema import CSR_DATA_BITS, EXPERT_BITS, LAYER_BITS, ema_command_layout
+from ...contracts.dcu import (LANES, DcuCsr, DcuError, dcu_data_layout, dcu_entry_layout,
+                              dcu_route_layout)
+from ...contracts.ema import CSR_DATA_BITS, EXPERT_BITS, LAYER_BITS, TAG_BITS, ema_command_layout
 from .accumulator import Accumulator, importance_layout
 from .collector import Collector
 from .geometry import WEIGHT_BITS, DcuGeometry
-from .registers import Registers, RejectSignature
 from .selector import Selector
 from .weigher import Weigher
+from ..rejects import RejectRegisters, reject_signature, report
 from ..streams import ReadSignature
 
 __all__ = ["Dcu"]
@@ -61,7 +62,7 @@ class Dcu(wiring.Component):
             "route": In(stream.Signature(dcu_route_layout)),
             "data": In(stream.Signature(dcu_data_layout)),
             "cmd": Out(stream.Signature(ema_command_layout)),
-            "rejected": Out(RejectSignature),
+            "rejected": Out(reject_signature(DcuError, TAG_BITS)),
             "csr": In(ReadSignature(DcuCsr.as_shape().width, CSR_DATA_BITS)),
         })
 
@@ -76,7 +77,7 @@ class Dcu(wiring.Component):
         m.submodules.weigher = weigher = Weigher(g)
         m.submodules.accumulator = accumulator = Accumulator(g)
         m.submodules.selector = selector = Selector(g)
-        m.submodules.registers = registers = Registers()
+        m.submodules.registers = registers = RejectRegisters(DcuError, TAG_BITS)
         # two banks: the selector reads one job's while the next job's are written
         m.submodules.prune = prune = Memory(shape=LANES, depth=2 * g.max_words, init=[])
         m.submodules.entries = entries = Memory(shape=dcu_entry_layout, depth=g.max_group, init=[])
@@ -88,11 +89,7 @@ class Dcu(wiring.Component):
         wiring.connect(m, selector.cmd, wiring.flipped(self.cmd))
         wiring.connect(m, wiring.flipped(self.csr), registers.csr)
         # a rejected job's completion goes out and to the status register and counter
-        m.d.comb += [self.rejected.valid.eq(selector.rejected.valid),
-                     self.rejected.payload.eq(selector.rejected.payload),
-                     registers.rejected.valid.eq(selector.rejected.valid),
-                     registers.rejected.payload.eq(selector.rejected.payload),
-                     registers.completed.eq(selector.completed)]
+        report(m, registers, selector.rejected, selector.completed, out=self.rejected)
         wiring.connect(m, collector.job, weigher.job_in)
         wiring.connect(m, weigher.job_out, accumulator.job_in)
         wiring.connect(m, accumulator.job_out, selector.job)

@@ -9,13 +9,13 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.ema import TAG_BITS, EmaError, EmaStatus
+from ...contracts.ema import TAG_BITS, EmaError, EmaStatus, ema_completion_layout
 from ...contracts.weight_layout import Matrix
 from .decoder import ItemKind, item_layout
 from .geometry import EmaGeometry
 from .ports import ErrorSignature
 
-__all__ = ["read_layout", "location_layout", "Allocator", "LocationWriter"]
+__all__ = ["read_layout", "location_layout", "Allocator", "LocationWriter", "issued_signature"]
 
 
 def read_layout(g: EmaGeometry, addr_width: int) -> data.StructLayout:
@@ -29,10 +29,12 @@ def read_layout(g: EmaGeometry, addr_width: int) -> data.StructLayout:
 
 def location_layout(g: EmaGeometry) -> data.StructLayout:
     """Where the columns first .. first + count - 1 of a slot (or, `scale`, its scale block)
-    start: at `line`, `stride` lines apart."""
+    start: at `line`, `stride` lines apart; or (`marker`) a descriptor's end, with its tag and
+    the status known so far."""
     return data.StructLayout({
-        "scale": 1, "slot": g.slot_bits, "first": g.channel_bits, "count": g.channel_bits,
-        "line": g.line_bits, "stride": g.stride_bits,
+        "marker": 1, "scale": 1, "slot": g.slot_bits, "first": g.channel_bits,
+        "count": g.channel_bits, "line": g.line_bits, "stride": g.stride_bits,
+        "tag": TAG_BITS, "status": EmaStatus,
     })
 
 
@@ -76,15 +78,21 @@ class Allocator(wiring.Component):
             read.line.eq(alloc), read.tag.eq(item.tag), read.slot.eq(item.slot),
             loc.scale.eq(scale), loc.slot.eq(item.slot), loc.first.eq(item.first),
             loc.count.eq(item.count), loc.line.eq(alloc), loc.stride.eq(per_matrix(g.stride_beats)),
+            loc.tag.eq(item.tag),
         ]
+        both = self.reads.ready & self.locations.ready
         with m.If(self.items.valid):
             with m.If(item.kind == ItemKind.MARKER):
                 # not `stopped`: an error of a later descriptor may stop the engine while this
-                # marker waits here, after every read of this descriptor went out
+                # marker waits here, after every read of this descriptor went out. To both
+                # queues: the location writer's copy says when the entries are written
                 status = Mux(desc_err, EmaStatus.FAILED, item.status)
-                m.d.comb += [read.marker.eq(1), read.status.eq(status), self.reads.valid.eq(1),
-                             self.items.ready.eq(self.reads.ready)]
-                with m.If(self.reads.ready):
+                m.d.comb += [read.marker.eq(1), read.status.eq(status),
+                             loc.marker.eq(1), loc.status.eq(status),
+                             self.reads.valid.eq(self.locations.ready),
+                             self.locations.valid.eq(self.reads.ready),
+                             self.items.ready.eq(both)]
+                with m.If(both):
                     m.d.sync += desc_err.eq(0)
             with m.Elif(self.stopped):
                 m.d.comb += self.items.ready.eq(1)      # the engine stopped: fetch nothing more
@@ -112,13 +120,16 @@ class Allocator(wiring.Component):
 class LocationWriter(wiring.Component):
     """Writes one location-table entry per cycle: channel first + i of the record's slot at
     `line + i * stride`, or the scale block at the slot's `scale_entry`. Takes the next record
-    on the cycle of its last entry, so records follow each other without a gap."""
+    on the cycle of its last entry, so records follow each other without a gap. A descriptor's
+    marker writes nothing: `issued` pulses (valid, no ready) the cycle after it is taken, when
+    every entry of that descriptor is in the table, with its tag, slot and status so far."""
     def __init__(self, geometry: EmaGeometry):
         self._g = geometry
         super().__init__({
             "locations": In(stream.Signature(location_layout(geometry))),
             "loc_wr": In(WritePort.Signature(addr_width=geometry.loc_addr_bits,
                                              shape=geometry.line_bits)),
+            "issued": Out(issued_signature()),
             "busy": Out(1),
         })
 
@@ -138,9 +149,24 @@ class LocationWriter(wiring.Component):
         first_entry = Cat(channel[:chan_bits], loc.slot) if chan_bits else loc.slot
         with m.If(writing):
             m.d.sync += [left.eq(left - 1), entry.eq(entry + 1), line.eq(line + stride)]
+        issued = self.issued.payload
+        m.d.sync += self.issued.valid.eq(0)
         with m.If(~writing | (left == 1)):
             m.d.comb += self.locations.ready.eq(1)
-            with m.If(self.locations.valid):
+            with m.If(self.locations.valid & loc.marker):
+                # the record before it writes its last entry in this cycle
+                m.d.sync += [self.issued.valid.eq(1), issued.tag.eq(loc.tag),
+                             issued.slot.eq(Mux(loc.status == EmaStatus.OK, loc.slot, 0)),
+                             issued.status.eq(loc.status), left.eq(0)]
+            with m.Elif(self.locations.valid):
                 m.d.sync += [left.eq(Mux(loc.scale, 1, loc.count)), entry.eq(first_entry),
                              line.eq(loc.line), stride.eq(loc.stride)]
         return m
+
+
+def issued_signature() -> wiring.Signature:
+    """A pulse per descriptor, in command order, once its location entries are written (its
+    slot's columns may then be looked up; their lines fill as `filled` says): an
+    `ema_completion_layout` payload (slot 0 unless the status so far is OK), valid for one
+    cycle, no ready (a consumer queues it: docs/blocks/ema.md, "Early starts")."""
+    return wiring.Signature({"valid": Out(1), "payload": Out(ema_completion_layout)})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out, connect, flipped
@@ -12,7 +12,7 @@ from ...contracts.ema import (CSR_ADDR_BITS, CSR_DATA_BITS, EXPERT_BITS, LAYER_B
                               ema_command_layout, ema_completion_layout)
 from ...contracts.weight_layout import WeightLayout
 from ..axi import Axi4ReadSignature, forward
-from .allocator import Allocator, LocationWriter, location_layout, read_layout
+from .allocator import Allocator, LocationWriter, issued_signature, location_layout, read_layout
 from .decoder import Decoder
 from .geometry import AXI_ID_WIDTH, DATA_WIDTHS, EmaGeometry
 from .issuer import BurstIssuer, burst_layout
@@ -66,6 +66,11 @@ class EmaController(wiring.Component):
     loc_wr : entry address (slot * chan_stride + channel), buffer line, enable
     res_rd, res_wr : residency words (slot * res_words_per_slot + word), 1-cycle read latency
     csr : register read port (`EmaCsr` address in, 64-bit data out one cycle later)
+    issued : a pulse per descriptor once its location entries are written (`issued_signature`)
+    filled : buffer lines 0 .. filled - 1 hold this step's data (the lines fill in order: bump
+        allocation, bursts issued in that order, one AXI ID); every line once the engine has
+        stopped on an error and no read is left to write. Valid while a step's reads are all
+        written before the next NEW_STEP is sent (the top's rule, docs/blocks/top.md)
 
     Inside (docs/blocks/ema.md): `Decoder` -> `Allocator` -> work queue -> `BurstIssuer` ->
     in-flight queue -> `BeatWriter`; the allocator's location queue feeds the `LocationWriter`;
@@ -106,6 +111,8 @@ class EmaController(wiring.Component):
             "res_rd": Out(ReadSignature(g.res_addr_bits, MASK_BITS)),
             "res_wr": In(WritePort.Signature(addr_width=g.res_addr_bits, shape=MASK_BITS)),
             "csr": In(ReadSignature(CSR_ADDR_BITS, CSR_DATA_BITS)),
+            "issued": Out(issued_signature()),
+            "filled": Out(range(g.lines + 1)),
         })
 
     # --- parameters, read-only -------------------------------------------------------------
@@ -188,6 +195,20 @@ class EmaController(wiring.Component):
             allocator.new_step.eq(decoder.new_step),
             issuer.bus_error.eq(writer.bus_error), issuer.burst_done.eq(writer.burst_done),
         ]
+        # early starts: a descriptor's slot once its entries are written, and the lines written
+        # so far this step (a line is written the cycle before `filled` passes it, so a read
+        # issued when `line < filled` returns the new data)
+        m.d.comb += [self.issued.valid.eq(loc_writer.issued.valid),
+                     self.issued.payload.eq(loc_writer.issued.payload)]
+        filled = Signal(range(g.lines + 1))
+        with m.If(writer.buf_wr.en):
+            m.d.sync += filled.eq(writer.buf_wr.addr + 1)
+        with m.If(decoder.new_step):
+            m.d.sync += filled.eq(0)
+        # after an error nothing more is fetched: once the reads already issued are written,
+        # the lines that stay unwritten never will be, and a consumer must not wait for them
+        settled = regs.stopped & ~work.r.valid & ~issuer.busy & ~inflight.r.valid
+        m.d.comb += self.filled.eq(Mux(settled, g.lines, filled))
         # what the counters count
         m.d.comb += [
             regs.busy.eq(decoder.busy | work.r.valid | issuer.busy | loc_writer.busy

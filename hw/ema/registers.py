@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ...contracts.ema import (CSR_ADDR_BITS, CSR_DATA_BITS, MASK_BITS, TAG_BITS, EmaCsr,
                               EmaError, ema_status_layout)
 from .geometry import COUNTER_BITS, EmaGeometry
-from ..streams import ReadSignature
+from ..streams import ReadSignature, answer_reads
 from .ports import ErrorSignature
 
 __all__ = ["Registers"]
@@ -72,16 +72,7 @@ class Registers(wiring.Component):
         status = Signal(ema_status_layout)
         m.d.comb += [status.busy.eq(self.busy), status.error.eq(error), status.code.eq(code),
                      status.tag.eq(tag)]
-        data = Signal(CSR_DATA_BITS, reset_less=True)
-        m.d.comb += self.csr.data.eq(data)
-        with m.Switch(self.csr.addr):
-            with m.Case(EmaCsr.STATUS):
-                m.d.sync += data.eq(status.as_value())
-            for name, counter in counters.items():
-                with m.Case(EmaCsr[name]):
-                    m.d.sync += data.eq(counter)
-            with m.Case(EmaCsr.PEAK_OUTSTANDING):
-                m.d.sync += data.eq(peak)
-            with m.Default():
-                m.d.sync += data.eq(0)
+        answer_reads(m, self.csr, {EmaCsr.STATUS: status.as_value(),
+                                   **{EmaCsr[name]: counter for name, counter in counters.items()},
+                                   EmaCsr.PEAK_OUTSTANDING: peak})
         return m

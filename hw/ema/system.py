@@ -11,6 +11,7 @@ from ...contracts.ema import (CSR_ADDR_BITS, CSR_DATA_BITS, MASK_BITS, ema_comma
                               ema_completion_layout)
 from ...contracts.weight_layout import WeightLayout
 from ..axi import Axi4Signature, forward
+from .allocator import issued_signature
 from .controller import DEFAULTS, EmaController
 from .geometry import AXI_ID_WIDTH, EmaGeometry
 from ..streams import ReadSignature
@@ -37,6 +38,8 @@ class EmaSystem(wiring.Component):
     res_rd : residency word (slot * res_words_per_slot + word) in, mask of resident channels out
     buf_wr : observation (outputs only): the weight-buffer write the controller makes this
         cycle, line address (not bank and row), one beat of data, enable
+    issued, filled : the controller's early starts (a descriptor's slot once its location
+        entries are written; the buffer lines written so far this step)
     loc_wr : observation: the location-table write of this cycle, entry
         (slot * chan_stride + channel, or the slot's scale_entry), buffer line, enable
 
@@ -70,6 +73,8 @@ class EmaSystem(wiring.Component):
             # the write ports' signature from the writer's side: every member an output here
             "buf_wr": In(WritePort.Signature(addr_width=g.line_bits, shape=data_width)),
             "loc_wr": In(WritePort.Signature(addr_width=g.loc_addr_bits, shape=g.line_bits)),
+            "issued": Out(issued_signature()),
+            "filled": Out(range(g.lines + 1)),
         })
 
     @property
@@ -98,6 +103,8 @@ class EmaSystem(wiring.Component):
         connect(m, flipped(self.cmd), c.cmd)
         connect(m, c.done, flipped(self.done))
         connect(m, flipped(self.csr), c.csr)
+        connect(m, c.issued, flipped(self.issued))
+        m.d.comb += self.filled.eq(c.filled)
         _write(m, c.buf_wr, self.buf_wr)
         _write(m, c.loc_wr, self.loc_wr)
         forward(m, self.m_axi, c.m_axi)

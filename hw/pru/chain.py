@@ -7,23 +7,27 @@ from amaranth.lib import wiring
 
 from ...contracts.weight_layout import WeightLayout
 from ..ema import EmaSystem
+from ..streams import bring_out
 from .params import PruParams
 from .top import Pru
 
 __all__ = ["PruEma"]
 
+#: the PRU's ports renamed outside, where the EMA system's take their names
+PRU_NAMES = {"csr": "pru_csr"}
+
 
 class PruEma(wiring.Component):
     """`Pru` with its `o_ema` stream into an `EmaSystem`'s `cmd`: scores and logits in on
-    `i_score` and `i_logit`, routes out on `o_route`, and the EMA system's other ports (`done`,
-    `m_axi`, `csr`, `buf_rd`, `loc_rd`, `res_rd`) as they are. `ema`: the EMA system's keyword
-    arguments."""
+    `i_score` and `i_logit`, routes out on `o_route`, its `rejected` and its register port as
+    `pru_csr`, and the EMA system's other ports (`done`, `m_axi`, `csr`, `buf_rd`, `loc_rd`,
+    `res_rd`) as they are. `ema`: the EMA system's keyword arguments."""
 
     def __init__(self, params: PruParams, layout: WeightLayout, ema: dict):
         self._pru = Pru(params)
         self._ema = EmaSystem(layout, **ema)
-        members = {name: member for name, member in self._pru.signature.members.items()
-                   if name != "o_ema"}
+        members = {PRU_NAMES.get(name, name): member
+                   for name, member in self._pru.signature.members.items() if name != "o_ema"}
         members.update({name: member for name, member in self._ema.signature.members.items()
                         if name != "cmd"})
         super().__init__(members)
@@ -37,9 +41,6 @@ class PruEma(wiring.Component):
             for name in part.signature.members:
                 if name == skip:
                     continue
-                outer, inner = getattr(self, name), getattr(part, name)
-                # buf_rd is an array of ports, one per bank
-                pairs = zip(outer, inner) if isinstance(outer, list) else [(outer, inner)]
-                for a, b in pairs:
-                    wiring.connect(m, wiring.flipped(a), b)
+                outer = getattr(self, PRU_NAMES.get(name, name) if part is pru else name)
+                bring_out(m, outer, getattr(part, name))
         return m

@@ -8,7 +8,7 @@ from amaranth.hdl import signed, unsigned
 from amaranth.lib import data
 
 from ...contracts.ema import EXPERT_BITS, LAYER_BITS, MASK_BITS
-from ...contracts.pru import LOGIT_BITS, SCORE_BITS, WEIGHT_BITS, TokenClass
+from ...contracts.pru import LOGIT_BITS, SCORE_BITS, WEIGHT_BITS, PruError, TokenClass, length_bits
 
 __all__ = ["PruParams", "bits_for", "pick_register_for", "PRU_MAX_TOKENS", "PRU_LOGIT_LANES",
            "PRU_TREE_LEVELS_PER_CYCLE"]
@@ -95,7 +95,7 @@ class PruParams:
 
     @property
     def length_bits(self) -> int:
-        return bits_for(self.max_tokens)
+        return length_bits(self.max_tokens)
 
     @property
     def beats_per_token(self) -> int:
@@ -122,7 +122,9 @@ class PruParams:
 
     @property
     def class_layout(self) -> data.StructLayout:
-        return data.StructLayout({"cls": TokenClass, "last": 1})
+        """A token's class; on the prompt's `last`, its first bad field (`error`) and whether
+        it announced no token at all (`empty`: a length of 0)."""
+        return data.StructLayout({"cls": TokenClass, "last": 1, "error": PruError, "empty": 1})
 
     @property
     def job_layout(self) -> data.StructLayout:

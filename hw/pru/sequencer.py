@@ -6,7 +6,8 @@ from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.pru import TokenClass
+from ...contracts.pru import PROMPT_TAG_BITS, PruError, TokenClass
+from ..rejects import reject_signature
 from .params import PruParams
 
 __all__ = ["Sequencer"]
@@ -17,11 +18,16 @@ class Sequencer(wiring.Component):
     two jobs per token, in token order: the shared-set phase (major tokens pick their top-K into
     S, the others only let their logits pass), then the routing phase (picks by the token's
     class and budget). One job per cycle; the next prompt's classes wait until every job of this
-    one has left."""
+    one has left, and then the prompt completes: a pulse of `completed`, or for a prompt with a
+    bad field (its last class beat's `error`) one cycle of `rejected` (the code and the prompt's
+    number). A rejected prompt's jobs pick nothing, so its logits are taken and dropped; one
+    that announced no token (`empty`) has no job and completes at once."""
     def __init__(self, params: PruParams):
         self._p = params
         super().__init__({"i_class": In(stream.Signature(params.class_layout)),
-                          "o_job": Out(stream.Signature(params.job_layout))})
+                          "o_job": Out(stream.Signature(params.job_layout)),
+                          "rejected": Out(reject_signature(PruError, PROMPT_TAG_BITS)),
+                          "completed": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -30,11 +36,13 @@ class Sequencer(wiring.Component):
         # written by the classifier before the jobs read them: no reset
         classes = Array(Signal(TokenClass, name=f"class_{t}", reset_less=True)
                         for t in range(p.max_tokens))
-        count = Signal(p.length_bits)       # tokens of the prompt
+        count = Signal(p.length_bits)       # tokens of the prompt (a rejected one's up to 2^bits - 1)
         token = Signal(p.length_bits)
         in_chunk = Signal(range(p.chunk))   # the token's place in its chunk
         layer = Signal(range(p.n_layers))
         shared = Signal()
+        error = Signal(PruError)            # the prompt's first bad field
+        number = Signal(PROMPT_TAG_BITS)    # prompts taken since reset, modulo 256
         cls = classes[token]
         picks = Signal(p.pick_bits)     # a minor or trivial token picks nothing into S
         with m.Switch(cls):
@@ -46,17 +54,35 @@ class Sequencer(wiring.Component):
                 m.d.comb += picks.eq(Mux(shared, 0, p.budget_trivial))
         last_token = token + 1 == count
         chunk_last = last_token | (in_chunk == p.chunk - 1)
+        bad = error != PruError.NONE
+
+        def complete(code):
+            m.d.comb += [self.rejected.valid.eq(code != PruError.NONE),
+                         self.rejected.payload.code.eq(code),
+                         self.rejected.payload.tag.eq(number),
+                         self.completed.eq(code == PruError.NONE)]
+            m.d.sync += [number.eq(number + 1), count.eq(0)]
+
         with m.FSM(name="fsm"):
             with m.State("Take-Classes"):
                 m.d.comb += self.i_class.ready.eq(1)
+                beat = self.i_class.payload
                 with m.If(self.i_class.valid):
-                    m.d.sync += [classes[count].eq(self.i_class.payload.cls), count.eq(count + 1)]
-                    with m.If(self.i_class.payload.last):
-                        m.d.sync += [token.eq(0), in_chunk.eq(0), layer.eq(0), shared.eq(1)]
-                        m.next = "Issue-Jobs"
+                    # a rejected prompt's tokens past max_tokens have no class to keep
+                    with m.If(count < p.max_tokens):
+                        m.d.sync += classes[count].eq(beat.cls)
+                    m.d.sync += count.eq(count + 1)
+                    with m.If(beat.last):
+                        m.d.sync += [token.eq(0), in_chunk.eq(0), layer.eq(0), shared.eq(1),
+                                     error.eq(beat.error)]
+                        with m.If(beat.empty):
+                            complete(beat.error)
+                        with m.Else():
+                            m.next = "Issue-Jobs"
             with m.State("Issue-Jobs"):
                 m.d.comb += [o.valid.eq(1), o.payload.cls.eq(cls), o.payload.shared.eq(shared),
-                             o.payload.clear.eq(shared & (token == 0)), o.payload.picks.eq(picks),
+                             o.payload.clear.eq(shared & (token == 0)),
+                             o.payload.picks.eq(Mux(bad, 0, picks)),
                              o.payload.layer.eq(layer), o.payload.chunk_last.eq(chunk_last)]
                 with m.If(o.ready):
                     m.d.sync += [token.eq(token + 1), in_chunk.eq(in_chunk + 1)]
@@ -67,7 +93,6 @@ class Sequencer(wiring.Component):
                         with m.If(~shared):
                             m.d.sync += layer.eq(layer + 1)
                             with m.If(layer == p.n_layers - 1):
-                                m.d.sync += count.eq(0)
+                                complete(error)
                                 m.next = "Take-Classes"
         return m
-

@@ -6,7 +6,10 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.ema import ema_command_layout
+from ...contracts.ema import CSR_DATA_BITS, ema_command_layout
+from ...contracts.pru import PROMPT_TAG_BITS, PruCsr, PruError
+from ..rejects import RejectRegisters, reject_signature, report
+from ..streams import ReadSignature
 from .classifier import Classifier
 from .fetch import FetchList
 from .params import PruParams
@@ -18,7 +21,14 @@ __all__ = ["Pru"]
 
 
 class Pru(wiring.Component):
-    """Scores and router logits in, routes and fetch commands out (hw/pru/__init__.py)."""
+    """Scores and router logits in, routes and fetch commands out (hw/pru/__init__.py).
+
+    A prompt with a field out of range for the instance (docs/contracts.md, "PRU prompts:
+    accepted ranges") is rejected: the beats its first score beat announces are taken and
+    dropped, nothing goes out on `o_route` or `o_ema` for it, and one cycle of `rejected`
+    (nothing to acknowledge) gives its number and first bad field (`PruError`) once its logits
+    are taken; STATUS keeps the first one, PROMPTS and REJECTED count (`csr`: `PruCsr` address
+    in, the register one cycle later). The next prompt is taken as usual."""
     def __init__(self, params: PruParams):
         if not isinstance(params, PruParams):
             raise TypeError(f"params must be a PruParams, not {params!r}")
@@ -26,7 +36,9 @@ class Pru(wiring.Component):
         super().__init__({"i_score": In(stream.Signature(params.score_layout)),
                           "i_logit": In(stream.Signature(params.logit_layout)),
                           "o_route": Out(stream.Signature(params.route_layout)),
-                          "o_ema": Out(stream.Signature(ema_command_layout))})
+                          "o_ema": Out(stream.Signature(ema_command_layout)),
+                          "rejected": Out(reject_signature(PruError, PROMPT_TAG_BITS)),
+                          "csr": In(ReadSignature(PruCsr.as_shape().width, CSR_DATA_BITS))})
 
     @property
     def params(self) -> PruParams:
@@ -40,12 +52,16 @@ class Pru(wiring.Component):
         m.submodules.selector = selector = Selector(p)
         m.submodules.renorm = renorm = Renormalizer(p)
         m.submodules.fetch = fetch = FetchList(p)
+        m.submodules.registers = registers = RejectRegisters(PruError, PROMPT_TAG_BITS)
         wiring.connect(m, wiring.flipped(self.i_score), classifier.i_score)
         wiring.connect(m, classifier.o_class, sequencer.i_class)
         wiring.connect(m, sequencer.o_job, selector.i_job)
         wiring.connect(m, wiring.flipped(self.i_logit), selector.i_logit)
         wiring.connect(m, renorm.o_route, wiring.flipped(self.o_route))
         wiring.connect(m, fetch.o_ema, wiring.flipped(self.o_ema))
+        wiring.connect(m, wiring.flipped(self.csr), registers.csr)
+        # a prompt's completion: rejected ones out and to the status register, all counted
+        report(m, registers, sequencer.rejected, sequencer.completed, out=self.rejected)
         # a pick goes to both the weights and the fetch list; each side's valid waits for the
         # other's ready (neither ready depends on valid, so this cannot deadlock)
         pick = selector.o_pick

@@ -1,9 +1,9 @@
 """The accelerator top (docs/blocks/top.md): the EMA system, the DCU, the feeder and the expert
 engine behind one host command stream, with status and performance counters.
 
-- `Dispatcher`, `CommandMerge`, `CommandFork` (command.py): command beats to their consumers;
-  the host's and the DCU's EMA commands joined a whole command at a time, then to the EMA and
-  the feeder;
+- `Dispatcher`, `CommandMerge`, `CommandFork` (command.py): command beats to their consumers,
+  each checked against the instance (a bad one reported, the engine kept in step); the host's
+  and the DCU's EMA commands joined a whole command at a time, then to the EMA and the feeder;
 - `CandidateTap`, `ScaleTap`, `HiddenPacker`, `DownJobs`, `DataMux` (feedback.py): the DCU's
   jobs, DOWN jobs completed from the engine's hidden outputs;
 - `Replayer`, `MaskWalker`, `Locator`, `LineReader`, `Router` (feeder.py): each fetched
@@ -11,7 +11,8 @@ engine behind one host command stream, with status and performance counters.
   with their channels (a descriptor pair once per engine group that uses it);
 - `UseCounter` (prefill.py): from the PRU's routes, how many engine groups use each expert it
   fetches for a prefill chunk (the `Replayer`'s `uses`);
-- `TopRegisters` (registers.py): status and counters, and the EMA's registers on the same port;
+- `TopRegisters` (registers.py): status and counters, and the EMA's registers and the command
+  path's, the DCU's and the PRU's rejections on the same port;
 - `AcceleratorTop` (top.py) joins them with `EmaSystem` and `ExpertEngine`.
 """
 

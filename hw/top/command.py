@@ -9,11 +9,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...contracts.ema import EmaOp, ema_command_layout
-from ...contracts.top import TopOp
+from ...contracts.top import OP_BITS, WEIGHT_MAX, TopError, TopOp
 from ...contracts.weight_layout import Matrix
 from ..ema.geometry import EmaGeometry
 from ...contracts.top import inputs_per_beat
 from ..engine.layouts import flush_layout, x_layout
+from ..rejects import reject_signature
 from .layouts import cand_item_layout, command_layout, data_item_layout, route_item_layout
 
 __all__ = ["Dispatcher", "CommandMerge", "CommandFork"]
@@ -30,12 +31,34 @@ class Dispatcher(wiring.Component):
       before has all its inputs, its inputs only after its candidates, and a flush only when no
       group is in flight: the host orders them so);
     - with `pru` (PruParams): SCORE and LOGIT to the PRU's `score` and `logit` inputs.
+
+    Checks every CAND, DCU_CAND, X and FLUSH beat and every op against the instance
+    (docs/contracts.md, "The top's commands: accepted ranges"; the EMA, the DCU and the PRU
+    check their own beats) and keeps the engine in step whatever comes: it follows the groups
+    (a group closes at its `last` CAND or its `candidates`-th; its X beats are due until its
+    n x beats-th passed on). A bad beat is reported on `rejected` (its first bad field,
+    `TopError`, and its op) when it is taken, and:
+
+    - an unknown op, a FLUSH of a slot past `tokens`, an X beat with no group open, and an X
+      beat with a bad candidate or beat number that does not carry `last` are dropped (not
+      counted among the group's beats);
+    - a CAND with a bad token slot or weight goes on with weight 0 into slot 0 (it adds nothing
+      to any sum; the group stays whole), the `candidates`-th without `last` with `last`;
+    - a bad X beat that ends its group (its `last`, or the n x beats-th without `last` or not
+      of the last candidate) goes on as the group's last candidate's beat 0 with `last` (the
+      group closes; its outputs are not meaningful);
+    - a CAND while the group before still has X beats due waits while the dispatcher closes
+      that group with an X beat of zeros (candidate n - 1, beat 0, `last`), reported as X's
+      LAST.
+
+    `passed` pulses with every good beat taken.
     """
 
     def __init__(self, tokens: int, candidates: int, d_model: int, word_bits: int, pru=None):
         pru_ports = {} if pru is None else {"score": Out(stream.Signature(pru.score_layout)),
                                             "logit": Out(stream.Signature(pru.logit_layout))}
         self._pru = pru
+        self._sizes = (tokens, candidates, -(-d_model // inputs_per_beat(word_bits)))
         super().__init__({
             "cmd": In(stream.Signature(command_layout(tokens, candidates, d_model, word_bits,
                                                       pru))),
@@ -46,27 +69,99 @@ class Dispatcher(wiring.Component):
             "x": Out(stream.Signature(x_layout(candidates, d_model,
                                                inputs_per_beat(word_bits)))),
             "flush": Out(stream.Signature(flush_layout(tokens))),
+            "rejected": Out(reject_signature(TopError, OP_BITS)),
+            "passed": Out(1),
             **pru_ports,
         })
 
     def elaborate(self, platform):
         m = Module()
+        tokens, candidates, beats = self._sizes
         cmd = self.cmd
-        arg = cmd.payload.arg
+        op, arg = cmd.payload.op, cmd.payload.arg
         m.d.comb += [self.ema.payload.eq(arg.ema), self.route.payload.eq(arg.route),
                      self.data.payload.eq(arg.data), self.cand.payload.cand.eq(arg.cand),
-                     self.cand.payload.feedback.eq(cmd.payload.op == TopOp.DCU_CAND),
+                     self.cand.payload.feedback.eq(op == TopOp.DCU_CAND),
                      self.x.payload.eq(arg.x), self.flush.payload.eq(arg.flush)]
-        ports = {TopOp.EMA: self.ema, TopOp.ROUTE: self.route, TopOp.DATA: self.data,
-                 TopOp.CAND: self.cand, TopOp.DCU_CAND: self.cand, TopOp.X: self.x,
-                 TopOp.FLUSH: self.flush}
+        passed = {TopOp.EMA: self.ema, TopOp.ROUTE: self.route, TopOp.DATA: self.data}
         if self._pru is not None:
             m.d.comb += [self.score.payload.eq(arg.score), self.logit.payload.eq(arg.logit)]
-            ports.update({TopOp.SCORE: self.score, TopOp.LOGIT: self.logit})
-        with m.Switch(cmd.payload.op):
-            for op, port in ports.items():
-                with m.Case(op):
+            passed.update({TopOp.SCORE: self.score, TopOp.LOGIT: self.logit})
+
+        forming = Signal(range(candidates))     # CANDs of the group being formed so far
+        n = Signal(range(candidates + 1))       # candidates of the group whose X beats are due
+        x_open = Signal()                       # a group's X beats are due
+        x_seen = Signal(range(candidates * beats))  # of them taken
+        x_final = Signal.like(x_seen)           # the number of the group's last one: n x beats - 1
+        code = Signal(TopError)                 # the beat's first bad field
+        take = cmd.valid & cmd.ready
+        m.d.comb += [self.rejected.payload.code.eq(code), self.rejected.payload.tag.eq(op),
+                     self.rejected.valid.eq(take & (code != TopError.NONE)),
+                     self.passed.eq(take & (code == TopError.NONE))]
+
+        cand, x = arg.cand, arg.x
+        cand_last = cand.last | (forming == candidates - 1)
+        with m.Switch(op):
+            for o, port in passed.items():
+                with m.Case(o):
                     m.d.comb += [port.valid.eq(cmd.valid), cmd.ready.eq(port.ready)]
+            with m.Case(TopOp.CAND, TopOp.DCU_CAND):
+                with m.If(cand.token >= tokens):
+                    m.d.comb += code.eq(TopError.TOKEN)
+                with m.Elif(cand.weight > WEIGHT_MAX):
+                    m.d.comb += code.eq(TopError.WEIGHT)
+                with m.Elif(~cand.last & (forming == candidates - 1)):
+                    m.d.comb += code.eq(TopError.COUNT)
+                with m.If(x_open & cmd.valid):
+                    # the group before has X beats due: close it first (its inputs cut short)
+                    m.d.comb += [self.x.valid.eq(1), self.x.payload.candidate.eq(n - 1),
+                                 self.x.payload.beat.eq(0), self.x.payload.values.eq(0),
+                                 self.x.payload.last.eq(1)]
+                    with m.If(self.x.ready):
+                        m.d.comb += [self.rejected.valid.eq(1),
+                                     self.rejected.payload.code.eq(TopError.LAST),
+                                     self.rejected.payload.tag.eq(TopOp.X)]
+                        m.d.sync += x_open.eq(0)
+                with m.Elif(~x_open):
+                    m.d.comb += [self.cand.valid.eq(cmd.valid), cmd.ready.eq(self.cand.ready),
+                                 self.cand.payload.cand.last.eq(cand_last)]
+                    with m.If((code == TopError.TOKEN) | (code == TopError.WEIGHT)):
+                        m.d.comb += [self.cand.payload.cand.token.eq(0),
+                                     self.cand.payload.cand.weight.eq(0)]
+                    with m.If(take):
+                        m.d.sync += forming.eq(Mux(cand_last, 0, forming + 1))
+                        with m.If(cand_last):
+                            m.d.sync += [n.eq(forming + 1), x_open.eq(1), x_seen.eq(0),
+                                         x_final.eq((forming + 1) * beats - 1)]
+            with m.Case(TopOp.X):
+                counted_end = x_seen == x_final
+                with m.If(~x_open | (x.candidate >= n)):
+                    m.d.comb += code.eq(TopError.CANDIDATE)
+                with m.Elif(x.beat >= beats):
+                    m.d.comb += code.eq(TopError.BEAT)
+                with m.Elif((x.last != counted_end) | (x.last & (x.candidate != n - 1))):
+                    m.d.comb += code.eq(TopError.LAST)
+                # the beat ends its group: its `last`, or the n x beats-th with good indices
+                ends = x_open & (x.last | (counted_end & (code != TopError.CANDIDATE)
+                                           & (code != TopError.BEAT)))
+                with m.If((code == TopError.NONE) | ends):
+                    m.d.comb += [self.x.valid.eq(cmd.valid), cmd.ready.eq(self.x.ready)]
+                    with m.If(code != TopError.NONE):
+                        m.d.comb += [self.x.payload.candidate.eq(n - 1),
+                                     self.x.payload.beat.eq(0), self.x.payload.last.eq(1)]
+                    with m.If(take):
+                        m.d.sync += x_seen.eq(x_seen + 1)
+                        with m.If(ends):
+                            m.d.sync += x_open.eq(0)
+                with m.Else():
+                    m.d.comb += cmd.ready.eq(1)     # dropped: not counted in the group's beats
+            with m.Case(TopOp.FLUSH):
+                with m.If(arg.flush.token >= tokens):
+                    m.d.comb += [code.eq(TopError.TOKEN), cmd.ready.eq(1)]
+                with m.Else():
+                    m.d.comb += [self.flush.valid.eq(cmd.valid), cmd.ready.eq(self.flush.ready)]
+            with m.Default():
+                m.d.comb += [code.eq(TopError.OP), cmd.ready.eq(1)]
         return m
 
 

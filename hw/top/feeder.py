@@ -1,12 +1,12 @@
-"""The feeder: from the EMA's completions and the descriptors' mask words to the engine's column
+"""The feeder: from the EMA's notices and the descriptors' mask words to the engine's column
 and scale streams, reading the location table and the weight buffer.
 
 Five small components joined by streams, one item per cycle each:
 
-0. `Replayer`: the descriptors and completions into the walker, a descriptor pair (an expert's
+0. `Replayer`: the descriptors and notices into the walker, a descriptor pair (an expert's
    GATE_UP and DOWN) as many times as engine groups use it (a prefill chunk's expert, fetched
    once, computed for more tokens than one group holds);
-1. `MaskWalker`: per descriptor, its completion (the slot), its mask words, then the scale
+1. `MaskWalker`: per descriptor, its notice (the slot), its mask words, then the scale
    block's item and one item per selected channel, lowest first;
 2. `Locator`: the location-table entry of each item (slot * chan_stride + channel, or the slot's
    scale entry): the buffer line where it starts;
@@ -21,9 +21,11 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.ema import MASK_BITS, EmaOp, EmaStatus, ema_command_layout, ema_completion_layout
+from ...contracts.ema import MASK_BITS, EmaOp, ema_command_layout, ema_completion_layout
+from ...contracts.top import OP_BITS, TopError, TopOp
 from ...contracts.weight_layout import Matrix
 from ..ema.geometry import EmaGeometry
+from ..rejects import reject_signature
 from ..streams import ReadSignature
 from ..engine.layouts import column_layout, scale_words_layout
 from .layouts import channel_layout, job_layout, line_layout, word_layout
@@ -37,18 +39,19 @@ def _by_matrix(matrix, values: dict):
 
 
 class Replayer(wiring.Component):
-    """Passes the feeder's command words (`jobs_in`) and the EMA's completions (`done_in`) on to
-    the `MaskWalker` (`jobs`, `done`), and replays descriptor pairs: a DESCRIPTOR word with
+    """Passes the feeder's command words (`jobs_in`) and the EMA's notices (`issued_in`: a
+    descriptor's slot, hw/ema `issued_signature`) on to the `MaskWalker` (`jobs`, `issued`),
+    and replays descriptor pairs: a DESCRIPTOR word with
     `uses` = n >= 2 starts a pair, it and its mask words, then the next descriptor and its mask
     words (a GATE_UP and a DOWN of one expert: each engine group walks both), which the walker
-    sees n times in all, each time with the same two completions. The first time passes through
+    sees n times in all, each time with the same two notices. The first time passes through
     and is recorded (2 + the two matrices' mask words, 10 words at the bundled model, and 2
-    completions); the replays come from the record and take nothing in. Nothing is fetched
-    again: the completions' slots still hold the columns (the host does not start a new EMA step
+    notices); the replays come from the record and take nothing in. Nothing is fetched
+    again: the notices' slots still hold the columns (the host does not start a new EMA step
     before the feeder has finished them).
 
-    Relies on the walker's order (a descriptor, its completion, its mask words) to tell which
-    completions belong to the pair, and on the pair being well formed (a descriptor where the
+    Relies on the walker's order (a descriptor, its notice, its mask words) to tell which
+    notices belong to the pair, and on the pair being well formed (a descriptor where the
     second belongs: the PRU's and the host's are). `replay` is high while the walker is served
     from the record; `again` pulses when a replay's first word is taken, before any of its
     items reach the engine (the top counts the descriptors the feeder owes it)."""
@@ -60,9 +63,9 @@ class Replayer(wiring.Component):
         self._max_uses = max_uses
         super().__init__({
             "jobs_in": In(stream.Signature(job_layout(max_uses))),
-            "done_in": In(stream.Signature(ema_completion_layout)),
+            "issued_in": In(stream.Signature(ema_completion_layout)),
             "jobs": Out(stream.Signature(ema_command_layout)),
-            "done": Out(stream.Signature(ema_completion_layout)),
+            "issued": Out(stream.Signature(ema_completion_layout)),
             "replay": Out(1),
             "again": Out(1),
         })
@@ -73,11 +76,11 @@ class Replayer(wiring.Component):
         most_words = max(g.mask_words(mat) for mat in Matrix)
         size = 2 + 2 * most_words           # two descriptors, each with up to most_words masks
         record = Array(Signal(ema_command_layout.size, name=f"record{i}") for i in range(size))
-        completions = Array(Signal(ema_completion_layout.size, name=f"completion{i}")
+        notices = Array(Signal(ema_completion_layout.size, name=f"notice{i}")
                             for i in range(2))
         length = Signal(range(size + 1))        # words of the recorded pair
         ptr = Signal(range(size + 1))           # the next word recorded or replayed
-        dptr = Signal(range(3))                 # the next completion recorded or replayed
+        dptr = Signal(range(3))                 # the next notice recorded or replayed
         left = Signal.like(self.jobs_in.payload.uses)     # replays still owed
         descriptors = Signal(range(3))          # descriptors of the pair recorded so far
         words = Signal(range(most_words + 1))   # mask words still expected after a descriptor
@@ -87,30 +90,30 @@ class Replayer(wiring.Component):
         cmd_words = _by_matrix(cmd.arg.descriptor.matrix,
                                {mat: g.mask_words(mat) for mat in Matrix})
         take = self.jobs.valid & self.jobs.ready
-        take_done = self.done.valid & self.done.ready
+        take_notice = self.issued.valid & self.issued.ready
 
         with m.FSM(name="replay"):
             with m.State("Pass"):
                 m.d.comb += [self.jobs.valid.eq(self.jobs_in.valid),
                              self.jobs_in.ready.eq(self.jobs.ready),
                              self.jobs.payload.eq(cmd),
-                             self.done.valid.eq(self.done_in.valid),
-                             self.done_in.ready.eq(self.done.ready),
-                             self.done.payload.eq(self.done_in.payload)]
+                             self.issued.valid.eq(self.issued_in.valid),
+                             self.issued_in.ready.eq(self.issued.ready),
+                             self.issued.payload.eq(self.issued_in.payload)]
                 with m.If(take & is_desc & (self.jobs_in.payload.uses >= 2)):
                     m.d.sync += [record[0].eq(cmd), ptr.eq(1), dptr.eq(0), descriptors.eq(1),
                                  words.eq(cmd_words), left.eq(self.jobs_in.payload.uses - 1)]
                     m.next = "Record"
             with m.State("Record"):
-                # the pair's two completions pass and are kept; the next ones wait
+                # the pair's two notices pass and are kept; the next ones wait
                 m.d.comb += [self.jobs.valid.eq(self.jobs_in.valid),
                              self.jobs_in.ready.eq(self.jobs.ready),
                              self.jobs.payload.eq(cmd),
-                             self.done.valid.eq(self.done_in.valid & (dptr < 2)),
-                             self.done_in.ready.eq(self.done.ready & (dptr < 2)),
-                             self.done.payload.eq(self.done_in.payload)]
-                with m.If(take_done):
-                    m.d.sync += [completions[dptr].eq(self.done_in.payload), dptr.eq(dptr + 1)]
+                             self.issued.valid.eq(self.issued_in.valid & (dptr < 2)),
+                             self.issued_in.ready.eq(self.issued.ready & (dptr < 2)),
+                             self.issued.payload.eq(self.issued_in.payload)]
+                with m.If(take_notice):
+                    m.d.sync += [notices[dptr].eq(self.issued_in.payload), dptr.eq(dptr + 1)]
                 with m.If(take):
                     m.d.sync += [record[ptr].eq(cmd), ptr.eq(ptr + 1)]
                     with m.If(words == 0):      # the second descriptor
@@ -123,9 +126,9 @@ class Replayer(wiring.Component):
             with m.State("Replay"):
                 m.d.comb += [self.replay.eq(1),
                              self.jobs.valid.eq(1), self.jobs.payload.eq(record[ptr]),
-                             self.done.valid.eq(dptr < 2),
-                             self.done.payload.eq(completions[dptr])]
-                with m.If(take_done):
+                             self.issued.valid.eq(dptr < 2),
+                             self.issued.payload.eq(notices[dptr])]
+                with m.If(take_notice):
                     m.d.sync += dptr.eq(dptr + 1)
                 with m.If(take):
                     m.d.comb += self.again.eq(ptr == 0)
@@ -138,17 +141,26 @@ class Replayer(wiring.Component):
 
 
 class MaskWalker(wiring.Component):
-    """Takes a DESCRIPTOR word from `jobs`, then its completion from `done`, then its mask
-    words from `jobs` (ceil(in_channels / 32) of them, as the EMA's command contract says);
-    emits the scale block's item, then each selected channel, lowest first, one per cycle.
-    `last` marks the matrix's last column (and the scale item); `end` the descriptor's last
-    item. A MASK word where a descriptor is expected is dropped (the EMA fails it as
-    BAD_COMMAND and STATUS says so).
+    """Takes a DESCRIPTOR word from `jobs`, then its slot from `issued` (the EMA's notice that
+    the descriptor's location entries are written; its data may still be on the bus: the line
+    reader waits for each line), then its mask words from `jobs` (ceil(in_channels / 32) of
+    them, as the EMA's command contract says); emits the scale block's item, then each
+    selected channel, lowest first, one per cycle. `last` marks the matrix's last column (and
+    the scale item); `end` the descriptor's last item. A MASK word where a descriptor is
+    expected is dropped (below). A notice that is not OK still walks (slot 0: the words fed are
+    whatever the buffer holds; the top reports the descriptor's completion).
 
-    `awaiting` is high while a descriptor waits for its completion (its data is not in the
-    buffer yet); `hungry` while the walker waits for a descriptor and none is queued; `fault` pulses with a completion that is not OK (`fault_status`, `fault_tag`):
-    its slot's entries are not meaningful, and the words fed for it are whatever the buffer
-    holds.
+    Checks each descriptor's words (docs/contracts.md, "The top's commands: accepted ranges")
+    so that the engine stays in step: a MASK word where a descriptor is expected is dropped
+    (STRAY_MASK; the EMA fails it as BAD_COMMAND); mask bits past the matrix's last channel are
+    not walked (MASK_TAIL; the EMA fails the descriptor as BAD_DESCRIPTOR); a descriptor
+    without `scales` is walked as usual, its scale item whatever the table holds (NO_SCALES);
+    one selecting no channel is walked as channel 0 alone (NO_CHANNEL: the engine needs a
+    column to end the matrix). `rejected` gives the first of them (op EMA) with the
+    descriptor's last mask word, or with the stray word.
+
+    `awaiting` is high while a descriptor waits for its notice; `hungry` while the walker
+    waits for a descriptor and none is queued.
     """
 
     def __init__(self, geometry: EmaGeometry):
@@ -156,19 +168,23 @@ class MaskWalker(wiring.Component):
         g = geometry
         super().__init__({
             "jobs": In(stream.Signature(ema_command_layout)),
-            "done": In(stream.Signature(ema_completion_layout)),
+            "issued": In(stream.Signature(ema_completion_layout)),
             "channels": Out(stream.Signature(channel_layout(g.max_in_channels, g.slot_bits))),
             "awaiting": Out(1),
             "hungry": Out(1),
-            "fault": Out(1),
-            "fault_status": Out(EmaStatus),
-            "fault_tag": Out(8),
+            "rejected": Out(reject_signature(TopError, OP_BITS)),
         })
 
     def elaborate(self, platform):
         m = Module()
         g = self._g
         n_words = max(g.mask_words(mat) for mat in Matrix)
+        # the last mask word's channels: MASK_BITS, or what is left of the matrix's
+        tails = {mat: (1 << (g.layout.in_channels(mat) - (g.mask_words(mat) - 1) * MASK_BITS)) - 1
+                 for mat in Matrix}
+        error = Signal(TopError)            # the descriptor's first bad field so far
+        any_channel = Signal()              # a channel selected by its mask words so far
+        m.d.comb += [self.rejected.payload.tag.eq(TopOp.EMA)]
         width = n_words * MASK_BITS
         words = [Signal(MASK_BITS, name=f"mask{k}") for k in range(n_words)]
         mask = Cat(*words)
@@ -190,26 +206,44 @@ class MaskWalker(wiring.Component):
         with m.FSM(name="walk"):
             with m.State("Descriptor"):
                 m.d.comb += [self.jobs.ready.eq(1), self.hungry.eq(~self.jobs.valid)]
+                descriptor = self.jobs.payload.arg.descriptor
                 with m.If(self.jobs.valid & (self.jobs.payload.op == EmaOp.DESCRIPTOR)):
-                    m.d.sync += [matrix.eq(self.jobs.payload.arg.descriptor.matrix), k.eq(0),
-                                 mask.eq(0)]
-                    m.next = "Completion"
-            with m.State("Completion"):
-                done = self.done.payload
-                m.d.comb += [self.awaiting.eq(1), self.done.ready.eq(1),
-                             self.fault_status.eq(done.status), self.fault_tag.eq(done.tag)]
-                with m.If(self.done.valid):
-                    m.d.comb += self.fault.eq(done.status != EmaStatus.OK)
-                    m.d.sync += slot.eq(done.slot)
+                    m.d.sync += [matrix.eq(descriptor.matrix), k.eq(0), mask.eq(0),
+                                 any_channel.eq(0),
+                                 error.eq(Mux(descriptor.scales, TopError.NONE,
+                                              TopError.NO_SCALES))]
+                    m.next = "Issued"
+                with m.Elif(self.jobs.valid):
+                    m.d.comb += [self.rejected.valid.eq(1),
+                                 self.rejected.payload.code.eq(TopError.STRAY_MASK)]
+            with m.State("Issued"):
+                m.d.comb += [self.awaiting.eq(1), self.issued.ready.eq(1)]
+                with m.If(self.issued.valid):
+                    m.d.sync += slot.eq(self.issued.payload.slot)
                     m.next = "Mask"
             with m.State("Mask"):
                 m.d.comb += self.jobs.ready.eq(1)
+                given = self.jobs.payload.arg.mask
+                valid_bits = Mux(k == last_word, _by_matrix(matrix, tails), (1 << MASK_BITS) - 1)
+                kept = given & valid_bits
+                code = Signal(TopError)             # the descriptor's first bad field
+                m.d.comb += code.eq(error)
+                with m.If(error == TopError.NONE):
+                    with m.If((given & ~valid_bits).any()):
+                        m.d.comb += code.eq(TopError.MASK_TAIL)
+                    with m.Elif((k == last_word) & ~any_channel & ~kept.any()):
+                        m.d.comb += code.eq(TopError.NO_CHANNEL)
                 with m.If(self.jobs.valid):
                     for i, word in enumerate(words):
                         with m.If(k == i):
-                            m.d.sync += word.eq(self.jobs.payload.arg.mask)
-                    m.d.sync += k.eq(k + 1)
+                            m.d.sync += word.eq(kept)
+                    m.d.sync += [k.eq(k + 1), error.eq(code),
+                                 any_channel.eq(any_channel | kept.any())]
                     with m.If(k == last_word):
+                        m.d.comb += [self.rejected.valid.eq(code != TopError.NONE),
+                                     self.rejected.payload.code.eq(code)]
+                        with m.If(~any_channel & ~kept.any()):
+                            m.d.sync += words[0].eq(1)      # channel 0 alone
                         m.next = "Scale"
             with m.State("Scale"):
                 m.d.comb += [self.channels.valid.eq(1), out.scale.eq(1), out.last.eq(1),
@@ -273,7 +307,9 @@ class LineReader(wiring.Component):
     """Each item's buffer words: a column's column_beats(matrix) lines, a scale block's
     scale_beats(matrix), from its first line on; line L is row L // banks of bank L % banks.
     One word per cycle; the same holding scheme as `Locator` (the rows stay on the held line
-    while the output stalls)."""
+    while the output stalls). A line is read only once it is below `filled` (the EMA's count of
+    lines written this step), so a column flows on as its beats arrive, not after its whole
+    descriptor; `waiting` is high while the next line is not written yet."""
 
     def __init__(self, geometry: EmaGeometry, banks: int):
         self._g = g = geometry
@@ -281,8 +317,10 @@ class LineReader(wiring.Component):
         row_bits = (g.lines // banks - 1).bit_length() or 1
         super().__init__({
             "lines": In(stream.Signature(line_layout(g.max_in_channels, g.line_bits))),
+            "filled": In(range(g.lines + 1)),
             "words": Out(stream.Signature(word_layout(g.max_in_channels, g.data_width))),
             "buf": Out(ReadSignature(row_bits, g.data_width)).array(banks),
+            "waiting": Out(1),
         })
 
     def elaborate(self, platform):
@@ -305,7 +343,9 @@ class LineReader(wiring.Component):
         regs = {f: Signal(len(getattr(item, f)), name=f"reg_{f}") for f in fields}
         last, end = Signal(), Signal()
         row = line[bank_bits:]
-        m.d.comb += [take.eq(self.lines.valid & (~full | self.words.ready)),
+        written = line < self.filled
+        m.d.comb += [self.waiting.eq(self.lines.valid & ~written),
+                     take.eq(self.lines.valid & written & (~full | self.words.ready)),
                      self.lines.ready.eq(take & final),
                      self.words.valid.eq(full),
                      self.words.payload.last.eq(last), self.words.payload.end.eq(end)]

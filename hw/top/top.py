@@ -8,8 +8,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ...contracts.dcu import LANES, dcu_entry_layout
-from ...contracts.ema import CSR_DATA_BITS, EmaOp
-from ...contracts.top import TOP_CSR_ADDR_BITS
+from ...contracts.ema import CSR_DATA_BITS, EmaOp, EmaStatus
+from ...contracts.top import OP_BITS, TOP_CSR_ADDR_BITS, TopError
 from ...contracts.weight_layout import WeightLayout
 from ..axi import Axi4Signature, forward
 from ..dcu import Dcu
@@ -18,6 +18,7 @@ from ..ema.geometry import AXI_ID_WIDTH
 from ..streams import ReadSignature, StreamFIFO
 from ..engine import ExpertEngine
 from ..pru import Pru
+from ..rejects import RejectRegisters, report
 from .command import CommandFork, CommandMerge, Dispatcher
 from .feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap, mark_layout,
                        order_layout, weight_record_layout)
@@ -26,16 +27,18 @@ from .layouts import command_layout, data_item_layout, job_layout, route_item_la
 from .prefill import UseCounter
 from .registers import TopRegisters
 
-__all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "DONE_QUEUE_DEPTH",
+__all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "ISSUED_QUEUE_DEPTH",
            "GROUPS_HELD", "ORDER_QUEUE_DEPTH"]
 
 #: the feeder's copy of descriptors and mask words: a group's two descriptors with their mask
 #: words are 2 + ceil(D/32) + ceil(F/32) beats (10 at the bundled model), so 32 let the host
 #: send the next groups' fetches while the engine computes
 JOB_QUEUE_DEPTH = 32
-#: completions waiting for the feeder: the EMA holds its R channel while a completion is
-#: refused, so the queue keeps it fetching ahead
-DONE_QUEUE_DEPTH = 8
+#: the EMA's notices (a descriptor's slot, its location entries written) waiting for the
+#: walker: the EMA pulses them without a ready, so the queue holds every descriptor handed to
+#: both and not yet walked: at most the job queue's (two words or more each), the walker's and
+#: the replayer's two
+ISSUED_QUEUE_DEPTH = JOB_QUEUE_DEPTH // 2 + 3
 #: groups between the host's CAND beats and the engine's hidden outputs: the engine holds up to
 #: three (hw/engine/engine.py, GROUP_QUEUE) and one more may wait to be combined (below); the
 #: feedback queues (routing weights, flags, DCU entries) hold this many groups' candidates
@@ -147,7 +150,7 @@ class AcceleratorTop(wiring.Component):
         merge = m.submodules.merge = CommandMerge(g, sources=2 if self._pru is None else 3)
         fork = m.submodules.fork = CommandFork()
         jobs = m.submodules.jobs = StreamFIFO(job_layout(max_uses), JOB_QUEUE_DEPTH)
-        done = m.submodules.done = StreamFIFO(ema.done.payload.shape(), DONE_QUEUE_DEPTH)
+        issued = m.submodules.issued = StreamFIFO(ema.done.payload.shape(), ISSUED_QUEUE_DEPTH)
         walker = m.submodules.walker = MaskWalker(g)
         locator = m.submodules.locator = Locator(g)
         reader = m.submodules.reader = LineReader(g, ema.buffer_banks)
@@ -164,13 +167,16 @@ class AcceleratorTop(wiring.Component):
         # fork passing the merge's word the cycle the merge grants it
         m.d.comb += [jobs.w.valid.eq(fork.jobs.valid), jobs.w.payload.cmd.eq(fork.jobs.payload),
                      fork.jobs.ready.eq(jobs.w.ready)]
-        connect(m, ema.done, done.w)
+        # the walker starts a descriptor on its notice, the reader each line once it is
+        # written; the completions (all its data in, or the error) only report faults
+        m.d.comb += [issued.w.valid.eq(ema.issued.valid), issued.w.payload.eq(ema.issued.payload),
+                     reader.filled.eq(ema.filled), ema.done.ready.eq(1)]
         again = Signal()
         if self._pru is None:
             m.d.comb += [walker.jobs.valid.eq(jobs.r.valid),
                          walker.jobs.payload.eq(jobs.r.payload.cmd),
                          jobs.r.ready.eq(walker.jobs.ready)]
-            connect(m, done.r, walker.done)
+            connect(m, issued.r, walker.issued)
         else:
             # the PRU's scores and logits from the host; its routes out through the counter,
             # its fetch words into the merge with their uses; the feeder replays its pairs
@@ -191,9 +197,9 @@ class AcceleratorTop(wiring.Component):
                 m.d.comb += jobs.w.payload.uses.eq(uses.o_cmd.payload.uses)
             replayer = m.submodules.replayer = Replayer(g, max_uses)
             connect(m, jobs.r, replayer.jobs_in)
-            connect(m, done.r, replayer.done_in)
+            connect(m, issued.r, replayer.issued_in)
             connect(m, replayer.jobs, walker.jobs)
-            connect(m, replayer.done, walker.done)
+            connect(m, replayer.issued, walker.issued)
             m.d.comb += again.eq(replayer.again)
         connect(m, walker.channels, locator.channels)
         connect(m, locator.lines, reader.lines)
@@ -254,12 +260,21 @@ class AcceleratorTop(wiring.Component):
         forward(m, self.m_axi, ema.m_axi)
         m.d.comb += [regs.csr.addr.eq(self.csr.addr), self.csr.data.eq(regs.csr.data)]
         connect(m, regs.ema, ema.csr)
+        # the checking blocks' status and rejections, through the same port: the command
+        # path's and the feeder's in one pair of registers
+        checks = m.submodules.command_registers = RejectRegisters(TopError, OP_BITS, sources=2)
+        report(m, checks, disp.rejected, disp.passed)
+        connect(m, walker.rejected, checks.rejected[1])
+        connect(m, regs.command, checks.csr)
+        connect(m, regs.dcu, dcu.csr)
+        if self._pru is not None:
+            connect(m, regs.pru, pru.csr)
 
         # descriptors handed to the feeder (a replayed pair's two again) and not yet fed to the
         # engine: a NEW_STEP waits for 0. A replay is counted when the walker takes its first
         # word, right after it walked the pair's last item, which reaches the router (and ends
         # the DOWN) cycles later: the count does not touch 0 between a pair's walks
-        pending = Signal(range(JOB_QUEUE_DEPTH + DONE_QUEUE_DEPTH + 8 + 2 * max_uses))
+        pending = Signal(range(JOB_QUEUE_DEPTH + ISSUED_QUEUE_DEPTH + 8 + 2 * max_uses))
         issued = fork.jobs.valid & fork.jobs.ready & (fork.jobs.payload.op == EmaOp.DESCRIPTOR)
         m.d.sync += pending.eq(pending + issued + (again << 1) - router.ended)
         m.d.comb += fork.step_clear.eq(pending == 0)
@@ -284,15 +299,16 @@ class AcceleratorTop(wiring.Component):
             m.d.sync += loaded.eq(1)
         in_group = in_flight != 0
         wait, starved = Signal(), Signal()
-        # the feeder waits for a completion a group in flight needs: memory, not compute; or
-        # for the descriptor itself (the DCU has not made it yet)
-        m.d.comb += [wait.eq(in_group & loaded & walker.awaiting & (owed != 0)),
+        # the feeder waits for a notice or a line a group in flight needs: memory, not compute;
+        # or for the descriptor itself (the DCU has not made it yet)
+        m.d.comb += [wait.eq(in_group & loaded & (walker.awaiting | reader.waiting)
+                             & (owed != 0)),
                      starved.eq(in_group & loaded & walker.hungry & (owed != 0))]
         feeding = locator.lines.valid | reader.words.valid | walker.channels.valid
-        # DCU jobs started and not yet out as a descriptor (each job gives exactly one)
+        # DCU jobs started and not yet out as a descriptor or rejected (each job gives one)
         selecting = Signal(range(2 * ORDER_QUEUE_DEPTH + 1))
         made = dcu.cmd.valid & dcu.cmd.ready & (dcu.cmd.payload.op == EmaOp.DESCRIPTOR)
-        m.d.sync += selecting.eq(selecting + down.job - made)
+        m.d.sync += selecting.eq(selecting + down.job - made - dcu.rejected.valid)
         deciding = (selecting != 0) | route_q.r.valid
         m.d.comb += [regs.busy.eq((pending != 0) | in_group | feeding | deciding),
                      regs.memory_wait.eq(wait), regs.descriptor_wait.eq(starved),
@@ -300,7 +316,8 @@ class AcceleratorTop(wiring.Component):
                      regs.dcu_job.eq(down.job),
                      regs.feedback_wait.eq((down.waiting & dcu.route.ready) | mux.waiting),
                      regs.group.eq(group_start), regs.matrix.eq(router.ended),
-                     regs.word.eq(router.moved), regs.fault.eq(walker.fault),
-                     regs.fault_status.eq(walker.fault_status),
-                     regs.fault_tag.eq(walker.fault_tag)]
+                     regs.word.eq(router.moved),
+                     regs.fault.eq(ema.done.valid & (ema.done.payload.status != EmaStatus.OK)),
+                     regs.fault_status.eq(ema.done.payload.status),
+                     regs.fault_tag.eq(ema.done.payload.tag)]
         return m

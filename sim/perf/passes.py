@@ -16,7 +16,7 @@ Costing (`PassCoster`):
   for the same reason; at EdgeXpert's point its bus (25.6 GB/s) is above the DRAM's peak
   (16 GB/s), and on the golden masks it keeps the DRAM at its own efficiency
   (docs/performance-model.md, "The golden masks on DRAM").
-- compute time: MACs / (macs x clock x `COMPUTE_UTILIZATION`) (`compute_cycles`;
+- compute time: MACs / (macs x clock x `platform.compute_utilization`) (`compute_cycles`;
   `calibrate_compute` checks it against the accelerator top's measured cycles).
 - overlap (the EMA's double buffering): the weight buffer's two halves let tile i + 1 stream in
   while tile i is computed, so a pass takes max(fetch, compute) plus the part that cannot
@@ -25,7 +25,7 @@ Costing (`PassCoster`):
 - energy: DRAM (the sample's activate, read and I/O energy per byte x bytes; background and
   refresh power x time), SRAM (every fetched byte written once and read once, plus activations,
   x the cost table's per-bit energies), MACs (x the cost table's energy per MAC), control
-  (`CONTROL_POWER_W` x time). Costs come from the cost table (build/synth/costs.json) when it
+  (`platform.control_power_w` x time). Costs come from the cost table (build/synth/costs.json) when it
   exists, else from the cited defaults below; `PassCoster.cost_sources` says which.
 """
 
@@ -44,23 +44,13 @@ from .dram import DramModel
 
 __all__ = ["MAC_KINDS", "Pass", "StepPlan", "PassCoster", "PassCost", "load_cost_table",
            "calibrate_dram_passes",
-           "COMPUTE_UTILIZATION", "CONTROL_POWER_W", "DEFAULT_COSTS", "compute_cycles",
+           "DEFAULT_COSTS", "compute_cycles",
            "calibrate_compute", "calibrate_prefill"]
 
 #: what MACs are counted by: routed and shared experts, attention and router projections and
 #: dense FFNs, attention scores and values, the output head, the draft head
 MAC_KINDS = ("expert", "projection", "attention", "head", "draft_head")
 
-#: share of the MAC array's peak a pass keeps busy (open: EdgeXpert gives only its peak,
-#: 13.1 TOPS; our choice. Decoding is bandwidth-bound at EdgeXpert's point, so it matters for
-#: prefill only; the roofline ratio in the output shows which side a pass is on)
-#: The accelerator top measures 0.33 of its two 64-lane arrays (`edgexpert estimate
-#: --calibrate`, docs/performance-model.md "Compute utilization"): a property of that engine's
-#: serial per-group phases, not of an 8K-MAC array, so it stays our choice here.
-COMPUTE_UTILIZATION = 0.8
-#: the controllers' (top, PRU, DCU, EMA) and clock tree's power while a pass runs (open: 5 % of
-#: EdgeXpert's 1.52 W without DRAM, MICRO 2026; our choice, no synthesized control block yet)
-CONTROL_POWER_W = 0.05 * 1.52
 #: bytes of activations one token moves through the SRAM per layer: the residual vector read
 #: and written, the attention and FFN inputs and outputs, at int8 (8 vectors of d_model; our
 #: count)
@@ -196,14 +186,13 @@ def load_cost_table() -> dict:
     return {**json.loads(path.read_text()), "origin": str(path)}
 
 
-def compute_cycles(macs: float, array_macs: int, utilization: float = COMPUTE_UTILIZATION
-                   ) -> float:
+def compute_cycles(macs: float, array_macs: int, utilization: float) -> float:
     """The compute model: cycles to run `macs` on an array of `array_macs` MAC units that keeps
     `utilization` of its peak busy (the pass's compute time is this over the clock)."""
     return macs / (array_macs * utilization)
 
 
-def calibrate_compute(cycle_file: dict, utilization: float = COMPUTE_UTILIZATION) -> dict:
+def calibrate_compute(cycle_file: dict, utilization: float) -> dict:
     """The compute model against the accelerator top's measured cycles (a cycle file of
     `edgexpert bench top`, docs/blocks/top.md "Cycle file"), pass by pass: the model's compute
     cycles for the pass's MACs on the bench's array (its `peak_macs_per_cycle` lanes; the clock
@@ -257,10 +246,10 @@ def calibrate_compute(cycle_file: dict, utilization: float = COMPUTE_UTILIZATION
 _TRACE_KINDS = {"ar": "plain", "draft": "draft", "verify": "verify"}
 
 
-def calibrate_dram_passes(cycle_file: dict, layout: WeightLayout,
-                          coalescing_ratio: float) -> dict:
+def calibrate_dram_passes(cycle_file: dict, layout: WeightLayout, coalescing_ratio: float,
+                          utilization: float) -> dict:
     """The pass model's time (`PassCoster.cost`: the fetch at the DRAM's efficiency on the
-    pass's read pattern, the compute at COMPUTE_UTILIZATION, double buffered) against the top's busy
+    pass's read pattern, the compute at `utilization`, double buffered) against the top's busy
     cycles on a DRAM memory (a cycle file of `edgexpert bench top --memory lpddr4x|lpddr5`), pass
     by pass, on the RTL's own platform: the bench memory's clock and DRAM, the engine's peak MACs
     per cycle, the EMA's bus and weight buffer as the SRAM. A pass's bytes are its EMA beats
@@ -279,7 +268,7 @@ def calibrate_dram_passes(cycle_file: dict, layout: WeightLayout,
             clock_hz=clock_hz, macs=run["peak_macs_per_cycle"], mac_clusters=1,
             sram_bytes=ema["buffer_bytes"], sram_banks=ema["buffer_banks"],
             ema_bus_bits=ema["data_width"], ema_outstanding=ema["outstanding"],
-            dram=DramConfig(**memory["dram"]))
+            compute_utilization=utilization, dram=DramConfig(**memory["dram"]))
         coster = PassCoster(platform, layout, cost_table={})
         ratio = 1.0 if run["masks"] == "naive_sd" else coalescing_ratio
         passes = []
@@ -308,11 +297,10 @@ def calibrate_dram_passes(cycle_file: dict, layout: WeightLayout,
                       "error": round(model / run["cycles"] - 1, 4),
                       "max_abs_pass_error": max(abs(p["error"]) for p in passes),
                       "by_kind": kinds, "passes": passes}
-    return {"memory": memory, "model_utilization": COMPUTE_UTILIZATION, "runs": runs}
+    return {"memory": memory, "model_utilization": utilization, "runs": runs}
 
 
-def calibrate_prefill(cycle_file: dict, model_experts: float,
-                      utilization: float = COMPUTE_UTILIZATION) -> dict:
+def calibrate_prefill(cycle_file: dict, model_experts: float, utilization: float) -> dict:
     """The performance model's prefill against the top with its PRU on one prefill chunk (the
     cycle file's `prefill` entry, docs/blocks/top.md "Cycle file"), per pause mode and per
     chunk-layer: the measured busy cycles, memory wait, compute and MACs per cycle; the model's
@@ -394,8 +382,8 @@ class PassCoster:
         dram_s = (p.expert_bytes / (self.peak_bytes_per_s * expert[0])
                   + other / (self.peak_bytes_per_s * self.seq[0]))
         fetch_s = max(dram_s, p.fetch_bytes / self.bus_bytes_per_s)
-        compute_s = (compute_cycles(p.total_macs, self.platform.macs, COMPUTE_UTILIZATION)
-                     / self.platform.clock_hz)
+        compute_s = (compute_cycles(p.total_macs, self.platform.macs,
+                                    self.platform.compute_utilization) / self.platform.clock_hz)
         # the resident share takes its SRAM from the double buffer's two halves
         half = (self.platform.sram_bytes - p.resident_bytes - p.held_bytes) / 2
         tiles = max(1, math.ceil(p.fetch_bytes / half))
@@ -412,5 +400,5 @@ class PassCoster:
                   + self.seq[2] * time_s)
         energy = {"dram": dram_j, "sram": sram_j,
                   "mac": p.total_macs * c["mac_lane.energy_per_mac"],
-                  "control": CONTROL_POWER_W * time_s}
+                  "control": self.platform.control_power_w * time_s}
         return PassCost(time_s, fetch_s, compute_s, energy)

@@ -2,7 +2,9 @@
 item 7; docs/performance-model.md, "Sweeps").
 
 A sweep is the cartesian product of `--grid KEY=V1,V2,...` axes (any configuration key, e.g.
-`platform.dram.channels=1,2,4` or `policies.coalescing_ratio=0.5,0.75`). Every point's
+`platform.dram.channels=1,2,4` or `policies.coalescing_ratio=0.5,0.75`) and, when given, one
+more axis of `--paired KEY=V1,V2,...` keys that move together (`platform.dram.type=LPDDR4X,LPDDR5`
+with `platform.dram.data_rate_mtps=4266,6400`: two points, not four). Every point's
 configuration is built and validated here first, so a bad value stops the sweep before anything
 runs; each point then runs `sim.perf.estimate.estimate` as one Dask task, on a `distributed` client:
 a local cluster by default, or the scheduler the user names. Rows come back in grid order
@@ -18,7 +20,7 @@ from ...contracts.config import Config
 from ...contracts.errors import InputError
 from .estimate import check_request, estimate
 
-__all__ = ["parse_axes", "SweepPoint", "grid_points", "run_sweep", "ROW_FIELDS"]
+__all__ = ["parse_axes", "parse_paired", "SweepPoint", "grid_points", "run_sweep", "ROW_FIELDS"]
 
 #: what each row of the table file holds, after the grid's own keys
 ROW_FIELDS = ("model", "policy", "routing", "tokens_per_step", "latency_ms_per_token",
@@ -26,22 +28,42 @@ ROW_FIELDS = ("model", "policy", "routing", "tokens_per_step", "latency_ms_per_t
               "dram_utilization", "roofline_ratio")
 
 
-def parse_axes(specs: list[str]) -> dict[str, list[str]]:
-    """`KEY=V1,V2,...` strings -> {key: [values]} in the order given; one line per problem."""
+def parse_axes(specs: list[str], flag: str = "--grid", required: bool = True
+               ) -> dict[str, list[str]]:
+    """`KEY=V1,V2,...` strings of `flag` -> {key: [values]} in the order given; one line per
+    problem (none given is one when `required`)."""
     axes: dict[str, list[str]] = {}
     for spec in specs:
         key, sep, values = spec.partition("=")
         key = key.strip()
         items = [v.strip() for v in values.split(",")]
         if not sep or not key or not all(items):
-            raise InputError(f"--grid {spec!r} is not accepted: accepted KEY=V1,V2,... "
+            raise InputError(f"{flag} {spec!r} is not accepted: accepted KEY=V1,V2,... "
                              "(a configuration key and one or more comma-separated values)")
         if key in axes:
-            raise InputError(f"--grid names {key} twice: accepted each key once")
+            raise InputError(f"{flag} names {key} twice: accepted each key once")
         axes[key] = items
-    if not axes:
-        raise InputError("a sweep needs at least one --grid KEY=V1,V2,... axis")
+    if required and not axes:
+        raise InputError("a sweep needs at least one --grid KEY=V1,V2,... axis (or --paired "
+                         "axes)")
     return axes
+
+
+def parse_paired(specs: list[str], grid: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The `--paired KEY=V1,V2,...` axes: they move together, the i-th value of each with the
+    i-th of the others (LPDDR4X at 4266 with LPDDR5 at 6400), as one axis of the grid beside
+    the `--grid` ones. One line per problem: values of unequal count, a key also in `grid`."""
+    paired = parse_axes(specs, "--paired", required=False)
+    counts = {key: len(values) for key, values in paired.items()}
+    if len(set(counts.values())) > 1:
+        raise InputError("--paired axes move together, so each needs as many values: got "
+                         + ", ".join(f"{k} {n}" for k, n in counts.items())
+                         + "; accepted the same count on every --paired KEY")
+    both = [key for key in paired if key in grid]
+    if both:
+        raise InputError(f"{both[0]} is both a --grid and a --paired axis: accepted each key "
+                         "once")
+    return paired
 
 
 @dataclass(frozen=True)
@@ -50,13 +72,22 @@ class SweepPoint:
     config: Config
 
 
-def grid_points(axes: dict[str, list[str]], load) -> list[SweepPoint]:
-    """Every combination of the axes' values, first axis slowest; `load(overrides)` builds and
-    validates one configuration (the command line's own settings, then the point's)."""
-    keys = list(axes)
-    return [SweepPoint(dict(zip(keys, values)),
-                       load([f"{k}={v}" for k, v in zip(keys, values)]))
-            for values in itertools.product(*(axes[k] for k in keys))]
+def grid_points(axes: dict[str, list[str]], load, paired: dict[str, list[str]] | None = None
+                ) -> list[SweepPoint]:
+    """Every combination of the axes' values, first axis slowest, the `paired` axes (if any)
+    one more axis after them whose i-th point sets the i-th value of each; `load(overrides)`
+    builds and validates one configuration (the command line's own settings, then the
+    point's)."""
+    paired = paired or {}
+    steps = [[((k, v),) for v in axes[k]] for k in axes]
+    if paired:
+        steps.append([tuple((k, values[i]) for k, values in paired.items())
+                      for i in range(len(next(iter(paired.values()))))])
+    points = []
+    for combination in itertools.product(*steps):
+        settings = dict(pair for step in combination for pair in step)
+        points.append(SweepPoint(settings, load([f"{k}={v}" for k, v in settings.items()])))
+    return points
 
 
 def _rows(point: SweepPoint, estimates: list[dict]) -> list[dict]:

@@ -131,7 +131,7 @@ def measured_plan(policy: str, summary: dict, spec: MoEModelSpec, config: Config
     head_note = (f"; the draft head's {kept['draft_head']} B on chip" if kept["draft_head"]
                  else "")
     return StepPlan(policy, spec.name, "trace", tokens_per_step, tuple(passes), (
-        f"measured passes of the bundled model; {resident} B of non-expert weights resident"
+        f"measured passes of {spec.name}; {resident} B of non-expert weights resident"
         f"{head_note}",))
 
 

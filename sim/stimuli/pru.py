@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from ...contracts.pru import SCORE_BITS
+from ...contracts.pru import score_beats
 from .common import Stimulus
 
 __all__ = ["drive_pru", "pru_stimulus"]
@@ -24,7 +24,8 @@ LOGIT_SPAN = 8 << 16
 
 def _prompt(rng: random.Random, dut, tokens: int) -> tuple[list[int], list[int]]:
     p = dut.params
-    scores = [rng.randrange(0, 2 * 65536 // tokens) | (tokens << SCORE_BITS) for _ in range(tokens)]
+    scores = score_beats([rng.randrange(0, 2 * 65536 // tokens) for _ in range(tokens)],
+                         p.max_tokens)
     logits = []
     for _layer in range(p.n_layers):
         beats = [[rng.randrange(-LOGIT_SPAN, LOGIT_SPAN) for _ in range(p.lanes)]
