@@ -4,6 +4,7 @@ Format (JSON, `build/synth/costs.json`, written by `edgexpert synth --all`):
 
     {"schema": "edgexpert-costs/1",
      "node": "28 nm, 1.0 V",
+     "scaling": {"area": 0.0200, "delay": 0.1375, "energy": 0.0173},
      "costs": {"mac_lane.energy_per_mac": {"value": 3.2e-13, "unit": "J",
                                            "source": "synth mac_lane key ... x ..."},
                "dram.energy_per_bit.accelergy_lpddr4": {"value": 8e-12, "unit": "J/bit",
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -78,6 +79,9 @@ class Cost:
 class CostTable:
     node: str
     costs: Mapping[str, Cost]
+    #: the 180 nm -> 28 nm factors the synthesis report applied (synth/scaling.py); empty in a
+    #: table without synthesis runs
+    scaling: Mapping[str, float] = field(default_factory=dict)
 
     def cost(self, name: str) -> Cost:
         try:
@@ -112,7 +116,8 @@ def build_cost_table(report: dict) -> dict:
                  else "")
         run = (f"synth {name} key {block['key']} ({m['node']}; "
                f"{', '.join(f'{k}={v}' for k, v in block['parameters'].items())}{gated})")
-        area = f"area x{scaling['area']:.4f} (Stillmaker & Baas 2017, 28 nm)"
+        sources = scaling["sources"]
+        area = f"area x{scaling['area']:.4f} ({sources['area']})"
         if block["memories"]:
             area += " + a CACTI 7 run at 28 nm per memory (the memories' sram_area entries)"
         costs[f"{name}.area"] = {"value": s["area_mm2"] * 1e-6, "unit": "m2",
@@ -121,15 +126,15 @@ def build_cost_table(report: dict) -> dict:
                                        "source": f"{run}: Yosys stat, logic only"}
         costs[f"{name}.fmax"] = {"value": s["fmax_hz"], "unit": "Hz",
                                  "source": f"{run}: OpenSTA; delay x{scaling['delay']:.4f} "
-                                           f"(Stillmaker & Baas 2017, 28 nm {scaling['vdd_v']} V)"}
+                                           f"({sources['delay']})"}
         if block["power_measured"]:
             op = _slug(m["operation"])
             stim = (f"OpenSTA power, {m['cycles']} cycles of {m['stimulus']['drive']} "
                     f"seed {m['seed']}")
             costs[f"{name}.energy_per_{op}"] = {
                 "value": s["energy_per_op_j"], "unit": "J",
-                "source": f"{run}: {stim}; energy x{scaling['energy']:.4f} (Stillmaker & Baas "
-                          f"2017, 28 nm {scaling['vdd_v']} V)"
+                "source": f"{run}: {stim}; energy x{scaling['energy']:.4f} "
+                          f"({sources['energy']})"
                           + (" + bits read and written x CACTI 7 read and write energy per bit"
                              if block["memories"] else "")}
             costs[f"{name}.energy_per_{op}_180nm"] = {
@@ -161,7 +166,7 @@ def build_cost_table(report: dict) -> dict:
     for name, value, unit, source in CITED_COSTS:
         costs[name] = {"value": value, "unit": unit, "source": source}
     return {"schema": SCHEMA, "node": f"{scaling['node_nm']} nm, {scaling['vdd_v']} V",
-            "costs": costs}
+            "scaling": {q: scaling[q] for q in ("area", "delay", "energy")}, "costs": costs}
 
 
 def write_cost_table(path: Path, table: dict) -> None:
@@ -203,7 +208,13 @@ def load_table_data(data, origin: str) -> CostTable:
             raise CostTableError(f"{where}.source is empty: accepted a synthesis run or a "
                                  "citation")
         out[name] = Cost(float(value), entry["unit"], entry["source"])
-    return CostTable(str(data.get("node", "")), out)
+    scaling = data.get("scaling", {})
+    if not isinstance(scaling, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1
+            for v in scaling.values()):
+        raise CostTableError(f"{origin}: scaling = {scaling!r} is malformed: accepted "
+                             "{area, delay, energy} factors in 0..1")
+    return CostTable(str(data.get("node", "")), out, scaling)
 
 
 def load_cost_table(path: Path | str | None = None) -> CostTable:

@@ -26,8 +26,8 @@ What the fits assume:
   array per cycle (the scale blocks, most of the reads, read a whole word every cycle, busy or
   not), writes per MAC done, times the MACs busy: EdgeXpert's MAC count times a stated
   utilization.
-- The logic's 28 nm energy is the 180 nm measurement times the Stillmaker & Baas factor at the
-  table's supply (scaling.py); the SRAM's is CACTI's energy per bit times the bits the stimulus
+- The logic's 28 nm energy is the 180 nm measurement times the energy factor the table records
+  (its synthesis report's: Stillmaker & Baas, or synth.scaling.energy; scaling.py); the SRAM's is CACTI's energy per bit times the bits the stimulus
   read and wrote.
 
 The shared SRAM is CACTI's 512 KiB (`sram_28nm.*.512KiB`: area and leakage; its accesses are
@@ -41,7 +41,6 @@ from dataclasses import asdict, dataclass
 
 from .costs import CostTable, CostTableError
 from .report import format_si
-from .scaling import scale_to_28nm
 
 __all__ = ["EDGEXPERT", "SMALL_POINT", "LARGE_POINT", "EnginePoint", "Line", "engine_point",
            "fit_line", "scale_to_edgexpert", "scaling_table"]
@@ -92,14 +91,6 @@ def fit_line(x0: float, y0: float, x1: float, y1: float) -> Line:
     return Line(y0 - slope * x0, slope)
 
 
-def _vdd(node: str) -> float:
-    match = re.fullmatch(r"28 nm, ([0-9.]+) V", node)
-    if match is None:
-        raise CostTableError(f"cost table node {node!r} is not a 28 nm figure: accepted "
-                             "'28 nm, <vdd> V' as `edgexpert synth --all` writes it")
-    return float(match.group(1))
-
-
 def engine_point(table: CostTable, block: str) -> EnginePoint:
     """The 28 nm figures of engine `block` from `table`; one clear line if it is not there."""
     if f"{block}.area" not in table.costs:
@@ -120,7 +111,10 @@ def engine_point(table: CostTable, block: str) -> EnginePoint:
     memories = {name[len(block) + 1:-len(".sram_area")]: c.value
                  for name, c in table.costs.items()
                  if name.startswith(f"{block}.") and name.endswith(".sram_area")}
-    factor = scale_to_28nm(_vdd(table.node)).energy
+    if "energy" not in table.scaling:
+        raise CostTableError("the cost table names no energy scaling factor (an older table): "
+                             "run `edgexpert synth --all`")
+    factor = table.scaling["energy"]
     per_mac_180 = table.cost(f"{block}.energy_per_mac_180nm").value
     per_cycle_180 = table.cost(f"{block}.energy_per_cycle_180nm").value
     if per_mac_180 <= 0:

@@ -11,6 +11,7 @@ sizes and the configured weight buffer.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from ..contracts.config import Config
@@ -20,7 +21,7 @@ from ..support.tools import build_root
 from .cacti import CACTI_7, SramSpec, cacti_settings, sram_cost
 from .costs import build_cost_table, write_cost_table
 from .flow import SynthResult, synthesize
-from .scaling import SOURCE_NODE, STILLMAKER_BAAS, scale_to_28nm
+from .scaling import SOURCE_NODE, STILLMAKER_BAAS, node_scaling
 
 __all__ = ["run_block", "summarize", "block_report", "write_reports", "markdown_report",
            "format_si", "report_paths", "reference_srams", "plural"]
@@ -49,7 +50,7 @@ def block_report(block, config: Config) -> dict:
 
 def summarize(block, config: Config, result: SynthResult) -> dict:
     """The report entry of a synthesis result: measured figures and their 28 nm scaling."""
-    scaling = scale_to_28nm(config.synth.target_vdd_v)
+    scaling = node_scaling(config.synth)
     power = result.power
     measured = {
         "node": result.node, "cells": result.cells, "flip_flops": result.flip_flops,
@@ -126,7 +127,7 @@ def report_paths() -> dict[str, Path]:
 def write_reports(blocks, config: Config, progress: bool = True) -> dict:
     """Reports and cost table for `blocks` at `config`; returns the JSON report. `progress`: a
     bar over the blocks (each a Yosys, OpenSTA and power run, or the cache)."""
-    scaling = scale_to_28nm(config.synth.target_vdd_v)
+    scaling = node_scaling(config.synth)
     reports = {}
     bar = progress_bar(blocks, desc="synth", unit="block", enabled=progress)
     for block in bar:
@@ -134,7 +135,7 @@ def write_reports(blocks, config: Config, progress: bool = True) -> dict:
         reports[block.name] = block_report(block, config)
     report = {
         "source_node": SOURCE_NODE,
-        "synth_config": {k: getattr(config.synth, k) for k in config.synth.__dataclass_fields__},
+        "synth_config": asdict(config.synth),
         "scaling": scaling.to_json(), "sram_model": cacti_settings(),
         "sram_28nm": {name: sram_cost(spec).to_json()
                       for name, spec in reference_srams(config).items()},
@@ -235,7 +236,9 @@ def markdown_report(report: dict) -> str:
         f"to 28 nm at {scaling['vdd_v']} V: area x{scaling['area']:.4f}, delay "
         f"x{scaling['delay']:.4f}, energy x{scaling['energy']:.4f} (Stillmaker & Baas 2017, "
         f"interpolated geometrically between the 32 nm and 20 nm rows, weight "
-        f"{scaling['weight_20nm']:.3f} on 20 nm); memories add a CACTI 7 run at 28 nm each "
+        f"{scaling['weight_20nm']:.3f} on 20 nm"
+        + "".join(f"; {q} set as synth.scaling.{q}, not derived" for q in scaling.get(
+            "set_in_config", ())) + "); memories add a CACTI 7 run at 28 nm each "
         f"({model['cell_type']} cells, {model['temperature_k']} K; docs/synthesis.md).",
         "",
         *rows,

@@ -11,14 +11,20 @@ i.e. linearly in log(factor) over log(feature size), the way these quantities sc
 is always osu018 at its liberty corner, 180 nm at 1.8 V.
 
 Memories are not scaled: CACTI models them at 28 nm directly (cacti.py).
+
+Each factor is a setting (`synth.scaling.area`, `.delay`, `.energy`): null, the default, is the
+derived factor above; a number replaces it (`node_scaling`), and the report names it as set.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-__all__ = ["STILLMAKER_BAAS", "SOURCE_NODE", "NodeScaling", "scale_to_28nm", "TARGET_NODE_NM"]
+from ..contracts.config import SynthConfig
+
+__all__ = ["STILLMAKER_BAAS", "SOURCE_NODE", "NodeScaling", "scale_to_28nm", "node_scaling",
+           "TARGET_NODE_NM"]
 
 STILLMAKER_BAAS = ("A. Stillmaker and B. Baas, \"Scaling equations for the accurate prediction of "
                    "CMOS device performance from 180 nm to 7 nm\", Integration, the VLSI Journal "
@@ -61,9 +67,18 @@ class NodeScaling:
     weight_20nm: float
     rows: dict
     source: str = STILLMAKER_BAAS
+    #: the factors given as settings (synth.scaling.*) instead of derived
+    set_in_config: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        # one line per factor, for the report and the cost table's sources
+        derived = {"area": "Stillmaker & Baas 2017, 28 nm",
+                   "delay": f"Stillmaker & Baas 2017, 28 nm {self.vdd_v} V",
+                   "energy": f"Stillmaker & Baas 2017, 28 nm {self.vdd_v} V"}
+        out["sources"] = {q: f"synth.scaling.{q} setting" if q in self.set_in_config else text
+                          for q, text in derived.items()}
+        return out
 
 
 def scale_to_28nm(vdd_v: float) -> NodeScaling:
@@ -81,3 +96,11 @@ def scale_to_28nm(vdd_v: float) -> NodeScaling:
         rows={"32nm": {"area": _AREA_FROM_180[32], "delay": delay[32], "energy": energy[32]},
               "20nm": {"area": _AREA_FROM_180[20], "delay": delay[20], "energy": energy[20]}})
 
+
+
+def node_scaling(synth: SynthConfig) -> NodeScaling:
+    """The factors a synthesis report applies: derived at `synth.target_vdd_v`, each replaced by
+    its `synth.scaling` setting where one is given."""
+    derived = scale_to_28nm(synth.target_vdd_v)
+    given = {q: v for q, v in asdict(synth.scaling).items() if v is not None}
+    return replace(derived, **given, set_in_config=tuple(given))

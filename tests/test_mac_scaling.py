@@ -48,7 +48,8 @@ def made_up_table(with_large=True) -> dict:
                              64, 20e-12, 9e-12, 4.5e8))
     costs["sram_28nm.area.512KiB"] = _cost(0.9e-6, "m2")
     costs["sram_28nm.leakage.512KiB"] = _cost(5e-5, "W")
-    return {"schema": SCHEMA, "node": "28 nm, 1.0 V", "costs": costs}
+    return {"schema": SCHEMA, "node": "28 nm, 1.0 V",
+            "scaling": {"area": 0.02, "delay": 0.1375, "energy": F}, "costs": costs}
 
 
 def test_the_fits_and_the_8k_point_come_out_as_computed_by_hand():

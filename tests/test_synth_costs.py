@@ -10,8 +10,9 @@ from edgexpert.contracts.config import ConfigError, load_config
 from edgexpert.blocks import BLOCKS
 from edgexpert.synth.costs import (CITED_COSTS, SCHEMA, CostTableError, build_cost_table,
                                    load_cost_table, write_cost_table)
-from edgexpert.synth.report import REFERENCE_SRAM_KIB, plural, reference_srams, write_reports
-from edgexpert.synth.scaling import scale_to_28nm
+from edgexpert.synth.report import (REFERENCE_SRAM_KIB, block_report, plural, reference_srams,
+                                    write_reports)
+from edgexpert.synth.scaling import node_scaling, scale_to_28nm
 
 
 def test_28nm_factors_lie_between_the_32nm_and_20nm_rows():
@@ -79,6 +80,50 @@ def test_cost_table_loads_and_the_performance_model_can_use_it(cost_table):
         table.energy_j({"mac_lane.area": 1})
     with pytest.raises(CostTableError, match="cost 'nope' is not in the table: accepted "):
         table.cost("nope")
+
+
+def test_scaling_factors_are_settings_that_scale_the_28nm_figures(cost_table, monkeypatch):
+    report, path = cost_table
+    monkeypatch.setenv("EDGEXPERT_BUILD_DIR", str(path.parent.parent))  # the fixture's cache
+    lane = ["hardware.mac_lane.pairs_per_beat=2", "synth.activity_cycles=200"]
+    default = report["blocks"]["mac_lane"]
+    measured, scaled = default["measured_180nm"], default["scaled_28nm"]
+    # the defaults are the derived factors: the numbers are those before they were settings
+    s = scale_to_28nm(1.0)
+    assert scaled["fmax_hz"] == measured["fmax_hz"] / s.delay
+    assert scaled["area_mm2"] == measured["area_um2"] * s.area * 1e-6
+    assert scaled["energy_per_op_j"] == measured["energy_per_op_j"] * s.energy
+    assert not report["scaling"]["set_in_config"]
+    # a factor given as a setting scales its figure alone, in proportion
+    config = load_config(overrides=lane + ["synth.scaling.delay=0.275",
+                                           "synth.scaling.energy=0.0173"])
+    changed = block_report(BLOCKS["mac_lane"], config)["scaled_28nm"]
+    assert changed["fmax_hz"] == pytest.approx(scaled["fmax_hz"] * s.delay / 0.275)
+    assert changed["energy_per_op_j"] == pytest.approx(scaled["energy_per_op_j"] * 0.0173 / s.energy)
+    assert changed["area_mm2"] == scaled["area_mm2"]
+    config = load_config(overrides=lane + ["synth.scaling.area=0.04"])
+    assert block_report(BLOCKS["mac_lane"], config)["scaled_28nm"]["area_mm2"] == pytest.approx(
+        scaled["area_mm2"] * 0.04 / s.area)
+    # the cost table names a set factor as the setting, and records the factors it applied
+    given = node_scaling(config.synth)
+    assert given.set_in_config == ("area",) and given.delay == s.delay
+    table = build_cost_table({"scaling": given.to_json(), "blocks": {"mac_lane": default}})
+    assert "area x0.0400 (synth.scaling.area setting)" in table["costs"]["mac_lane.area"]["source"]
+    assert "Stillmaker" in table["costs"]["mac_lane.fmax"]["source"]
+    assert table["scaling"] == {"area": 0.04, "delay": s.delay, "energy": s.energy}
+
+
+@pytest.mark.parametrize("value, message", [
+    ("1.5", "synth.scaling.delay = 1.5 is out of range: accepted values 0.0001..1.0, or null "
+            "(derived)"),
+    ("0", "synth.scaling.delay = 0 is out of range: accepted values 0.0001..1.0, or null "
+          "(derived)"),
+    ("fast", "synth.scaling.delay = 'fast' is not a number: accepted values 0.0001..1.0, or "
+             "null (derived)")])
+def test_a_scaling_factor_out_of_range_is_one_clear_line(value, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=[f"synth.scaling.delay={value}"])
+    assert str(info.value) == message
 
 
 def test_cost_table_prices_every_sram_with_a_cacti_run(cost_table):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from ..contracts.config import MODEL_NAMES, Config
@@ -87,8 +88,11 @@ def cmd_synth(args) -> int:
         _row("energy_per_op_j", f"{p['energy_per_op_j']:.4g} per {p['operation']}")
     energy = (f", {format_si(scaled['energy_per_op_j'], 'J')} per {scaled['operation']}"
               if result.power else "")
+    given = [f"{q} x{v:g}" for q, v in asdict(config.synth.scaling).items() if v is not None]
+    how = f"scaled; set in synth.scaling: {', '.join(given)}" if given else \
+        "scaled: docs/synthesis.md"
     _row(f"28 nm, {scaled['vdd_v']} V", f"area {scaled['area_mm2']:.4g} mm2, fmax "
-         f"{scaled['fmax_hz'] / 1e6:.0f} MHz{energy}  (scaled: docs/synthesis.md)")
+         f"{scaled['fmax_hz'] / 1e6:.0f} MHz{energy}  ({how})")
     _row("cache", f"{'hit' if result.cached else 'miss'}  {result.work_dir}")
     return 0
 

@@ -11,6 +11,7 @@ A YAML file may give any subset of the keys: the rest keep the defaults of the b
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,7 +23,7 @@ from .errors import InputError
 
 __all__ = [
     "ConfigError", "MacLaneConfig", "EmaConfig", "EngineConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
-    "PolicyConfig", "SynthConfig", "DramConfig", "PlatformConfig", "DRAM_MAX_DATA_RATE_MTPS",
+    "PolicyConfig", "ScalingConfig", "SynthConfig", "DramConfig", "PlatformConfig", "DRAM_MAX_DATA_RATE_MTPS",
     "Config",
     "load_config", "apply_overrides", "build_dataclass", "MODEL_NAMES", "checkpoint_folder",
 ]
@@ -38,6 +39,13 @@ def _int(lo: int, hi: int, default: int, doc: str):
 
 def _float(lo: float, hi: float, default: float, doc: str):
     return field(default=default, metadata={"range": (lo, hi), "doc": doc})
+
+
+def _factor(doc: str):
+    """A scaling factor from 180 nm to the target node, or None: derived from the published
+    equations (synth/scaling.py). Above 1 would make the target node worse than 180 nm; the
+    smallest derived factor (area, x0.0200) is far above the lower bound."""
+    return field(default=None, metadata={"range": (0.0001, 1.0), "doc": doc})
 
 
 def _bool(default: bool, doc: str):
@@ -238,6 +246,20 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
+class ScalingConfig:
+    """Factors from the measured osu018 180 nm, 1.8 V figures to 28 nm (synth/scaling.py). Each
+    is null by default: derived from Stillmaker & Baas 2017 (Integration 58, 74-81), interpolated
+    between its 32 nm and 20 nm rows at `synth.target_vdd_v` (1.0 V: area x0.0200, delay
+    x0.1375, energy x0.0173). A number replaces the derived factor, e.g. to try another source's
+    (docs/synthesis.md lists some). The memories are CACTI runs at 28 nm and are not scaled."""
+    area: float | None = _factor("area factor (null: Stillmaker & Baas, x0.0200)")
+    delay: float | None = _factor("delay factor; fmax is divided by it (null: Stillmaker & "
+                                  "Baas at synth.target_vdd_v, x0.1375 at 1.0 V)")
+    energy: float | None = _factor("energy per operation factor, leakage included (null: "
+                                   "Stillmaker & Baas at synth.target_vdd_v, x0.0173 at 1.0 V)")
+
+
+@dataclass(frozen=True)
 class SynthConfig:
     """Constraints of the synthesis and timing runs (180 nm osu018 cells)."""
     clock_period_ns: float = _float(0.5, 1000.0, 10.0, "clock the timing run checks against; "
@@ -256,6 +278,7 @@ class SynthConfig:
                                "(synth/clock_gating.py), as a commercial flow does")
     clock_gating_min_bits: int = _int(1, 1024, 4, "the smallest group of flip-flops sharing "
                                       "an enable that gets a clock gate")
+    scaling: ScalingConfig = field(default_factory=ScalingConfig)
 
 
 #: the fastest speed bin of each DRAM type sim/perf/dram.py models, MT/s per pin: LPDDR4X-4266
@@ -355,6 +378,17 @@ class Config:
 
 
 def _check_scalar(key: str, value, typ, meta: dict):
+    if typing.get_origin(typ) in (typing.Union, types.UnionType):
+        # `float | None`: null keeps the field's meaning of None (a derived value)
+        if value is None:
+            return None
+        lo, hi = meta["range"]
+        accepted = f"accepted values {lo}..{hi}, or null (derived)"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key} = {value!r} is not a number: {accepted}")
+        if not lo <= value <= hi:  # NaN fails this too
+            raise ConfigError(f"{key} = {value!r} is out of range: {accepted}")
+        return float(value)
     if "choices" in meta:
         if typ is str and isinstance(value, str):
             # names are matched whatever their case (lpddr4x is LPDDR4X); the choice's own
