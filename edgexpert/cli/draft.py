@@ -65,7 +65,7 @@ def cmd_draft_train(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("draft", parents=[settings_options(0)],
-                       help="the EAGLE draft head of the speculative policies: train it")
+                       help="the EAGLE draft head of the speculative policies: `draft train`")
     draft = p.add_subparsers(dest="draft_command", required=True, metavar="ACTION")
     q = draft.add_parser("train", parents=[settings_options(1)],
                          help="train the EAGLE draft head (build/draft/eagle); its settings are "

@@ -653,7 +653,8 @@ def memory_option(p) -> None:
 def register_bench(benches) -> None:
     p = benches.add_parser("ema", parents=[settings_options(1)],
                            help="the EMA controller's AXI bus utilization on Verilator by mask "
-                                "case and memory latency (about a minute; build/bench/ema/)")
+                                "case and memory latency (about 2 minutes, 4 with the first "
+                                "Verilator build: docs/blocks/ema.md; build/bench/ema/)")
     p.add_argument("--trace", metavar="FILE",
                    help="mask trace (JSON, docs/blocks/ema.md) for the trace case; default: the "
                         "golden model's depth-coalesced masks on two bundled prompts")

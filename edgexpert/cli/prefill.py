@@ -188,7 +188,8 @@ def cmd_prefill_encoders(args) -> int:
 def register(sub) -> None:
     # settings may come before the action (`prefill --set K=V ablate`) or after it; both apply
     p = sub.add_parser("prefill", parents=[settings_options(0)],
-                       help="EdgeXpert's prefill token encoder: train it, or measure the ablation")
+                       help="EdgeXpert's prefill token encoder: `prefill train`, `prefill ablate` (the "
+                            "ablation), `prefill encoders` (float against integer)")
     prefill = p.add_subparsers(dest="prefill_command", required=True, metavar="ACTION")
     q = prefill.add_parser("train", parents=[settings_options(1)],
                            help="train the token-importance encoder (build/prefill/encoder); its "
@@ -222,7 +223,8 @@ def register(sub) -> None:
     q.set_defaults(func=cmd_prefill_encoders)
 
     p = sub.add_parser("calibrate", parents=[settings_options()],
-                       help="calibrate a policy's settings on training-split text")
+                       help="`calibrate prefill`: EdgeXpert's prefill thresholds and budgets on "
+                            "training-split text")
     p.add_argument("what", metavar="WHAT", choices=["prefill"],
                    help="prefill: EdgeXpert's thresholds and budgets (build/calibrate/prefill.json)")
     p.add_argument("--windows", type=int, default=32, metavar="N",

@@ -109,7 +109,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the measured runs as JSON")
     p.set_defaults(func=cmd_trace)
 
-    p = sub.add_parser("hf", help="Hugging Face checkpoints: `hf tiny DIR` writes a small one")
+    p = sub.add_parser("hf", help="Hugging Face checkpoints: `hf tiny` DIR writes a small one")
     hf = p.add_subparsers(dest="hf_command", required=True, metavar="WHAT")
     p = hf.add_parser("tiny", parents=[settings_options(1)],
                       help="write a tiny MoE checkpoint (random weights, fixed seed) to try "

