@@ -264,9 +264,11 @@ MODELS: dict[str, MoEModelSpec] = {m.name: m for m in (
     MoEModelSpec(
         "granite-1b-a400m", _HF.format("ibm-granite/granite-3.0-1b-a400m-base") + " (hidden_size "
         "1024, 24 layers, 16 heads, 8 KV heads (k_proj 1024 -> 512: head_dim 64), "
-        "intermediate_size 512, num_local_experts 32, top-8, vocab 49155, tied embeddings)",
+        "intermediate_size 512, num_local_experts 32, top-8, vocab 49152, tied embeddings; the "
+        "base model's: granite-3.0-1b-a400m-instruct's config.json has vocab 49155, 3 chat "
+        "tokens more)",
         n_layers=24, d_model=1024, n_heads=16, n_kv_heads=8, head_dim=64, n_experts=32,
-        top_k=8, expert_ffn=512, n_shared_experts=0, vocab_size=49155, tie_embeddings=True),
+        top_k=8, expert_ffn=512, n_shared_experts=0, vocab_size=49152, tie_embeddings=True),
     MoEModelSpec(
         "mixtral-8x7b", _HF.format("mistralai/Mixtral-8x7B-v0.1") + " (hidden_size 4096, 32 "
         "layers, 32 heads, 8 KV heads, head_dim 128, intermediate_size 14336, 8 local experts, "
