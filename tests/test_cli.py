@@ -360,6 +360,21 @@ def test_estimate_covers_every_full_size_model_and_policy(tmp_path):
     assert (tmp_path / "estimate" / "estimate.json").is_file()
 
 
+def test_estimate_text_gives_the_energy_split_prefill_and_where_the_costs_came_from(tmp_path):
+    out = run("estimate", "--model", "bundled", "--policy", "ar", "--synthetic",
+              env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}).stdout.splitlines()
+    head = next(i for i, line in enumerate(out) if line.startswith("energy per token by part"))
+    assert out[head + 1].split()[2:] == ["DRAM", "SRAM", "MAC", "control", "prefill", "ms",
+                                         "prefill", "mJ", "prefill", "bytes"]
+    row = out[head + 2].split()
+    total = next(line for line in out if line.startswith("bundled ")).split()[6]
+    assert row[:2] == ["bundled", "ar"]
+    assert sum(map(float, row[2:6])) == pytest.approx(float(total), abs=0.002)
+    # no cost table in this build folder: the defaults are said to be used
+    assert "costs: cited defaults for every cost (sim/perf/passes.py DEFAULT_COSTS)" in \
+        "\n".join(out)
+
+
 def test_estimate_refuses_unknown_names_and_a_missing_benchmark(tmp_path):
     env = {"EDGEXPERT_BUILD_DIR": str(tmp_path)}
     proc = run("estimate", "--model", "gpt-5", env=env, check=False)

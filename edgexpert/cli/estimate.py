@@ -277,6 +277,8 @@ def cmd_estimate(args) -> int:
                   f"{r['latency_s_per_token'] * 1e3:>9.3f} {r['tokens_per_s']:>8.1f} "
                   f"{r['energy_j_per_token'] * 1e3:>9.3f} {r['dram_utilization']:>9.3f} "
                   f"{r['roofline_ratio']:>8.3f}  {', '.join(assumed) or '-'}")
+        _print_split(rows)
+        print(_costs_line(rows))
         print("measured passes: " + (", ".join(sources) if sources else
                                      "none (synthetic routing everywhere)"))
         print("inputs: each entry's `inputs` in the JSON says per input exact / measured / "
@@ -295,6 +297,32 @@ def cmd_estimate(args) -> int:
     publish(args, data, ("estimate", "estimate.json"), table,
             shown=rows if sens is None else data)
     return 0
+
+
+def _print_split(rows: list[dict]) -> None:
+    """Each row's energy per token by part, and its prefill per prompt token."""
+    print("\nenergy per token by part (mJ; they add up to mJ/token) and prefill per prompt token:")
+    print(f"{'model':<18} {'policy':<10} {'DRAM':>8} {'SRAM':>8} {'MAC':>8} {'control':>8}  "
+          f"{'prefill ms':>10} {'prefill mJ':>10} {'prefill bytes':>13}")
+    for r in rows:
+        e, p = r["energy_j_per_token_split"], r["prefill"]
+        print(f"{r['model']:<18} {r['policy']:<10} "
+              + " ".join(f"{e[k] * 1e3:>8.3f}" for k in ("dram", "sram", "mac", "control"))
+              + f"  {p['latency_s_per_prompt_token'] * 1e3:>10.3f} "
+                f"{p['energy_j_per_prompt_token'] * 1e3:>10.3f} "
+                f"{p['bytes_per_prompt_token']:>13,.0f}")
+
+
+def _costs_line(rows: list[dict]) -> str:
+    """Where the energy costs came from: the cost table of `synth --all`, or the cited defaults
+    (sim/perf/passes.py DEFAULT_COSTS) for the entries it lacks."""
+    sources = {k: v for r in rows for k, v in r["cost_sources"].items()}
+    default = sorted(k for k, v in sources.items() if v.startswith("cited default"))
+    if not default:
+        return "costs: the cost table of `edgexpert synth --all` (each entry's source in the JSON)"
+    which = "every cost" if len(default) == len(sources) else ", ".join(default)
+    return (f"costs: cited defaults for {which} (sim/perf/passes.py DEFAULT_COSTS), not in a "
+            "cost table: `edgexpert synth --all` writes this machine's")
 
 
 def _print_sensitivity(sens: list[dict]) -> None:
