@@ -398,16 +398,20 @@ def test_decode_takes_your_own_prompt_and_says_whether_it_stayed_lossless(tmp_pa
     env = {"EDGEXPERT_BUILD_DIR": str(tmp_path)}
     out = json.loads(run("decode", "--prompt", "def f(x):", "--set", "decode.max_new_tokens=8",
                          "--json", env=env).stdout)
-    assert out["prompts"] == 1 and out["lossless"] is True
+    assert out["prompts"] == 1 and out["lossless"] is True and out["draft"] == "self"
     assert out["ar"]["tokens"] == 8
     # a row per prompt: its tokens and the generated text, which the tokenizer gives back
     row, = out["per_prompt"]
     assert row["prompt"] == "def f(x):" and out["prompt_tokens"] == row["prompt_tokens"] > 0
     assert row["new_tokens"] == 8 and row["lossless"] and row["text"]
-    text = run("decode", "--prompt", "def f(x):", "--prompt", "import os",
+    # a --prompt-file's prompts, a row each
+    (tmp_path / "prompts.txt").write_text("def f(x):\n---\nimport os\n")
+    text = run("decode", "--prompt-file", str(tmp_path / "prompts.txt"),
                "--set", "decode.max_new_tokens=8", env=env).stdout
     assert "generated text" in text and repr(row["text"]) in text
     assert "2 user prompts" in text and text.count(" True  ") == 2
+    # naive_sd here drafts with the model itself, not with compare's EAGLE head: it says so
+    assert "naive_sd here: self-draft: the model's own layers" in text and "naive_sd/self" in text
 
 
 @pytest.mark.parametrize("args, message", [

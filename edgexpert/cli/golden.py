@@ -65,6 +65,12 @@ def per_prompt(result: dict, prompts: list[list[int]], tokenizer) -> list[dict]:
     return rows
 
 
+#: what `decode`'s naive_sd drafts with ("draft": "self" in its JSON, as compare's draft column
+#: names it); `compare`'s naive_sd drafts as policies.draft says, so their tokens per step differ
+SELF_DRAFT = ("self-draft: the model's own layers with decode.draft_experts experts per token "
+              "(`compare`'s naive_sd drafts as policies.draft says: the EAGLE head by default)")
+
+
 def cmd_decode(args) -> int:
     config = load(args)
     if args.traces and args.path != "int":
@@ -88,7 +94,7 @@ def cmd_decode(args) -> int:
     if args.json:
         print_json({"path": args.path, "prompts": len(prompts), "seed": config.decode.seed,
                     "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
-                    "ar": result["ar"], "naive_sd": result["naive_sd"],
+                    "draft": "self", "ar": result["ar"], "naive_sd": result["naive_sd"],
                     "lossless": result["lossless"], "per_prompt": rows})
         return 0
     d = config.decode
@@ -97,7 +103,8 @@ def cmd_decode(args) -> int:
           f"({sum(r['prompt_tokens'] for r in rows)} tokens), {args.path} path, "
           f"{d.max_new_tokens} new tokens each; draft: top-{d.draft_experts} experts, depth "
           f"{d.max_depth}, {d.max_candidates} candidates; seed {d.seed}")
-    print(f"{'':<28}{'ar':>14}{'naive_sd':>14}")
+    print(f"naive_sd here: {SELF_DRAFT}")
+    print(f"{'':<28}{'ar':>14}{'naive_sd/self':>14}")
     for key in DECODE_ROWS:
         print(f"{key:<28}{result['ar'][key]:>14}{result['naive_sd'][key]:>14}")
     print(f"speculative output equals greedy decoding: {result['lossless']}")
