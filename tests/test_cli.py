@@ -329,6 +329,18 @@ def fake_policy_run(monkeypatch, tmp_path):
     return titles
 
 
+def test_compare_and_ablate_get_their_four_inputs_and_mechanisms_the_stream_too():
+    import types
+
+    from edgexpert.cli.policies import _policy_inputs
+    from edgexpert.contracts.config import load_config
+    args = types.SimpleNamespace(prompt=["x = 1"], prompt_file=None, checkpoint=None)
+    config = load_config(overrides=["policies.eval_windows=1"])
+    ckpt, prompts, windows, eot = _policy_inputs(args, config)
+    assert len(prompts) == 1 and len(windows) == 1
+    assert len(_policy_inputs(args, config, with_heldout=True)) == 5
+
+
 def test_compare_and_ablate_write_under_build_and_print_json(fake_policy_run, tmp_path, capsys):
     from edgexpert.cli import main
     assert main(["compare", "--json", "--quick"]) == 0

@@ -192,16 +192,20 @@ def test_on_chip_buffer_must_hold_an_expert(setting):
 
 
 def test_every_study_builds_its_settings(setting, policy_overrides):
-    from edgexpert.golden.studies.ablate import STUDIES, run_study, study_settings
+    from edgexpert.golden.studies.ablate import STUDIES, prefill_note, run_study, study_settings
     _, model, _, layout, _ = setting
     config = load_config(overrides=policy_overrides + ["policies.eval_prompt_tokens=6"])
     for study in STUDIES:
         settings = study_settings(study, config, model, layout)
         labels = [label for label, _ in settings]
         assert labels[0] == "naive_sd" and len(set(labels)) == len(labels) > 2
+        # a study with EdgeXpert rows says they run without its prefill reuse
+        assert (prefill_note(labels) is not None) == any(
+            label.startswith("edgexpert") for label in labels)
         # these need the bundled encoder / checkpoint / an eagle head (tests/test_eagle.py)
         if study not in ("combined", "pruning", "draft", "tree"):
             assert all(make().name for _, make in settings)
+    assert "without its prefill reuse" in prefill_note(["naive_sd", "edgexpert ratio=0.5"])
     with pytest.raises(ValueError, match="unknown study 'x': accepted calibration"):
         study_settings("x", config, model, layout)
     result = run_study("budget", config, model, [PROMPT], [PROMPT + [12, 13, 14]], None)

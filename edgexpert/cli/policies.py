@@ -27,9 +27,9 @@ COLUMN_FORMATS = {"total_change_vs_naive_sd": "{:+.1%}", "ema_change_vs_naive_sd
 COLUMN_WIDTH = 17
 
 
-def _policy_inputs(args, config, heldout_stream: bool = False):
+def _policy_inputs(args, config, with_heldout: bool = False):
     """What `compare` and `ablate` measure on: (checkpoint, prompts, held-out windows,
-    end-of-text id), and the held-out token stream with `heldout_stream`."""
+    end-of-text id), and the held-out token stream with `with_heldout`."""
     from ..golden.lm.train import eval_windows, heldout_stream
     ckpt, corpus, prompts, eot = golden_inputs(config, getattr(args, "checkpoint", None),
                                                texts=prompt_texts(args))
@@ -37,7 +37,7 @@ def _policy_inputs(args, config, heldout_stream: bool = False):
     heldout = heldout_stream(corpus, ckpt.tokenizer)
     windows = [w.tolist() for w in
                eval_windows(heldout, p.eval_prompt_tokens + p.eval_continuation - 1, p.eval_windows)]
-    return (ckpt, prompts, windows, eot) + ((heldout,) if heldout_stream else ())
+    return (ckpt, prompts, windows, eot) + ((heldout,) if with_heldout else ())
 
 
 def _print_policy_table(results: dict, first: str) -> None:
@@ -109,7 +109,7 @@ def check_studies(args) -> list[str]:
 def cmd_ablate(args) -> int:
     config = load(args)
     studies = check_studies(args)
-    from ..golden.studies.ablate import STUDIES, run_study
+    from ..golden.studies.ablate import STUDIES, prefill_note, run_study
     from ..golden.policies.prefill import load_encoder
     from .plot import tradeoff_plot
     ckpt, prompts, windows, eot = _policy_inputs(args, config)
@@ -122,7 +122,9 @@ def cmd_ablate(args) -> int:
         result = _with_traffic(run_study(study, config, ckpt.model, prompts, windows, eot,
                                          encoder, eagle=eagle), config)
         everything[study] = result
+        note = prefill_note(result)
         out = write_result({"study": study, "question": STUDIES[study], "settings": result,
+                            **({"note": note} if note else {}),
                             "prompts": len(prompts), "windows": len(windows),
                             "decode": dataclasses.asdict(config.decode),
                             "policies": dataclasses.asdict(config.policies)},
@@ -132,6 +134,8 @@ def cmd_ablate(args) -> int:
         if not args.json:
             print(f"{header}\n{study}: {STUDIES[study]}")
             _print_policy_table(result, "setting")
+            if note:
+                print(note)
             print(f"table: {out}\nplot:  {plot}\n")
     if args.json:
         print_json(everything)
@@ -242,7 +246,7 @@ def cmd_mechanisms(args) -> int:
     for name in models:
         # each model's own settings (configs/<name>.yaml) under the user's --config and --set
         config = load_config(path, [*overrides, f"model.name={name}"])
-        ckpt, prompts, windows, eot, heldout = _policy_inputs(args, config, heldout_stream=True)
+        ckpt, prompts, windows, eot, heldout = _policy_inputs(args, config, with_heldout=True)
         encoder = load_encoder(ckpt.model, ckpt.path)[0]
         headers.append(_policy_header(f"mechanisms ({name})", config, prompts, windows, args))
         results[name] = mechanisms(config, ckpt.model, prompts, windows,

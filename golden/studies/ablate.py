@@ -19,7 +19,7 @@ from .evaluate import against_naive, measure
 from ..policies.registry import COMPARED, PAPER_DRAFT, build_policy, on_chip_slots
 from ..decoding.policy import Policy
 
-__all__ = ["STUDIES", "study_settings", "run_study", "EAGLE_CAPABLE"]
+__all__ = ["STUDIES", "study_settings", "run_study", "EAGLE_CAPABLE", "prefill_note"]
 
 #: the compared policies whose rules let them draft with the EAGLE head: those whose paper does
 #: (golden/policies/registry.py PAPER_DRAFT); the others read their self-draft's per-layer routing
@@ -38,6 +38,17 @@ STUDIES = {
     "chain": "Specter: draft chain length K (chosen offline, as Specter does, for the least bytes per token)",
     "draft": "every speculative policy with its self-draft and with the EAGLE head where its rules allow",
 }
+
+
+def prefill_note(labels) -> str | None:
+    """What a study's EdgeXpert rows leave out, said in its output: they are built without the
+    prefill encoder (only settings named "prefill reuse" get it), so they are EdgeXpert's decode
+    coalescing alone, with native top-K prefill."""
+    if any(label.startswith("edgexpert") for label in labels):
+        return ("edgexpert rows: its decode coalescing alone, without its prefill reuse (the "
+                "token encoder): their prefill is native top-K, as naive_sd's; `edgexpert "
+                "compare` runs EdgeXpert whole")
+    return None
 
 
 def study_settings(study: str, config, model, layout, encoder=None,
