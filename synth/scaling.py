@@ -97,7 +97,6 @@ def scale_to_28nm(vdd_v: float) -> NodeScaling:
               "20nm": {"area": _AREA_FROM_180[20], "delay": delay[20], "energy": energy[20]}})
 
 
-
 def node_scaling(synth: SynthConfig) -> NodeScaling:
     """The factors a synthesis report applies: derived at `synth.target_vdd_v`, each replaced by
     its `synth.scaling` setting where one is given."""
