@@ -322,3 +322,144 @@ def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
     assert len(taken_at) == cands * ffn
     assert taken_at[2 * ffn - 1] < out_at[ffn - 1], "the second vector waited for the first"
     assert out_at[-1] <= ffn + cands * (ffn + 24) + 4, out_at[-1]
+
+
+@pytest.mark.parametrize("split", ["halves", "pairs"])
+def test_a_mac_array_multiplies_the_next_group_while_it_drains(split):
+    """ColumnMac alone, three groups (2, 1 and 2 candidates, masked channels, columns in any
+    order), the sums taken one cycle in three: every sum equal to numpy's, and the arrays'
+    phases overlap (docs/blocks/engine.md, Cycles): the next group's inputs load while this
+    group multiplies, and its columns are all taken before this group's last sum leaves (one
+    set of accumulators made a group's MAC wait for the drain before it)."""
+    from edgexpert.hw.engine.column_mac import ColumnMac
+    from edgexpert.hw.engine.layouts import column_layout, sum_layout, x_layout
+    channels, outputs, cands, lanes, word_bits, per = 6, 8, 2, 4, 32, 4
+    mac = ColumnMac(channels, outputs, cands, lanes, word_bits, per, parts=2, split=split)
+    rng = np.random.default_rng(20261203)
+    lay_x, lay_c = x_layout(cands, channels, per), column_layout(channels, word_bits)
+    lay_s = sum_layout(cands, outputs, 2)
+    groups, want = [], []
+    for n in (2, 1, 2):
+        x = rng.integers(-128, 128, (n, channels))
+        w = rng.integers(-8, 8, (channels, outputs))
+        order = rng.permutation(channels)[:int(rng.integers(3, channels + 1))]
+        beats = [lay_x.const({"candidate": c, "beat": b,
+                              "values": [int(v) for v in np.pad(x[c, b * per:(b + 1) * per],
+                                                                (0, per))[:per]],
+                              "last": int(c == n - 1 and b == 1)}).as_bits()
+                 for c in range(n) for b in range(2)]
+        words = [lay_c.const({"channel": int(j), "last": int(k == len(order) - 1),
+                              "data": sum((int(w[j, o]) & 15) << (4 * o) for o in range(outputs))
+                              }).as_bits() for k, j in enumerate(order)]
+        groups.append((beats, words))
+        acc = x[:, order] @ w[order]
+        pick = (lambda o, p: 2 * o + p) if split == "pairs" else (lambda o, p: p * 4 + o)
+        want += [(c, o, [int(acc[c, pick(o, p)]) for p in range(2)]) for c in range(n)
+                 for o in range(outputs // 2)]
+    acts = deque(b for beats, _ in groups for b in beats)
+    cols = deque(wd for _, words in groups for wd in words)
+    got, col_taken, sum_out = [], [], []
+
+    async def tb(ctx):
+        for cycle in range(600):
+            ctx.set(mac.act.valid, bool(acts))
+            if acts:
+                ctx.set(mac.act.payload.as_value(), acts[0])
+            ctx.set(mac.columns.valid, bool(cols))
+            if cols:
+                ctx.set(mac.columns.payload.as_value(), cols[0])
+            ctx.set(mac.sums.ready, cycle % 3 == 0)
+            if acts and ctx.get(mac.act.ready):
+                acts.popleft()
+            if cols and ctx.get(mac.columns.ready):
+                col_taken.append(cycle)
+                cols.popleft()
+            if ctx.get(mac.sums.valid) and ctx.get(mac.sums.ready):
+                item = unpack(lay_s, ctx.get(mac.sums.payload.as_value()))
+                got.append((item["candidate"], item["index"], item["value"]))
+                sum_out.append(cycle)
+            await ctx.tick()
+            if len(got) == len(want):
+                break
+
+    sim = Simulator(mac)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert got == want
+    first_cols, first_sums = len(groups[0][1]), 2 * outputs // 2
+    second_cols = first_cols + len(groups[1][1])
+    assert col_taken[second_cols - 1] < sum_out[first_sums - 1], (col_taken, sum_out)
+
+
+def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
+    """Requant alone, two groups (two candidates each, pairs of outputs), the sums offered one
+    cycle in four and every scale word at once: each output equal to golden's
+    requant, and the second group's scale block is all in before the first group's last sum is
+    taken (with one block the weight stream stood at the next matrix's scale words for a whole
+    drain: docs/blocks/engine.md, Cycles)."""
+    from edgexpert.cocotb_tests.engine.reference import decode
+    from edgexpert.golden.integer.intops import requant
+    from edgexpert.hw.engine.layouts import scale_words_layout, sum_layout
+    from edgexpert.hw.engine.requant import Requant
+    cands, outputs, word_bits = 2, 8, 32
+    rq = Requant(cands, outputs, word_bits, parts=2, split="pairs")
+    rng = np.random.default_rng(20261204)
+    lay_s, lay_w = sum_layout(cands, outputs, 2), scale_words_layout(word_bits)
+    per = word_bits // 16
+    groups, want = [], []
+    for _ in range(2):
+        words = scale_words(rng, outputs)
+        # results within the contract's int32 (the RTL keeps 32 bits, golden int64)
+        acc = rng.integers(-2**12, 2**12, (cands, outputs))
+        xm, xe = rng.integers(8192, 32768, cands), rng.integers(28, 34, cands)
+        blocks = [lay_w.const({"data": sum(int(words[i * per + k]) << (16 * k) for k in range(per)),
+                               "last": int(i == outputs // per - 1)}).as_bits()
+                  for i in range(outputs // per)]
+        sums = [lay_s.const({"candidate": c, "index": j, "value": [int(acc[c, 2 * j]),
+                                                                   int(acc[c, 2 * j + 1])],
+                             "last": int(c == cands - 1 and j == outputs // 2 - 1)}).as_bits()
+                for c in range(cands) for j in range(outputs // 2)]
+        groups.append((blocks, sums, xm, xe))
+        q = requant(torch.from_numpy(acc), Dyadic(torch.from_numpy(xm), torch.from_numpy(xe)),
+                    decode(words), 16)
+        want += [(c, j, [int(q[c, 2 * j]), int(q[c, 2 * j + 1])]) for c in range(cands)
+                 for j in range(outputs // 2)]
+    scales = deque(b for blocks, *_ in groups for b in blocks)
+    sums = deque((g, s) for g, (_, group_sums, *_) in enumerate(groups) for s in group_sums)
+    got, scale_taken, last_sum_taken = [], [], []
+
+    async def tb(ctx):
+        ctx.set(rq.out.ready, 1)
+        for cycle in range(300):
+            ctx.set(rq.scales.valid, bool(scales))
+            if scales:
+                ctx.set(rq.scales.payload.as_value(), scales[0])
+            offer = bool(sums) and cycle % 4 == 0
+            ctx.set(rq.sums.valid, offer)
+            if sums:
+                g, item = sums[0]
+                ctx.set(rq.sums.payload.as_value(), item)
+                for c in range(cands):
+                    ctx.set(rq.act_scale[c].m, int(groups[g][2][c]))
+                    ctx.set(rq.act_scale[c].e, int(groups[g][3][c]))
+            if scales and ctx.get(rq.scales.ready):
+                scales.popleft()
+                scale_taken.append(cycle)
+            if offer and ctx.get(rq.sums.ready):
+                if len(sums) == len(groups[1][1]) + 1:
+                    last_sum_taken.append(cycle)
+                sums.popleft()
+            if ctx.get(rq.out.valid):
+                item = unpack(lay_s, ctx.get(rq.out.payload.as_value()))
+                got.append((item["candidate"], item["index"], item["value"]))
+            await ctx.tick()
+            if len(got) == len(want):
+                break
+
+    sim = Simulator(rq)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert got == want
+    assert scale_taken[-1] < last_sum_taken[0], (scale_taken, last_sum_taken)

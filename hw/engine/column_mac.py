@@ -23,24 +23,26 @@ class ColumnMac(wiring.Component):
     any subset: a channel that never arrives contributes nothing, which is what a channel mask
     means (docs/contracts.md: masks change which products enter the sums).
 
-    One group, three phases, in order:
+    A group goes through three phases, each running beside the other two on other groups:
     1. Load: `act` beats (candidate, beat, `act_values` int8 of channels beat * act_values ..)
-       into the activation memory until `last`, one beat per cycle; the last beat's candidate
-       is the group's last (candidates are 0..n-1).
+       into one of two banks of the activation memory until `last`, one beat per cycle; the
+       last beat's candidate is the group's last (candidates are 0..n-1). A bank takes the next
+       group once the MAC has read the one before out of it.
     2. Mac: per column word, per `lanes`-wide chunk of it, `lanes` products
        act[c][j] * w[o..o+lanes-1] for *every* candidate c of the group at once, added into the
        int32 accumulators (wrapping, as int32 registers do): `lanes` x `candidates` multipliers.
        One chunk per cycle whatever the group's size: a word takes `chunks_per_word` cycles
        while the column stream is valid (one at lanes = word_bits / 4, so a word is consumed in
-       the cycle it arrives); `columns.ready` rises on its last cycle.
-    3. Drain: every (candidate, output) accumulator, candidate-major, on `sums` (a register,
+       the cycle it arrives); `columns.ready` rises on its last cycle. Two cycles after the last
+       chunk the sums move, in one cycle, to a second set of registers (`held`) once the drain
+       has let the group before go, and the next group's Mac may start.
+    3. Drain: every (candidate, output) held sum, candidate-major, on `sums` (a register,
        latency 1): one output
        per cycle, or with `parts` = 2 two side by side, by `split` (layouts.SPLITS): "halves",
        output o and o + outputs / 2 (GATE_UP's gate and up of one hidden channel, so the SwiGLU
        needs no memory of gates and the drain takes F cycles per candidate, not 2F), or
        "pairs", outputs 2o and 2o + 1 (DOWN: two expert outputs a cycle, D / 2 cycles per
-       candidate, out of one accumulator row). The next group's Load runs during the Drain (the
-       activation memory is not read then), so its Mac starts as soon as the Drain ends.
+       candidate, out of one accumulator row).
 
     The activation memory (a row per beat: `act_values` int8 of every candidate, written one
     candidate's beat at a time) has an asynchronous read port: a chunk's cycle reads every
@@ -48,15 +50,17 @@ class ColumnMac(wiring.Component):
     bits, into a register with the chunk's weights; the products and sums use them a cycle
     later (two stages: the read and its broadcast to `lanes` x `candidates` multipliers were
     one 12.6 ns path at 180 nm, 578 MHz at 28 nm; the last chunk's sums are in one cycle after
-    it, before the drain). The accumulators are registers next to the multipliers,
+    it). The accumulators are registers next to the multipliers,
     a row of `lanes` int32 per (candidate, chunk): a cycle selects one chunk's row of every
     candidate through a multiplexer per candidate and writes back the enabled lanes of the
     group's candidates (a candidate beyond the group's last is neither written nor drained). An
     SRAM there (as before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the
-    engine's energy per MAC at 28 nm (docs/blocks/engine.md, synthesis). Nothing is cleared: a
-    flag per chunk says its rows hold no sum of this group yet, so the chunk's first MAC write
-    adds to 0 and a chunk no column reached drains as 0. The drain sets every flag, and so does
-    the reset: a group cut off by a reset leaves no partial sums behind.
+    engine's energy per MAC at 28 nm (docs/blocks/engine.md, synthesis). The held set is read
+    only by the drain, through a (candidate, chunk) multiplexer per part, and written only by
+    the hand-over. Nothing is cleared: a flag per chunk says its rows hold no sum of this group
+    yet, so the chunk's first MAC write adds to 0 and a chunk no column reached drains as 0; the
+    hand-over gives the flags to the held set and sets every one, and so does the reset: a
+    group cut off by a reset leaves no partial sums behind.
     """
 
     def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int,
@@ -101,39 +105,96 @@ class ColumnMac(wiring.Component):
         n_ch, outs, cands, lanes = self._n, self._o, self._c, self._p
         cpw, wpc, n_chunks = self.chunks_per_word, self.words_per_column, self.n_chunks
         per, per_bits = self._v, self._v.bit_length() - 1
+        all_fresh = (1 << n_chunks) - 1
+        # two banks of inputs: the next group loads into one while the MAC reads the other
+        rows_per_bank = -(-n_ch // per)
         m.submodules.act_mem = act_mem = Memory(
             shape=data.ArrayLayout(data.ArrayLayout(signed(8), per), cands),
-            depth=-(-n_ch // per), init=[])
+            depth=2 * rows_per_bank, init=[])
         act_wr = act_mem.write_port(granularity=1)   # one candidate's beat (an array element)
         act_rd = act_mem.read_port(domain="comb")
-        # the accumulator rows: `acc_addr` selects the chunk whose row of every candidate is read
-        # (acc_rd[c]) and written (acc_wr[c]), with a write enable per candidate and lane (its 32
-        # bits) so that the MAC writes only the group's candidates and the drain clears one lane
+        # the MAC's accumulator rows: `acc_addr` selects the chunk whose row of every candidate
+        # is read (acc_rd[c]) and written (acc_wr[c]), with a write enable per candidate (its
+        # row's 2,048 bits at the bundled size share it) so that the MAC writes only the group's
+        # candidates
         acc_layout = data.ArrayLayout(signed(ACC_WIDTH), lanes)
         rows = [[Signal(acc_layout, name=f"acc_{c}_{r}") for r in range(n_chunks)]
+                for c in range(cands)]
+        # the drain's copy of them: a group's sums move here in one cycle when its MAC ends, so
+        # the next group's MAC runs while this one drains (one set made the two follow each
+        # other: a group's MAC, then its drain, on each array)
+        held = [[Signal(acc_layout, name=f"held_{c}_{r}") for r in range(n_chunks)]
                 for c in range(cands)]
         acc_addr = Signal(range(n_chunks))
         acc_rd = Signal(data.ArrayLayout(acc_layout, cands))
         acc_wr = Signal(data.ArrayLayout(acc_layout, cands))
-        acc_wr_en = Signal(data.ArrayLayout(lanes, cands))
+        acc_wr_en = Signal(cands)
         with m.Switch(acc_addr):
             for r in range(n_chunks):
                 with m.Case(r):
                     for c in range(cands):
                         m.d.comb += acc_rd[c].eq(rows[c][r])
-                        for i in range(lanes):
-                            with m.If(acc_wr_en[c][i]):
-                                m.d.sync += rows[c][r][i].eq(acc_wr[c][i])
+                        with m.If(acc_wr_en[c]):
+                            m.d.sync += rows[c][r].eq(acc_wr[c])
 
         # a chunk's rows hold no sum of the present group until its first MAC write, which
         # adds to 0 instead of the row: the drain reads such a row as 0, and nothing is cleared
-        # as it leaves (the reset sets every flag, so a group cut off by a reset leaves nothing)
-        fresh = Signal(n_chunks, init=(1 << n_chunks) - 1)
+        # (the reset sets every flag, so a group cut off by a reset leaves nothing); the held
+        # rows keep their group's flags
+        fresh = Signal(n_chunks, init=all_fresh)
+        held_fresh = Signal(n_chunks, init=all_fresh)
 
-        last_cand = Signal(index_bits(cands))
-        cand = Signal(index_bits(cands))
+        # the input banks: `loaded` per bank from its group's last beat until its MAC ends
+        loaded = Signal(2)
+        load_bank = Signal()
+        mac_bank = Signal()
+        bank_last = [Signal(index_bits(cands), name=f"bank_last_{b}") for b in range(2)]
+        item = self.act.payload
+        load_base = Mux(load_bank, rows_per_bank, 0)
+        m.d.comb += [self.act.ready.eq(~loaded.bit_select(load_bank, 1)),
+                     act_wr.addr.eq(load_base + item.beat),
+                     act_wr.data.eq(item.values.as_value().replicate(cands)),
+                     act_wr.en.eq((self.act.valid & self.act.ready) << item.candidate)]
+        with m.If(self.act.valid & self.act.ready & item.last):
+            m.d.sync += load_bank.eq(~load_bank)
+            for b in range(2):
+                with m.If(load_bank == b):
+                    m.d.sync += [loaded[b].eq(1), bank_last[b].eq(item.candidate)]
+
+        last_cand = Signal(index_bits(cands))    # the MAC's group's last candidate
         chunk = Signal(index_bits(cpw))
         word = Signal(index_bits(wpc))
+        col = self.columns.payload
+        # chunk g of the column holds outputs g*lanes .. g*lanes + lanes - 1
+        g = Signal(index_bits(wpc * cpw))
+        m.d.comb += g.eq(word * cpw + chunk)
+
+        # the MAC's second stage: the registered chunk times the registered inputs, added into
+        # the chunk's row of every candidate of the group (a row's first write adds to 0)
+        mac_valid = Signal()
+        mac_row = Signal.like(g)
+        mac_w = Signal(4 * lanes)
+        mac_x = Signal(data.ArrayLayout(signed(8), cands))
+        w = [mac_w[4 * i:4 * i + 4].as_signed() for i in range(lanes)]
+        first = fresh.bit_select(mac_row, 1)
+        with m.If(mac_valid):
+            m.d.comb += acc_addr.eq(mac_row)
+            for r in range(n_chunks):
+                with m.If(mac_row == r):
+                    m.d.sync += fresh[r].eq(0)
+            # all the sums in one conditional block: as one process in the emitted Verilog,
+            # the rows' write logic wakes once a cycle; unconditional, each lane's sum became a
+            # continuous assignment of its own, and every one of them woke every row (Icarus
+            # simulated the bundled engine ~400x slower)
+            for c in range(cands):
+                m.d.comb += [acc_wr[c][i].eq(Mux(first, 0, acc_rd[c][i]) + mac_x[c] * w[i])
+                             for i in range(lanes)]
+                m.d.comb += acc_wr_en[c].eq(c <= last_cand)
+
+        # the drain: its group's last candidate, the candidate and output it reads
+        draining = Signal()
+        drain_last = Signal(index_bits(cands))
+        cand = Signal(index_bits(cands))
         half = outs // self._parts
         out = Signal(index_bits(half))
         pairs = self._split == "pairs"
@@ -149,22 +210,6 @@ class ColumnMac(wiring.Component):
         lane_step = self._parts if pairs else 1
         lane_hot = [Signal(lanes, init=1 << first_lane[p], name=f"lane_hot_{p}")
                     for p in range(self._parts)]
-        col = self.columns.payload
-        # chunk g of the column holds outputs g*lanes .. g*lanes + lanes - 1
-        g = Signal(index_bits(wpc * cpw))
-        m.d.comb += g.eq(word * cpw + chunk)
-
-        # the Load of the next group may overlap the Drain: `loaded` holds its end until the
-        # Mac phase starts, `next_last` its last candidate (`last_cand` is the draining group's)
-        loaded = Signal()
-        next_last = Signal(index_bits(cands))
-        item = self.act.payload
-        m.d.comb += [act_wr.addr.eq(item.beat),
-                     act_wr.data.eq(item.values.as_value().replicate(cands)),
-                     act_wr.en.eq((self.act.valid & self.act.ready) << item.candidate)]
-        act_last = self.act.valid & self.act.ready & item.last
-        with m.If(act_last):
-            m.d.sync += [loaded.eq(1), next_last.eq(item.candidate)]
 
         def lane_of(row, hot):
             """The lane of `row` that the one-hot `hot` selects: AND-OR as a balanced tree
@@ -182,55 +227,49 @@ class ColumnMac(wiring.Component):
             m.d.comb += chunk_p.eq(output_of(p, out) >> shift)
             if pairs and lanes % self._parts == 0 and p > 0:
                 # neighbours share a chunk, so every part reads the first part's row
-                drained.append(Mux(fresh.bit_select(chunk_p, 1), 0,
+                drained.append(Mux(held_fresh.bit_select(chunk_p, 1), 0,
                                    lane_of(first_row, lane_hot[p])))
                 continue
+            # a case per (candidate, chunk), not held[cand][chunk]: Amaranth's netlist check
+            # walks an indexed part's every input bit for each output bit (minutes at 2,048)
             row = Signal(acc_layout, name=f"drain_row_{p}")
             first_row = row if p == 0 else first_row
-            if p == 0:
-                # the first part reads through the MAC's row selection (idle in the Drain); a
-                # case per candidate, not acc_rd[cand]: Amaranth's netlist check walks an
-                # indexed part's every input bit for each output bit (minutes at 2,048 bits)
-                m.d.comb += acc_addr.eq(chunk_p)
-                with m.Switch(cand):
-                    for c in range(cands):
-                        with m.Case(c):
-                            m.d.comb += row.eq(acc_rd[c])
-            else:
-                # another part needs a row of its own: any candidate's, any chunk
-                with m.Switch(Cat(chunk_p, cand)):
-                    for c in range(cands):
-                        for r in range(n_chunks):
-                            with m.Case(r | c << len(chunk_p)):
-                                m.d.comb += row.eq(rows[c][r])
-            drained.append(Mux(fresh.bit_select(chunk_p, 1), 0, lane_of(row, lane_hot[p])))
-
-        # the MAC's second stage: the registered chunk times the registered inputs, added into
-        # the chunk's row of every candidate of the group (a row's first write adds to 0)
-        mac_valid = Signal()
-        mac_row = Signal.like(g)
-        mac_w = Signal(4 * lanes)
-        mac_x = Signal(data.ArrayLayout(signed(8), cands))
-        w = [mac_w[4 * i:4 * i + 4].as_signed() for i in range(lanes)]
-        first = fresh.bit_select(mac_row, 1)
-        with m.If(mac_valid):
-            m.d.comb += acc_addr.eq(mac_row)
-            for r in range(n_chunks):
-                with m.If(mac_row == r):
-                    m.d.sync += fresh[r].eq(0)
-        for c in range(cands):
-            m.d.comb += [acc_wr[c][i].eq(Mux(first, 0, acc_rd[c][i]) + mac_x[c] * w[i])
-                         for i in range(lanes)]
-            m.d.comb += acc_wr_en[c].eq((mac_valid & (c <= last_cand)).replicate(lanes))
+            with m.Switch(Cat(chunk_p, cand)):
+                for c in range(cands):
+                    for r in range(n_chunks):
+                        with m.Case(r | c << len(chunk_p)):
+                            m.d.comb += row.eq(held[c][r])
+            drained.append(Mux(held_fresh.bit_select(chunk_p, 1), 0, lane_of(row, lane_hot[p])))
 
         advance = ~self.sums.valid | self.sums.ready
         with m.If(self.sums.ready):
             m.d.sync += self.sums.valid.eq(0)
+        with m.If(draining):
+            last_out = out == half - 1
+            value = drained[0] if self._parts == 1 else Cat(*drained)
+            # the sum is registered: the row and lane selection end at a flip-flop, and the
+            # requantizer's products start at one
+            with m.If(advance):
+                m.d.sync += [
+                    self.sums.valid.eq(1),
+                    self.sums.payload.candidate.eq(cand),
+                    self.sums.payload.index.eq(out),
+                    self.sums.payload.value.eq(value),
+                    self.sums.payload.last.eq((cand == drain_last) & last_out),
+                ]
+                m.d.sync += [hot.eq(Mux(last_out, 1 << first_lane[p],
+                                        hot.rotate_left(lane_step)))
+                             for p, hot in enumerate(lane_hot)]
+                m.d.sync += out.eq(out + 1)
+                with m.If(last_out):
+                    m.d.sync += [out.eq(0), cand.eq(cand + 1)]
+                    with m.If(cand == drain_last):
+                        m.d.sync += [cand.eq(0), draining.eq(0)]
+
         with m.FSM(name="phase"):
-            with m.State("Load"):
-                m.d.comb += self.act.ready.eq(~loaded)
-                with m.If(loaded):
-                    m.d.sync += [loaded.eq(0), last_cand.eq(next_last), cand.eq(0),
+            with m.State("Wait"):
+                with m.If(loaded.bit_select(mac_bank, 1)):
+                    m.d.sync += [last_cand.eq(Mux(mac_bank, bank_last[1], bank_last[0])),
                                  chunk.eq(0), word.eq(0)]
                     m.next = "Mac"
             with m.State("Mac"):
@@ -238,7 +277,8 @@ class ColumnMac(wiring.Component):
                 # selected and registered (the activation read and its broadcast to the lanes
                 # in different cycles); stage 2, a cycle later, multiplies and accumulates
                 chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
-                m.d.comb += act_rd.addr.eq(col.channel >> per_bits)
+                m.d.comb += act_rd.addr.eq(Mux(mac_bank, rows_per_bank, 0)
+                                           + (col.channel >> per_bits))
                 m.d.sync += [mac_valid.eq(self.columns.valid & (g < n_chunks)),
                              mac_row.eq(g), mac_w.eq(chunk_bits[:4 * lanes])]
                 for c in range(cands):
@@ -250,39 +290,27 @@ class ColumnMac(wiring.Component):
                         m.d.comb += self.columns.ready.eq(1)
                         m.d.sync += [chunk.eq(0), word.eq(Mux(word == wpc - 1, 0, word + 1))]
                         with m.If(col.last):
-                            m.d.sync += out.eq(0)
-                            m.d.sync += [hot.eq(1 << first_lane[p])
-                                         for p, hot in enumerate(lane_hot)]
+                            # the inputs are read: their bank takes the group after next
+                            for b in range(2):
+                                with m.If(mac_bank == b):
+                                    m.d.sync += loaded[b].eq(0)
+                            m.d.sync += mac_bank.eq(~mac_bank)
                             m.next = "Settle"
                     with m.Else():
                         m.d.sync += chunk.eq(chunk + 1)
             with m.State("Settle"):
-                # the last chunk's stage 2 writes its rows: the drain reads them from the next
-                # cycle on
+                # the last chunk's stage 2 writes its rows: they are whole from the next cycle
                 m.d.sync += mac_valid.eq(0)
-                m.next = "Drain"
-            with m.State("Drain"):
-                m.d.comb += self.act.ready.eq(~loaded)
-                last_out = out == half - 1
-                value = drained[0] if self._parts == 1 else Cat(*drained)
-                # the sum is registered: the row and lane selection end at a flip-flop, and the
-                # requantizer's products start at one
-                with m.If(advance):
-                    m.d.sync += [
-                        self.sums.valid.eq(1),
-                        self.sums.payload.candidate.eq(cand),
-                        self.sums.payload.index.eq(out),
-                        self.sums.payload.value.eq(value),
-                        self.sums.payload.last.eq((cand == last_cand) & last_out),
-                    ]
-                with m.If(advance):
-                    m.d.sync += [hot.eq(Mux(last_out, 1 << first_lane[p],
-                                            hot.rotate_left(lane_step)))
-                                 for p, hot in enumerate(lane_hot)]
-                    m.d.sync += out.eq(out + 1)
-                    with m.If(last_out):
-                        m.d.sync += [out.eq(0), cand.eq(cand + 1)]
-                        with m.If(cand == last_cand):
-                            m.d.sync += [cand.eq(0), fresh.eq((1 << n_chunks) - 1)]
-                            m.next = "Load"
+                m.next = "Hand"
+            with m.State("Hand"):
+                # the sums move to the drain once it has let the group before go
+                with m.If(~draining):
+                    for c in range(cands):
+                        for r in range(n_chunks):
+                            m.d.sync += held[c][r].eq(rows[c][r])
+                    m.d.sync += [held_fresh.eq(fresh), fresh.eq(all_fresh),
+                                 drain_last.eq(last_cand), draining.eq(1), out.eq(0),
+                                 cand.eq(0)]
+                    m.d.sync += [hot.eq(1 << first_lane[p]) for p, hot in enumerate(lane_hot)]
+                    m.next = "Wait"
         return m

@@ -20,13 +20,16 @@ from .swiglu import SwiGlu
 
 __all__ = ["ExpertEngine"]
 
-#: groups whose x scales are held: the one whose GATE_UP drains and the one loading meanwhile
-X_QUEUE = 2
-#: groups whose token slots and weights are held, candidates to combine: the one combining (DOWN
-#: MAC and drain), the one draining its GATE_UP into the quantizer and the one loading
-GROUP_QUEUE = 3
-#: groups whose hidden scales are held: the one in the DOWN drain and the one loading meanwhile
-H_QUEUE = 2
+#: groups whose x scales are held: the one whose GATE_UP drains, the one in the GATE_UP MAC and
+#: the one loading meanwhile (hw/engine/column_mac.py: two input banks, the sums held apart)
+X_QUEUE = 3
+#: groups whose token slots and weights are held, candidates to combine: the one combining (the
+#: DOWN drain), the one in the DOWN MAC, the one draining its GATE_UP into the quantizer (and the
+#: DOWN inputs), the one in the GATE_UP MAC and the one loading
+GROUP_QUEUE = 5
+#: groups whose hidden scales are held: the one in the DOWN drain, the one in the DOWN MAC and
+#: the one loading meanwhile
+H_QUEUE = 3
 #: a flush's ticket counts groups modulo 2**TICKET_BITS: at most GROUP_QUEUE are taken and not
 #: yet combined, so equal tickets are unambiguous
 TICKET_BITS = GROUP_QUEUE.bit_length() + 1
@@ -66,10 +69,11 @@ class ExpertEngine(wiring.Component):
     requantization with `down_scales` -> `expert_out` -> the weighted sum in the token's slot.
     `flush` reads a token's MoE output out on `moe_out` and clears the slot.
 
-    Groups overlap (up to three in flight): `cand` is taken once the previous group's inputs
-    are all in and the group two before has finished its GATE_UP requantization, so a group's
-    inputs load while the previous group's GATE_UP drains, and its GATE_UP MAC runs while the
-    previous group's DOWN MAC and drain do. `x` is taken only for the newest group. A `flush`
+    Groups overlap (up to five in flight): `cand` is taken once the previous group's inputs
+    are all in and the group three before has finished its GATE_UP requantization (and the
+    group five before is combined), so a group's inputs load while the previous group's GATE_UP
+    MAC runs, and its GATE_UP MAC while the previous group's GATE_UP drains; the DOWN array
+    the same, one group behind. `x` is taken only for the newest group. A `flush`
     is queued (up to `tokens` of them) with a ticket, the count of groups taken before it: it
     reads its slot out once exactly those groups are combined, ahead of any later group's
     outputs, so a batch's flushes need not wait and the next batch's groups start behind them
@@ -148,14 +152,14 @@ class ExpertEngine(wiring.Component):
         connect(m, out_copy.b, wiring.flipped(self.expert_out))
         connect(m, comb.moe_out, wiring.flipped(self.moe_out))
 
-        # Groups overlap: while one group's DOWN MAC runs, the next one's inputs load and its
-        # GATE_UP MAC runs, and the one after it may load while that GATE_UP drains. Each stage
-        # reads its group's record from the head of its own queue, filled in group order and
-        # emptied as the stage's last item of the group passes: the x scales (GATE_UP
-        # requantization: the group loading and the one draining), the token slots and weights
-        # (the combine: every group from its candidates to its last combined output) and the
-        # hidden scales (DOWN requantization; the quantizer's copy changes as soon as it starts
-        # the next group)
+        # Groups overlap: each MAC array loads one group's inputs, multiplies the one before and
+        # drains the one before that at once (hw/engine/column_mac.py), and the DOWN array runs
+        # a group behind the GATE_UP one. Each stage reads its group's record from the head of
+        # its own queue, filled in group order and emptied as the stage's last item of the
+        # group passes: the x scales (GATE_UP requantization: the group loading, the one
+        # multiplying and the one draining), the token slots and weights (the combine: every
+        # group from its candidates to its last combined output) and the hidden scales (DOWN
+        # requantization; the quantizer's copy changes as soon as it starts the next group)
         def last_of(port):
             return port.valid & port.ready & port.payload.last
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -22,8 +22,9 @@ class Requant(wiring.Component):
     """out[o] = rshift(acc[o] * m_x * m_w[o], e_x + e_w[o] - 16) (docs/contracts.md), Q.16.
 
     The matrix's scale block arrives on `scales` as buffer words (word_bits / 16 float16 words
-    each, output channel 0 in the low half-word) and fills the scale memory; sums are taken only
-    once the block is complete, and the group's `last` sum frees the memory for the next block.
+    each, output channel 0 in the low half-word) and fills one of the scale memory's two blocks;
+    sums are taken only once their block is complete, and the group's `last` sum frees it for
+    the block after next: the next group's block loads while this group's sums are scaled.
     `act_scale[c]` is candidate c's (m_x, e_x), held by the caller for the whole group.
 
     Width analysis: the product is exact in PRODUCT_BITS + 1 signed bits and the rounding half
@@ -63,18 +64,26 @@ class Requant(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         per_word = self._w // 16
-        m.submodules.scale_mem = mem = Memory(shape=self._w, depth=self.scale_words, init=[])
+        words = self.scale_words
+        # two blocks: the next group's scale words load while this group's sums are scaled (one
+        # block held the weight stream at the next matrix's scale words for a whole drain)
+        m.submodules.scale_mem = mem = Memory(shape=self._w, depth=2 * words, init=[])
         wr, rd = mem.write_port(), mem.read_port(domain="comb")
 
-        full = Signal()
-        loaded = Signal(range(self.scale_words))
-        m.d.comb += [self.scales.ready.eq(~full), wr.addr.eq(loaded),
-                     wr.data.eq(self.scales.payload.data),
-                     wr.en.eq(self.scales.valid & ~full)]
-        with m.If(self.scales.valid & ~full):
+        full = Signal(2)              # per block: complete, until its group's last sum
+        load_bank, use_bank = Signal(), Signal()
+        loaded = Signal(range(words))
+        load = self.scales.valid & self.scales.ready
+        m.d.comb += [self.scales.ready.eq(~full.bit_select(load_bank, 1)),
+                     wr.addr.eq(Mux(load_bank, words, 0) + loaded),
+                     wr.data.eq(self.scales.payload.data), wr.en.eq(load)]
+        with m.If(load):
             m.d.sync += loaded.eq(loaded + 1)
             with m.If(self.scales.payload.last):
-                m.d.sync += [full.eq(1), loaded.eq(0)]
+                m.d.sync += [loaded.eq(0), load_bank.eq(~load_bank)]
+                for b in range(2):
+                    with m.If(load_bank == b):
+                        m.d.sync += full[b].eq(1)
 
         item = self.sums.payload
         shift = per_word.bit_length() - 1
@@ -86,7 +95,7 @@ class Requant(wiring.Component):
         # (2) times m_w, the low 24 bits and the rest apart; (3) their sum and the rounding
         # term; (4) the shift
         advance = ~self.out.valid | self.out.ready
-        take = self.sums.valid & full & advance
+        take = self.sums.valid & full.bit_select(use_bank, 1) & advance
         m.d.comb += self.sums.ready.eq(take)
         depth = 3
         meta = [Signal(sum_layout(self._c, self._o, self._parts), name=f"meta_{i}")
@@ -100,7 +109,7 @@ class Requant(wiring.Component):
             index = Signal(range(self._o), name=f"index_{part}")
             at = item.index * self._parts + part if self._split == "pairs" \
                 else item.index + part * half
-            m.d.comb += [index.eq(at), rd.addr.eq(index >> shift)]
+            m.d.comb += [index.eq(at), rd.addr.eq(Mux(use_bank, words, 0) + (index >> shift))]
             word = rd.data.word_select(index[:shift], 16) if shift else rd.data[:16]
             m_w, e_w = fp16_decode(word)
             right, left, rounding = rshift_amounts(x.e + e_w - 16, max_right=PRODUCT_BITS + 1,
@@ -139,5 +148,8 @@ class Requant(wiring.Component):
                              self.out.payload.value.eq(Cat(*product)),
                              self.out.payload.last.eq(meta[-1].last)]
         with m.If(take & item.last):
-            m.d.sync += full.eq(0)
+            m.d.sync += use_bank.eq(~use_bank)
+            for b in range(2):
+                with m.If(use_bank == b):
+                    m.d.sync += full[b].eq(0)
         return m

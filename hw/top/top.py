@@ -17,6 +17,7 @@ from ..ema import EmaSystem
 from ..ema.geometry import AXI_ID_WIDTH
 from ..streams import ReadSignature, StreamFIFO
 from ..engine import ExpertEngine
+from ..engine.engine import GROUP_QUEUE
 from ..pru import Pru
 from ..rejects import RejectRegisters, report
 from .command import CommandFork, CommandMerge, Dispatcher
@@ -40,9 +41,9 @@ JOB_QUEUE_DEPTH = 32
 #: the replayer's two
 ISSUED_QUEUE_DEPTH = JOB_QUEUE_DEPTH // 2 + 3
 #: groups between the host's CAND beats and the engine's hidden outputs: the engine holds up to
-#: three (hw/engine/engine.py, GROUP_QUEUE) and one more may wait to be combined (below); the
-#: feedback queues (routing weights, flags, DCU entries) hold this many groups' candidates
-GROUPS_HELD = 4
+#: GROUP_QUEUE (hw/engine/engine.py) and one more may wait to be combined (below); the feedback
+#: queues (routing weights, flags, DCU entries) hold this many groups' candidates
+GROUPS_HELD = GROUP_QUEUE + 1
 #: jobs between the DCU's route and data ports: the DCU's collector takes the next header once
 #: the job before has reached the selector (docs/blocks/dcu.md), so two at most; four of slack
 ORDER_QUEUE_DEPTH = 4
@@ -280,15 +281,15 @@ class AcceleratorTop(wiring.Component):
         m.d.comb += fork.step_clear.eq(pending == 0)
 
         # a group is in the engine from its last candidate to its last expert output; the
-        # engine holds up to three groups (hw/engine/engine.py, GROUP_QUEUE) and one more may
-        # be combined with its last expert output still waiting for the host: up to four. The
+        # engine holds up to GROUP_QUEUE groups (hw/engine/engine.py) and one more may be
+        # combined with its last expert output still waiting for the host: GROUPS_HELD. The
         # newest group's inputs are loaded from its last X on; each group's two matrices end
         # (their last words taken) while it is in the engine, because the MAC arrays take
         # columns only for a group they hold: `owed` counts the matrices of started groups
         # that have not ended yet
-        in_flight = Signal(3)
+        in_flight = Signal(range(GROUPS_HELD + 1))
         loaded = Signal()
-        owed = Signal(3)
+        owed = Signal(range(2 * GROUPS_HELD + 1))
         group_start = engine.cand.valid & engine.cand.ready & engine.cand.payload.last
         group_end = self.expert_out.valid & self.expert_out.ready & self.expert_out.payload.last
         m.d.sync += [in_flight.eq(in_flight + group_start - group_end),
