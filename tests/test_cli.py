@@ -501,12 +501,13 @@ def _top_report(mismatches: int) -> dict:
     candidates, 256: 1.25 %)."""
     passes = [{"prompt": 0, "pass": 0, "kind": "draft", "layers": 4, "tokens": 1, "groups": 4,
                "macs": 3200, "busy": 1000, "memory_wait": 100, "compute": 850, "beats": 10,
-               "descriptor_wait": 20, "feedback_wait": 0},
+               "words": 12, "descriptor_wait": 20, "feedback_wait": 0},
               {"prompt": 0, "pass": 1, "kind": "verify", "layers": 4, "tokens": 5, "groups": 8,
                "macs": 9600, "busy": 3000, "memory_wait": 50, "compute": 2900, "beats": 30,
-               "descriptor_wait": 30, "feedback_wait": 0}]
+               "words": 36, "descriptor_wait": 30, "feedback_wait": 0}]
     return {"rows": 24, "batches": 8, "groups": 12, "candidates": 30, "steps": 8, "macs": 12800,
-            "cycles": 4000, "memory_wait": 150, "compute": 3750, "macs_per_cycle": 3.2,
+            "cycles": 4000, "memory_wait": 150, "compute": 3750, "words": 48,
+            "macs_per_cycle": 3.2,
             "wall_s": 1.0, "passes": passes,
             "items_checked": {"hidden": 10, "hidden_scale": 2, "expert_out": 30, "moe_out": 20},
             "mismatches": {"hidden": 0, "hidden_scale": 0, "expert_out": mismatches,

@@ -167,7 +167,7 @@ def test_the_cycle_file_gives_the_roofline_ratio_and_the_savings_against_whole_e
     from edgexpert.contracts.cycles import cycle_file as make_cycle_file
 
     def run(cycles, beats, macs):
-        return {"cycles": cycles, "beats": beats, "macs": macs,
+        return {"cycles": cycles, "beats": beats, "words": beats + 200, "macs": macs,
                 "macs_per_cycle": round(macs / cycles, 3), "memory_wait": 10, "compute": 90,
                 "descriptor_wait": 0, "feedback_wait": 0, "dcu_jobs": 0, "groups": 2,
                 "candidates": 3, "steps": 1, "memory": {"memory": "latency"}, "passes": []}
@@ -178,6 +178,8 @@ def test_the_cycle_file_gives_the_roofline_ratio_and_the_savings_against_whole_e
     out = make_cycle_file(report, {"lanes": 8, "candidates": 4, "tokens": 8, "ema": {}})
     whole = out["runs"]["naive_sd/none"]
     assert whole["cycles_per_beat"] == 1.2 and whole["peak_macs_per_cycle"] == 64
+    assert whole["words"] == 1200 and whole["words_per_beat"] == 1.2
+    assert out["runs"]["edgexpert/none"]["cycles_per_word"] == 1.0
     assert whole["peak_share"] == round(25600 / 1200 / 64, 4)
     # 200 beats and 200 cycles saved: every saved beat a saved cycle; the paused DCU run has
     # no whole-expert run of its pauses to compare with

@@ -257,7 +257,7 @@ async def trace_step(dut, masks: str, mode: str):
         "candidates": sum(len(g.cands) for b in batches for g in b.groups),
         "steps": sum(len(b.steps) for b in batches), "macs": macs, "cycles": cycles,
         **{k: sum(e[k] for e in passes.values())
-           for k in ("memory_wait", "compute", "beats", "dcu_jobs", "descriptor_wait",
+           for k in ("memory_wait", "compute", "beats", "words", "dcu_jobs", "descriptor_wait",
                      "feedback_wait")},
         "ars": len(ars), "ar_digest": hashlib.sha256(repr(ars).encode()).hexdigest()[:16],
         "macs_per_cycle": round(macs / cycles, 3), "wall_s": round(wall, 2),

@@ -473,6 +473,10 @@ def _runs_table(runs: dict, savings: dict | None = None) -> None:
         print(f"{name}: {run['beats']:,} AXI beats, {run['cycles_per_beat']:.3f} cycles per "
               f"beat (1 at the bus's roofline), {run['macs_per_cycle']:.1f} MACs per cycle = "
               f"{run['peak_share']:.1%} of the engine's peak {run['peak_macs_per_cycle']}")
+        if "words" in run:
+            print(f"{name}: {run['words']:,} words fed to the engine ({run['words_per_beat']:.2f} "
+                  f"per AXI beat), {run['cycles_per_word']:.3f} cycles per word (1 at the "
+                  "feeder's one word a cycle)")
         if "split" in run:
             split = run["split"]
             print(f"{name}: of its layers' {split['span']:,} cycles, "

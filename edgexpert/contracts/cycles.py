@@ -89,7 +89,8 @@ def cycle_file(report: dict, hw: dict) -> dict:
     """The cycle file of a whole-step report: the hardware, and per masks every pass's counts
     (the performance model calibrates on these), each run's cycles per AXI beat (1 at the
     bus's roofline, one beat per cycle) and MACs per cycle against the engine's peak, and the
-    masked runs' savings against whole experts."""
+    masked runs' savings against whole experts; the words fed to the engine, per beat and the
+    cycles per word (1 at the single word stream's pace)."""
     runs = {}
     peak = peak_macs_per_cycle(hw)
     for name, test in sorted(report["tests"].items()):
@@ -100,6 +101,10 @@ def cycle_file(report: dict, hw: dict) -> dict:
             "descriptor_wait": test["descriptor_wait"], "feedback_wait": test["feedback_wait"],
             "dcu_jobs": test["dcu_jobs"], "beats": test["beats"],
             "cycles_per_beat": round(test["cycles"] / test["beats"], 3),
+            # the words the feeder handed the engine (one stream, a word a cycle at most): a
+            # word fetched once and used by two depth groups counts twice
+            "words": test["words"], "words_per_beat": round(test["words"] / test["beats"], 3),
+            "cycles_per_word": round(test["cycles"] / test["words"], 3),
             "macs": test["macs"], "macs_per_cycle": test["macs_per_cycle"],
             "peak_macs_per_cycle": peak,
             "peak_share": round(test["macs_per_cycle"] / peak, 4), "groups": test["groups"],
