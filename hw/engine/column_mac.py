@@ -50,10 +50,10 @@ class ColumnMac(wiring.Component):
     bits, into a register with the chunk's weights; the products and sums use them a cycle
     later (two stages: the read and its broadcast to `lanes` x `candidates` multipliers were
     one 12.6 ns path at 180 nm, 578 MHz at 28 nm; the last chunk's sums are in one cycle after
-    it). The accumulators are registers next to the multipliers,
-    a row of `lanes` int32 per (candidate, chunk): a cycle selects one chunk's row of every
-    candidate through a multiplexer per candidate and writes back the enabled lanes of the
-    group's candidates (a candidate beyond the group's last is neither written nor drained). An
+    it). The accumulators are registers next to the multipliers, a row of `lanes` int32 per
+    (candidate, chunk): a cycle selects one chunk's row of every candidate through a
+    multiplexer per candidate and writes back the rows of the group's candidates, one write
+    enable per candidate (a candidate beyond the group's last is neither written nor drained). An
     SRAM there (as before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the
     engine's energy per MAC at 28 nm (docs/blocks/engine.md, synthesis). The held set is read
     only by the drain, through a (candidate, chunk) multiplexer per part, and written only by
