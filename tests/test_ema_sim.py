@@ -105,7 +105,7 @@ def run_system(system: EmaSystem, commands: list[int], image: bytes, base: int, 
         out["csr"] = {r: await read(system.csr, r.value) for r in EmaCsr}
         out["loc"] = {}
         for entry in range(system.slots_entries):
-            out["loc"][entry] = await read(system.loc_rd, entry)
+            out["loc"][entry] = await read(system.loc_rd[0], entry)
         out["res"] = {}
         for word in range(system.controller.slots * g.res_words_per_slot):
             out["res"][word] = await read(system.res_rd, word)

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
-"""The top's feeder (hw/top/feeder.py: MaskWalker, Locator, LineReader) in Amaranth's simulator
-against a model written from the EMA's contract: per descriptor, its scale block's lines and
+"""The top's feeder (hw/top/feeder.py, lanes.py) in Amaranth's simulator against a model
+written from the EMA's contract: per descriptor, its scale block's lines and
 then each selected channel's column lines, lowest channel first, read where the location table
 says, from the line's bank; `last` and `end` where the contract puts them. Random masks (empty
 words, runs across word boundaries, bit 31, a single channel), random locations and buffer
@@ -9,6 +9,10 @@ contents, and random pauses on both ends.
 The `Replayer` in front of the same chain: descriptor pairs (GATE_UP, DOWN) with `uses` 1..4
 among single descriptors; the model: a pair's words `uses` times over, from one set of command
 words and completions.
+
+The whole `Feeder` (split, a lane per matrix, the bank arbiter): each engine port gets its
+matrix's words in its descriptors' order, and the GATE_UP lane runs on while the DOWN ports
+stall.
 
 The cocotb bench (cocotb_tests/top/) runs the whole top on real decode steps.
 """
@@ -25,7 +29,7 @@ from edgexpert.contracts.ema import (MASK_BITS, EmaOp, EmaStatus, ema_command_la
                                      ema_completion_layout)
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.hw.ema import EmaGeometry
-from edgexpert.hw.top import LineReader, Locator, MaskWalker, Replayer
+from edgexpert.hw.top import BankArbiter, Feeder, LineReader, Locator, MaskWalker, Replayer
 from edgexpert.hw.top.layouts import job_layout, word_layout
 from edgexpert.contracts.top import TopError, TopOp
 
@@ -36,10 +40,12 @@ BANKS = 2
 
 
 class Chain(wiring.Component):
-    """MaskWalker -> Locator -> LineReader, their streams and read ports outside."""
+    """MaskWalker -> Locator -> LineReader, their streams and read ports outside, the reader's
+    line reads through a `BankArbiter` whose other reader never asks."""
 
     def __init__(self, g: EmaGeometry):
-        self.walker, self.locator, self.reader = MaskWalker(g), Locator(g), LineReader(g, BANKS)
+        self.walker, self.locator, self.reader = MaskWalker(g), Locator(g), LineReader(g)
+        self.arbiter = BankArbiter(g, BANKS)
         super().__init__({
             "jobs": wiring.In(stream.Signature(ema_command_layout)),
             "issued": wiring.In(stream.Signature(ema_completion_layout)),
@@ -49,7 +55,8 @@ class Chain(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.walker, m.submodules.locator = self.walker, self.locator
-        m.submodules.reader = self.reader
+        m.submodules.reader, m.submodules.arbiter = self.reader, self.arbiter
+        wiring.connect(m, self.reader.buf, self.arbiter.readers[0])
         wiring.connect(m, wiring.flipped(self.jobs), self.walker.jobs)
         wiring.connect(m, wiring.flipped(self.issued), self.walker.issued)
         m.d.comb += self.reader.filled.eq(self.filled)
@@ -142,7 +149,7 @@ def _run(dut, rng, jobs: deque, dones: deque, lines: dict, buffer: dict, n_want:
             ctx.set(chain.locator.loc.data, lines.get(loc_addr, 0))
             for b in range(BANKS):
                 line = rows[b] * BANKS + b
-                ctx.set(chain.reader.buf[b].data,
+                ctx.set(chain.arbiter.buf[b].data,
                         rng.getrandbits(64) if early[b] else buffer.get(line, 0))
             if rng.random() < 0.3:
                 filled = min(max(buffer) + 1, filled + rng.randint(1, 8))
@@ -168,7 +175,7 @@ def _run(dut, rng, jobs: deque, dones: deque, lines: dict, buffer: dict, n_want:
                 rejects.append((TopError(ctx.get(chain.walker.rejected.payload.code)),
                                 ctx.get(chain.walker.rejected.payload.tag)))
             loc_addr = ctx.get(chain.locator.loc.addr)
-            rows = [ctx.get(chain.reader.buf[b].addr) for b in range(BANKS)]
+            rows = [ctx.get(chain.arbiter.buf[b].addr) for b in range(BANKS)]
             early = [rows[b] * BANKS + b >= filled for b in range(BANKS)]
             await ctx.tick()
             if len(got) >= n_want and not jobs and not dones:
@@ -321,3 +328,161 @@ def test_bad_descriptors_are_reported_and_walked_so_the_engine_stays_in_step(see
     for i, (g_, w) in enumerate(zip(got, want)):
         assert g_ == w, f"word {i}: {g_} != {w}"
     assert rejects == expected
+
+
+def _play_feeder(dut, rng, jobs: deque, dones: list, lines: dict, buffer: dict, want: dict,
+                 ready: dict | None = None, cycles: int = 40_000, notice_chance: float = 0.5):
+    """Plays `jobs` (words with their uses) into a `Feeder` and pulses each notice of `dones`
+    (in order) at a random time after its descriptor was taken, as the EMA does; answers the
+    location-table and buffer ports; takes the four engine ports' words with random pauses (or
+    `ready`: a port's constant readiness; `notice_chance`: a notice's chance to come in a cycle
+    it may). Returns the words per port, the cycles `again` was
+    high, the total of `ended` and `moved`, and the rejections."""
+    ports = ("gate_up", "gate_up_scales", "down", "down_scales")
+    got = {name: [] for name in ports}
+    counts = {"again": 0, "ended": 0, "moved": 0}
+    rejects = []
+    layouts = {name: getattr(dut, name).payload.shape() for name in ports}
+
+    async def tb(ctx):
+        loc_addr = [0, 0]
+        rows = [0] * BANKS
+        filled = 0
+        taken = 0                       # descriptors taken by the feeder so far
+        notified = 0
+        for _ in range(cycles):
+            for k in range(2):
+                ctx.set(dut.loc[k].data, lines.get(loc_addr[k], 0))
+            for b in range(BANKS):
+                ctx.set(dut.buf[b].data, buffer.get(rows[b] * BANKS + b, 0))
+            if rng.random() < 0.3:
+                filled = min(max(buffer) + 1, filled + rng.randint(1, 8))
+            ctx.set(dut.filled, filled)
+            ctx.set(dut.jobs.valid, bool(jobs) and rng.random() < 0.8)
+            if jobs:
+                ctx.set(dut.jobs.payload.as_value(), jobs[0])
+            pulse = notified < taken and rng.random() < notice_chance
+            ctx.set(dut.issued.valid, pulse)
+            if pulse:
+                ctx.set(dut.issued.payload, dut.issued.payload.shape().const(dones[notified]))
+                notified += 1
+            for name in ports:
+                fixed = (ready or {}).get(name)
+                ctx.set(getattr(dut, name).ready, rng.random() < 0.6 if fixed is None else fixed)
+            if ctx.get(dut.jobs.valid) and ctx.get(dut.jobs.ready):
+                cmd = ema_command_layout.from_bits(jobs.popleft() & ((1 << ema_command_layout.size) - 1))
+                taken += cmd.op == EmaOp.DESCRIPTOR
+            for name in ports:
+                port = getattr(dut, name)
+                if ctx.get(port.valid) and ctx.get(port.ready):
+                    bits = ctx.get(port.payload.as_value())
+                    got[name].append({f: (bits >> fl.offset) & ((1 << fl.width) - 1)
+                                      for f, fl in layouts[name]})
+            for key in counts:
+                counts[key] += ctx.get(getattr(dut, key))
+            for k in range(2):
+                if ctx.get(dut.rejected[k].valid):
+                    rejects.append((k, TopError(ctx.get(dut.rejected[k].payload.code))))
+            loc_addr = [ctx.get(dut.loc[k].addr) for k in range(2)]
+            rows = [ctx.get(dut.buf[b].addr) for b in range(BANKS)]
+            await ctx.tick()
+            if all(len(got[p]) >= len(want[p]) for p in ports) and not jobs \
+                    and notified == len(dones):
+                break
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return got, counts, rejects
+
+
+def _by_port(words: list[dict]) -> dict:
+    """The contract's words of descriptors as the engine's four ports see them."""
+    out = {"gate_up": [], "gate_up_scales": [], "down": [], "down_scales": []}
+    for w in words:
+        name = ("gate_up" if w["matrix"] == Matrix.GATE_UP else "down") + \
+            ("_scales" if w["scale"] else "")
+        out[name].append({"data": w["data"], "last": w["last"]} if w["scale"] else
+                         {"channel": w["channel"], "data": w["data"], "last": w["last"]})
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_feeder_gives_each_matrix_its_words_in_its_descriptors_order(seed):
+    """The whole feeder (split, two lanes, bank arbiter): descriptors of both matrices in random
+    order, notices at random times, random pauses on every engine port: each port gets exactly
+    its matrix's words, in its descriptors' order; `ended` counts every descriptor, `moved`
+    every word."""
+    rng = random.Random(seed)
+    g = EmaGeometry(LAYOUT, 64, 4096, 4)
+    dut = Feeder(g, BANKS, 1)
+    lines, buffer = {}, {}
+    jobs, dones, words = deque(), [], []
+    for n in range(16):
+        w, done, expected = _job(rng, g, n % g.slots, lines, buffer)
+        jobs.extend(w)
+        dones.append(done)
+        words += expected
+    want = _by_port(words)
+    got, counts, rejects = _play_feeder(dut, rng, jobs, dones, lines, buffer, want)
+    for name in want:
+        assert got[name] == want[name], name
+    assert counts["ended"] == 16 and counts["moved"] == len(words) and rejects == []
+    assert counts["again"] == 0
+
+
+def test_gate_up_columns_do_not_wait_behind_down_columns():
+    """Why the feeder has two lanes: with the engine's DOWN ports never ready (a DOWN MAC
+    waiting for its group's hidden vectors), the GATE_UP columns of the groups behind still
+    reach the engine, all of them."""
+    rng = random.Random(7)
+    g = EmaGeometry(LAYOUT, 64, 4096, 4)
+    dut = Feeder(g, BANKS, 1)
+    lines, buffer = {}, {}
+    jobs, dones, words = deque(), [], []
+    for n in range(4):                  # four groups: GATE_UP, DOWN each
+        for matrix in (Matrix.GATE_UP, Matrix.DOWN):
+            w, done, expected = _job(rng, g, (2 * n + int(matrix)) % g.slots, lines, buffer,
+                                     matrix)
+            jobs.extend(w)
+            dones.append(done)
+            words += expected
+    want = _by_port(words)
+    got, _, _ = _play_feeder(dut, rng, jobs, dones, lines, buffer,
+                             {**want, "down": [], "down_scales": []},
+                             ready={"down": 0, "down_scales": 0}, cycles=5_000)
+    assert got["gate_up"] == want["gate_up"]
+    assert got["gate_up_scales"] == want["gate_up_scales"]
+    assert got["down"] == [] and got["down_scales"] == []
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_feeder_replays_pairs_into_both_lanes(seed):
+    """With a PRU's `uses`: each pair's GATE_UP words `uses` times on the GATE_UP ports and its
+    DOWN words as many times on the DOWN ports; `again` once per replay. The notices come late
+    (the split takes words ahead of them): a pair's recorded notices must be its own, not those
+    still owed to the descriptors before it."""
+    rng = random.Random(seed)
+    g = EmaGeometry(LAYOUT, 64, 4096, 4)
+    dut = Feeder(g, BANKS, MAX_USES)
+    cmd_bits = ema_command_layout.size
+    lines, buffer = {}, {}
+    jobs, dones, words = deque(), [], []
+    counts = [rng.randint(1, MAX_USES) for _ in range(6)]
+    for n, uses in enumerate(counts):
+        pair = []
+        for matrix in (Matrix.GATE_UP, Matrix.DOWN):
+            w, done, expected = _job(rng, g, (2 * n + int(matrix)) % g.slots, lines, buffer,
+                                     matrix)
+            jobs.extend([w[0] | (uses if matrix == Matrix.GATE_UP else 0) << cmd_bits] + w[1:])
+            dones.append(done)
+            pair += expected
+        words += pair * uses
+    want = _by_port(words)
+    got, got_counts, _ = _play_feeder(dut, rng, jobs, dones, lines, buffer, want,
+                                      notice_chance=0.05)
+    for name in want:
+        assert got[name] == want[name], name
+    assert got_counts["again"] == sum(u - 1 for u in counts)
+    assert got_counts["ended"] == 2 * sum(counts)

@@ -37,7 +37,7 @@ def attach_ema_memory(dut, layout: WeightLayout, ema: dict, latency: int,
     parameters): the memories' read ports idle at address 0, and on `m_axi_` cocotbext-axi's
     memory with a pipelined `latency` holding random weights in `layout`'s image (cocotb's
     seed; junk between the blocks) under the AXI read protocol monitor."""
-    for port in ["csr__addr", "loc_rd__addr", "res_rd__addr"] + \
+    for port in ["csr__addr", "loc_rd__0__addr", "res_rd__addr"] + \
             [f"buf_rd__{b}__addr" for b in range(ema["buffer_banks"])]:
         getattr(dut, port).value = 0
     image = memory_image(layout, random_weights(layout, seed=cocotb.RANDOM_SEED),
@@ -124,7 +124,7 @@ class EmaTB:
                       "%d outstanding", name, cocotb.RANDOM_SEED, self.ram.kind, latency, pauses,
                       self.g.data_width, self.outstanding)
         dut.csr__addr.value = 0
-        dut.loc_rd__addr.value = 0
+        dut.loc_rd__0__addr.value = 0
         dut.res_rd__addr.value = 0
         for b in range(self.banks):
             getattr(dut, f"buf_rd__{b}__addr").value = 0
@@ -214,7 +214,7 @@ class EmaTB:
         return out
 
     async def read_location(self, slot: int, entry: int) -> int:
-        return await self._read(self.dut.loc_rd__addr, self.dut.loc_rd__data,
+        return await self._read(self.dut.loc_rd__0__addr, self.dut.loc_rd__0__data,
                                 slot * self.g.chan_stride + entry)
 
     async def read_residency(self, slot: int, word: int) -> int:

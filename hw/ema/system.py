@@ -34,7 +34,8 @@ class EmaSystem(wiring.Component):
     -----
     m_axi : Out(Axi4Signature(addr_width, data_width, 4))
     buf_rd : per bank, row in, line out one cycle later
-    loc_rd : location-table entry (slot * chan_stride + channel) in, buffer line out
+    loc_rd : per reader (`loc_readers`: the top's two feeder lanes), location-table entry
+        (slot * chan_stride + channel) in, buffer line out one cycle later
     res_rd : residency word (slot * res_words_per_slot + word) in, mask of resident channels out
     buf_wr : observation (outputs only): the weight-buffer write the controller makes this
         cycle, line address (not bank and row), one beat of data, enable
@@ -51,14 +52,18 @@ class EmaSystem(wiring.Component):
                  addr_width: int = DEFAULTS.axi_addr_width,
                  outstanding: int = DEFAULTS.outstanding_reads,
                  buffer_bytes: int = DEFAULTS.buffer_bytes,
-                 buffer_banks: int = DEFAULTS.buffer_banks, slots: int = DEFAULTS.slots):
+                 buffer_banks: int = DEFAULTS.buffer_banks, slots: int = DEFAULTS.slots,
+                 loc_readers: int = 1):
         if buffer_banks not in (1, 2, 4, 8):
             raise ValueError(f"buffer_banks must be one of 1, 2, 4, 8, not {buffer_banks!r}")
+        if loc_readers not in (1, 2):
+            raise ValueError(f"loc_readers must be 1 or 2, not {loc_readers!r}")
         # the controller validates every parameter it shares with this wrapper
         self._controller = EmaController(layout, data_width=data_width, addr_width=addr_width,
                                          outstanding=outstanding, buffer_bytes=buffer_bytes,
                                          slots=slots)
         self._banks = buffer_banks
+        self._loc_readers = loc_readers
         c = self._controller
         g = c.geometry
         row_bits = (g.lines // buffer_banks - 1).bit_length() or 1
@@ -68,7 +73,7 @@ class EmaSystem(wiring.Component):
             "m_axi": Out(Axi4Signature(addr_width, data_width, AXI_ID_WIDTH)),
             "csr": In(ReadSignature(CSR_ADDR_BITS, CSR_DATA_BITS)),
             "buf_rd": In(ReadSignature(row_bits, data_width)).array(buffer_banks),
-            "loc_rd": In(ReadSignature(g.loc_addr_bits, g.line_bits)),
+            "loc_rd": In(ReadSignature(g.loc_addr_bits, g.line_bits)).array(loc_readers),
             "res_rd": In(ReadSignature(g.res_addr_bits, MASK_BITS)),
             # the write ports' signature from the writer's side: every member an output here
             "buf_wr": In(WritePort.Signature(addr_width=g.line_bits, shape=data_width)),
@@ -122,7 +127,8 @@ class EmaSystem(wiring.Component):
         loc = m.submodules.locations = Memory(shape=unsigned(g.line_bits),
                                               depth=self.slots_entries, init=[])
         _write(m, c.loc_wr, loc.write_port())
-        _read(m, flipped(self.loc_rd), loc.read_port())
+        for port in self.loc_rd:
+            _read(m, flipped(port), loc.read_port())
 
         res = m.submodules.residency = Memory(shape=unsigned(MASK_BITS),
                                               depth=c.slots * g.res_words_per_slot, init=[])

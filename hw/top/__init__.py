@@ -9,6 +9,8 @@ engine behind one host command stream, with status and performance counters.
 - `Replayer`, `MaskWalker`, `Locator`, `LineReader`, `Router` (feeder.py): each fetched
   matrix's scale block and selected columns from the weight buffer into the engine, tagged
   with their channels (a descriptor pair once per engine group that uses it);
+- `Feeder`, `MatrixSplit`, `MatrixLane`, `BankArbiter` (lanes.py): those stages as two word
+  streams, one per matrix, sharing the buffer's banks;
 - `UseCounter` (prefill.py): from the PRU's routes, how many engine groups use each expert it
   fetches for a prefill chunk (the `Replayer`'s `uses`);
 - `TopRegisters` (registers.py): status and counters, and the EMA's registers and the command
@@ -19,6 +21,7 @@ engine behind one host command stream, with status and performance counters.
 from .command import CommandFork, CommandMerge, Dispatcher
 from .feedback import CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap
 from .feeder import LineReader, Locator, MaskWalker, Replayer, Router
+from .lanes import BankArbiter, Feeder, MatrixLane, MatrixSplit
 from .layouts import command_layout, job_layout
 from .prefill import UseCounter
 from .registers import TopRegisters
@@ -26,5 +29,6 @@ from .top import AcceleratorTop, top_parameters
 
 __all__ = ["AcceleratorTop", "Dispatcher", "CommandMerge", "CommandFork", "CandidateTap",
            "ScaleTap", "HiddenPacker", "DownJobs", "DataMux", "Replayer", "MaskWalker", "Locator",
-           "LineReader", "Router", "TopRegisters", "UseCounter", "command_layout", "job_layout",
+           "LineReader", "Router", "Feeder", "MatrixSplit", "MatrixLane", "BankArbiter",
+           "TopRegisters", "UseCounter", "command_layout", "job_layout",
            "top_parameters"]

@@ -1,5 +1,6 @@
-"""The feeder: from the EMA's notices and the descriptors' mask words to the engine's column
-and scale streams, reading the location table and the weight buffer.
+"""The feeder's stages: from the EMA's notices and the descriptors' mask words to the engine's
+column and scale streams, reading the location table and the weight buffer. lanes.py joins them
+into the feeder: the `Replayer`, then one lane of stages 1-4 per matrix.
 
 Five small components joined by streams, one item per cycle each:
 
@@ -11,8 +12,8 @@ Five small components joined by streams, one item per cycle each:
 2. `Locator`: the location-table entry of each item (slot * chan_stride + channel, or the slot's
    scale entry): the buffer line where it starts;
 3. `LineReader`: each item's buffer words (column_beats lines of a column, scale_beats of a
-   scale block), one line per cycle from the line's bank;
-4. `Router`: each word to the engine port of its matrix and kind.
+   scale block), one line per cycle, through the bank arbiter (lanes.py);
+4. `Router`: each word of the lane's matrix to the engine port of its kind.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from ..streams import ReadSignature
 from ..engine.layouts import column_layout, scale_words_layout
 from .layouts import channel_layout, job_layout, line_layout, word_layout
 
-__all__ = ["Replayer", "MaskWalker", "Locator", "LineReader", "Router"]
+__all__ = ["Replayer", "MaskWalker", "Locator", "LineReader", "Router",
+           "line_read_signature"]
 
 
 def _by_matrix(matrix, values: dict):
@@ -40,27 +42,32 @@ def _by_matrix(matrix, values: dict):
 
 class Replayer(wiring.Component):
     """Passes the feeder's command words (`jobs_in`) and the EMA's notices (`issued_in`: a
-    descriptor's slot, hw/ema `issued_signature`) on to the `MaskWalker` (`jobs`, `issued`),
-    and replays descriptor pairs: a DESCRIPTOR word with
-    `uses` = n >= 2 starts a pair, it and its mask words, then the next descriptor and its mask
-    words (a GATE_UP and a DOWN of one expert: each engine group walks both), which the walker
-    sees n times in all, each time with the same two notices. The first time passes through
-    and is recorded (2 + the two matrices' mask words, 10 words at the bundled model, and 2
-    notices); the replays come from the record and take nothing in. Nothing is fetched
-    again: the notices' slots still hold the columns (the host does not start a new EMA step
-    before the feeder has finished them).
+    descriptor's slot, hw/ema `issued_signature`) on (`jobs`, `issued`), and replays
+    descriptor pairs: a DESCRIPTOR word with `uses` = n >= 2 starts a pair, it and its mask
+    words, then the next descriptor and its mask words (a GATE_UP and a DOWN of one expert:
+    each engine group walks both), which the consumer sees n times in all, each time with the
+    same two notices. The first time passes through and is recorded (2 + the two matrices'
+    mask words, 10 words at the bundled model, and 2 notices); the replays come from the record
+    and take nothing in. Nothing is fetched again: the notices' slots still hold the columns
+    (the host does not start a new EMA step before the feeder has finished them).
 
-    Relies on the walker's order (a descriptor, its notice, its mask words) to tell which
-    notices belong to the pair, and on the pair being well formed (a descriptor where the
-    second belongs: the PRU's and the host's are). `replay` is high while the walker is served
-    from the record; `again` pulses when a replay's first word is taken, before any of its
-    items reach the engine (the top counts the descriptors the feeder owes it)."""
+    The consumer may take words ahead of their notices (the feeder's `MatrixSplit` does, up to
+    `ahead` descriptors): the replayer counts the notices still owed for descriptors passed
+    before a pair, passes those first, records the next two, and replays a pair's words and its
+    two notices in full (both taken) before it passes or replays anything else. Relies on the
+    pair being well formed (a descriptor where the second belongs: the PRU's and the host's
+    are). `replay` is high while the consumer is served from the record; `again` pulses when a
+    replay's first word is taken, before any of its items reach the engine (the top counts the
+    descriptors the feeder owes it)."""
 
-    def __init__(self, geometry: EmaGeometry, max_uses: int):
+    def __init__(self, geometry: EmaGeometry, max_uses: int, ahead: int = 1):
         if max_uses < 1:
             raise ValueError(f"max_uses is {max_uses}: accepted 1 or more")
+        if ahead < 1:
+            raise ValueError(f"ahead is {ahead}: accepted 1 or more")
         self._g = geometry
         self._max_uses = max_uses
+        self._ahead = ahead
         super().__init__({
             "jobs_in": In(stream.Signature(job_layout(max_uses))),
             "issued_in": In(stream.Signature(ema_completion_layout)),
@@ -81,9 +88,11 @@ class Replayer(wiring.Component):
         length = Signal(range(size + 1))        # words of the recorded pair
         ptr = Signal(range(size + 1))           # the next word recorded or replayed
         dptr = Signal(range(3))                 # the next notice recorded or replayed
+        behind = Signal(range(self._ahead + 1))  # notices owed for descriptors passed before
         left = Signal.like(self.jobs_in.payload.uses)     # replays still owed
         descriptors = Signal(range(3))          # descriptors of the pair recorded so far
         words = Signal(range(most_words + 1))   # mask words still expected after a descriptor
+        words_in = Signal()                     # the pair's words are all recorded
 
         cmd = self.jobs_in.payload.cmd
         is_desc = cmd.op == EmaOp.DESCRIPTOR
@@ -92,28 +101,37 @@ class Replayer(wiring.Component):
         take = self.jobs.valid & self.jobs.ready
         take_notice = self.issued.valid & self.issued.ready
 
+        def pass_notices(condition):
+            m.d.comb += [self.issued.valid.eq(self.issued_in.valid & condition),
+                         self.issued_in.ready.eq(self.issued.ready & condition),
+                         self.issued.payload.eq(self.issued_in.payload)]
+
+        def pass_words(condition):
+            m.d.comb += [self.jobs.valid.eq(self.jobs_in.valid & condition),
+                         self.jobs_in.ready.eq(self.jobs.ready & condition),
+                         self.jobs.payload.eq(cmd)]
+
         with m.FSM(name="replay"):
             with m.State("Pass"):
-                m.d.comb += [self.jobs.valid.eq(self.jobs_in.valid),
-                             self.jobs_in.ready.eq(self.jobs.ready),
-                             self.jobs.payload.eq(cmd),
-                             self.issued.valid.eq(self.issued_in.valid),
-                             self.issued_in.ready.eq(self.issued.ready),
-                             self.issued.payload.eq(self.issued_in.payload)]
+                pass_words(1)
+                pass_notices(1)
+                m.d.sync += behind.eq(behind + (take & is_desc) - take_notice)
                 with m.If(take & is_desc & (self.jobs_in.payload.uses >= 2)):
+                    # the pair's own descriptor is not owed a notice before it
                     m.d.sync += [record[0].eq(cmd), ptr.eq(1), dptr.eq(0), descriptors.eq(1),
-                                 words.eq(cmd_words), left.eq(self.jobs_in.payload.uses - 1)]
+                                 words.eq(cmd_words), words_in.eq(0), behind.eq(behind - take_notice),
+                                 left.eq(self.jobs_in.payload.uses - 1)]
                     m.next = "Record"
             with m.State("Record"):
-                # the pair's two notices pass and are kept; the next ones wait
-                m.d.comb += [self.jobs.valid.eq(self.jobs_in.valid),
-                             self.jobs_in.ready.eq(self.jobs.ready),
-                             self.jobs.payload.eq(cmd),
-                             self.issued.valid.eq(self.issued_in.valid & (dptr < 2)),
-                             self.issued_in.ready.eq(self.issued.ready & (dptr < 2)),
-                             self.issued.payload.eq(self.issued_in.payload)]
+                # the notices owed before the pair pass, the pair's two pass and are kept, the
+                # next ones wait; the pair's words pass and are kept
+                pass_words(~words_in)
+                pass_notices(dptr < 2)
                 with m.If(take_notice):
-                    m.d.sync += [notices[dptr].eq(self.issued_in.payload), dptr.eq(dptr + 1)]
+                    with m.If(behind != 0):
+                        m.d.sync += behind.eq(behind - 1)
+                    with m.Else():
+                        m.d.sync += [notices[dptr].eq(self.issued_in.payload), dptr.eq(dptr + 1)]
                 with m.If(take):
                     m.d.sync += [record[ptr].eq(cmd), ptr.eq(ptr + 1)]
                     with m.If(words == 0):      # the second descriptor
@@ -121,22 +139,25 @@ class Replayer(wiring.Component):
                     with m.Else():
                         m.d.sync += words.eq(words - 1)
                         with m.If((words == 1) & (descriptors == 2)):
-                            m.d.sync += [length.eq(ptr + 1), ptr.eq(0), dptr.eq(0)]
-                            m.next = "Replay"
+                            m.d.sync += [length.eq(ptr + 1), words_in.eq(1)]
+                with m.If(words_in & (dptr == 2)):
+                    m.d.sync += [ptr.eq(0), dptr.eq(0)]
+                    m.next = "Replay"
             with m.State("Replay"):
+                # a replay ends once its words and both notices are taken
                 m.d.comb += [self.replay.eq(1),
-                             self.jobs.valid.eq(1), self.jobs.payload.eq(record[ptr]),
-                             self.issued.valid.eq(dptr < 2),
+                             self.jobs.valid.eq(ptr != length), self.jobs.payload.eq(record[ptr]),
+                             self.issued.valid.eq(dptr != 2),
                              self.issued.payload.eq(notices[dptr])]
                 with m.If(take_notice):
                     m.d.sync += dptr.eq(dptr + 1)
                 with m.If(take):
                     m.d.comb += self.again.eq(ptr == 0)
                     m.d.sync += ptr.eq(ptr + 1)
-                    with m.If(ptr == length - 1):
-                        m.d.sync += [ptr.eq(0), dptr.eq(0), left.eq(left - 1)]
-                        with m.If(left == 1):
-                            m.next = "Pass"
+                with m.If((ptr == length) & (dptr == 2)):
+                    m.d.sync += [ptr.eq(0), dptr.eq(0), left.eq(left - 1)]
+                    with m.If(left == 1):
+                        m.next = "Pass"
         return m
 
 
@@ -303,30 +324,37 @@ class Locator(wiring.Component):
         return m
 
 
+def line_read_signature(line_bits: int, data_width: int) -> wiring.Signature:
+    """A weight-buffer read shared through `BankArbiter` (hw/top/lanes.py), seen from the
+    reader: `request` the buffer line `line` (any bank); `grant` answers in the same cycle; the
+    word comes on `data` the cycle after a granted request."""
+    return wiring.Signature({"request": Out(1), "line": Out(line_bits), "grant": In(1),
+                             "data": In(data_width)})
+
+
 class LineReader(wiring.Component):
     """Each item's buffer words: a column's column_beats(matrix) lines, a scale block's
-    scale_beats(matrix), from its first line on; line L is row L // banks of bank L % banks.
-    One word per cycle; the same holding scheme as `Locator` (the rows stay on the held line
-    while the output stalls). A line is read only once it is below `filled` (the EMA's count of
-    lines written this step), so a column flows on as its beats arrive, not after its whole
-    descriptor; `waiting` is high while the next line is not written yet."""
+    scale_beats(matrix), from its first line on, one word per cycle. A line is requested only
+    once it is below `filled` (the EMA's count of lines written this step), so a column flows
+    on as its beats arrive, not after its whole descriptor; `waiting` is high while the next
+    line is not written yet. The read port is shared with the other word stream's reader: a
+    line is taken when its request is granted, and its word, which comes a cycle later, is
+    kept in `held` if the engine does not take it then (the bank may serve the other reader
+    next, so the address cannot be held instead)."""
 
-    def __init__(self, geometry: EmaGeometry, banks: int):
+    def __init__(self, geometry: EmaGeometry):
         self._g = g = geometry
-        self._banks = banks
-        row_bits = (g.lines // banks - 1).bit_length() or 1
         super().__init__({
             "lines": In(stream.Signature(line_layout(g.max_in_channels, g.line_bits))),
             "filled": In(range(g.lines + 1)),
             "words": Out(stream.Signature(word_layout(g.max_in_channels, g.data_width))),
-            "buf": Out(ReadSignature(row_bits, g.data_width)).array(banks),
+            "buf": Out(line_read_signature(g.line_bits, g.data_width)),
             "waiting": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        g, banks = self._g, self._banks
-        bank_bits = (banks - 1).bit_length()
+        g = self._g
         item = self.lines.payload
         most = max(max(g.column_beats(mat), g.scale_beats(mat)) for mat in Matrix)
         i = Signal(range(most))
@@ -335,29 +363,29 @@ class LineReader(wiring.Component):
         final = Signal()
         line = Signal(g.line_bits)
         m.d.comb += [final.eq(i == count - 1), line.eq(item.line + i)]
-        full = Signal()
-        take = Signal()
-        held_row = Signal(len(self.buf[0].addr))
-        bank = Signal(range(banks))
+        full = Signal()             # a word is out (or on its way from the buffer)
+        fresh = Signal()            # its word is on the read port this cycle
+        held = Signal(g.data_width, reset_less=True)
+        request, take = Signal(), Signal()
         fields = ("matrix", "scale", "channel")
         regs = {f: Signal(len(getattr(item, f)), name=f"reg_{f}") for f in fields}
         last, end = Signal(), Signal()
-        row = line[bank_bits:]
         written = line < self.filled
         m.d.comb += [self.waiting.eq(self.lines.valid & ~written),
-                     take.eq(self.lines.valid & written & (~full | self.words.ready)),
+                     request.eq(self.lines.valid & written & (~full | self.words.ready)),
+                     take.eq(request & self.buf.grant),
+                     self.buf.request.eq(request), self.buf.line.eq(line),
                      self.lines.ready.eq(take & final),
                      self.words.valid.eq(full),
+                     self.words.payload.data.eq(Mux(fresh, self.buf.data, held)),
                      self.words.payload.last.eq(last), self.words.payload.end.eq(end)]
         for f in fields:
             m.d.comb += getattr(self.words.payload, f).eq(regs[f])
-        for b in range(banks):
-            m.d.comb += self.buf[b].addr.eq(Mux(take, row, held_row))
-            with m.If(bank == b):
-                m.d.comb += self.words.payload.data.eq(self.buf[b].data)
+        m.d.sync += fresh.eq(take)
+        with m.If(fresh):
+            m.d.sync += held.eq(self.buf.data)
         with m.If(take):
-            m.d.sync += [full.eq(1), held_row.eq(row), bank.eq(line[:bank_bits] if bank_bits else 0),
-                         i.eq(Mux(final, 0, i + 1)), last.eq(item.last & final),
+            m.d.sync += [full.eq(1), i.eq(Mux(final, 0, i + 1)), last.eq(item.last & final),
                          end.eq(item.end & final)]
             m.d.sync += [regs[f].eq(getattr(item, f)) for f in fields]
         with m.Elif(self.words.ready):
@@ -366,18 +394,17 @@ class LineReader(wiring.Component):
 
 
 class Router(wiring.Component):
-    """Each word to the engine port of its matrix and kind; `ended` pulses when a descriptor's
-    last word is taken, `moved` with every word taken."""
+    """One matrix's words to the engine's ports for it: its columns (`columns`, the channel
+    field as wide as the matrix's `in_channels`) and its scale block (`scales`); `ended`
+    pulses when a descriptor's last word is taken, `moved` with every word taken."""
 
-    def __init__(self, geometry: EmaGeometry, d_model: int, expert_ffn: int):
+    def __init__(self, geometry: EmaGeometry, in_channels: int):
         self._g = g = geometry
         w = g.data_width
         super().__init__({
             "words": In(stream.Signature(word_layout(g.max_in_channels, w))),
-            "gate_up": Out(stream.Signature(column_layout(d_model, w))),
-            "gate_up_scales": Out(stream.Signature(scale_words_layout(w))),
-            "down": Out(stream.Signature(column_layout(expert_ffn, w))),
-            "down_scales": Out(stream.Signature(scale_words_layout(w))),
+            "columns": Out(stream.Signature(column_layout(in_channels, w))),
+            "scales": Out(stream.Signature(scale_words_layout(w))),
             "ended": Out(1),
             "moved": Out(1),
         })
@@ -385,14 +412,15 @@ class Router(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         word = self.words.payload
-        ports = {(Matrix.GATE_UP, 0): self.gate_up, (Matrix.GATE_UP, 1): self.gate_up_scales,
-                 (Matrix.DOWN, 0): self.down, (Matrix.DOWN, 1): self.down_scales}
-        for (matrix, scale), port in ports.items():
+        for port in (self.columns, self.scales):
             m.d.comb += [port.payload.data.eq(word.data), port.payload.last.eq(word.last)]
-            if not scale:
-                m.d.comb += port.payload.channel.eq(word.channel)
-            with m.If((word.matrix == matrix) & (word.scale == scale)):
-                m.d.comb += [port.valid.eq(self.words.valid), self.words.ready.eq(port.ready)]
+        m.d.comb += self.columns.payload.channel.eq(word.channel)
+        with m.If(word.scale):
+            m.d.comb += [self.scales.valid.eq(self.words.valid),
+                         self.words.ready.eq(self.scales.ready)]
+        with m.Else():
+            m.d.comb += [self.columns.valid.eq(self.words.valid),
+                         self.words.ready.eq(self.columns.ready)]
         moved = self.words.valid & self.words.ready
         m.d.comb += [self.moved.eq(moved), self.ended.eq(moved & word.end)]
         return m

@@ -17,8 +17,8 @@ __all__ = ["TopRegisters"]
 
 
 class TopRegisters(wiring.Component):
-    """Counts the events and cycles of `TopCsr` (one flag or pulse each per cycle) and latches
-    the first EMA completion that was not OK. `csr` reads one register one cycle after its
+    """Counts the events and cycles of `TopCsr` (a flag, a pulse or a count each per cycle)
+    and latches the first EMA completion that was not OK. `csr` reads one register one cycle after its
     address: addresses below `TOP_CSR_BASE` are forwarded to the EMA controller's port `ema`,
     the checking blocks' STATUS and REJECTED to their ports (`command`, `dcu`, `pru`: `RejectCsr`
     maps, the same latency; `pru` reads 0 in a top without a PRU), the others are the top's."""
@@ -32,8 +32,9 @@ class TopRegisters(wiring.Component):
     memory_wait: In(1)
     compute: In(1)
     group: In(1)
-    matrix: In(1)
-    word: In(1)
+    # the feeder's two lanes: up to two matrices end and two words move in a cycle
+    matrix: In(2)
+    word: In(2)
     dcu_job: In(1)
     descriptor_wait: In(1)
     feedback_wait: In(1)
@@ -51,8 +52,7 @@ class TopRegisters(wiring.Component):
                    TopCsr.FEEDBACK_WAIT_CYCLES: self.feedback_wait}
         counters = {reg: Signal(COUNTER_BITS, name=reg.name.lower()) for reg in counted}
         for reg, event in counted.items():
-            with m.If(event):
-                m.d.sync += counters[reg].eq(counters[reg] + 1)
+            m.d.sync += counters[reg].eq(counters[reg] + event)
         error = Signal()
         status = Signal(2)
         tag = Signal(8)

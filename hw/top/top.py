@@ -23,23 +23,13 @@ from ..rejects import RejectRegisters, report
 from .command import CommandFork, CommandMerge, Dispatcher
 from .feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap, mark_layout,
                        order_layout, weight_record_layout)
-from .feeder import LineReader, Locator, MaskWalker, Replayer, Router
-from .layouts import command_layout, data_item_layout, job_layout, route_item_layout
+from .lanes import JOB_QUEUE_DEPTH, LANE_QUEUE_DEPTH, Feeder
+from .layouts import command_layout, data_item_layout, route_item_layout
 from .prefill import UseCounter
 from .registers import TopRegisters
 
-__all__ = ["AcceleratorTop", "top_parameters", "JOB_QUEUE_DEPTH", "ISSUED_QUEUE_DEPTH",
-           "GROUPS_HELD", "ORDER_QUEUE_DEPTH"]
+__all__ = ["AcceleratorTop", "top_parameters", "GROUPS_HELD", "ORDER_QUEUE_DEPTH"]
 
-#: the feeder's copy of descriptors and mask words: a group's two descriptors with their mask
-#: words are 2 + ceil(D/32) + ceil(F/32) beats (10 at the bundled model), so 32 let the host
-#: send the next groups' fetches while the engine computes
-JOB_QUEUE_DEPTH = 32
-#: the EMA's notices (a descriptor's slot, its location entries written) waiting for the
-#: walker: the EMA pulses them without a ready, so the queue holds every descriptor handed to
-#: both and not yet walked: at most the job queue's (two words or more each), the walker's and
-#: the replayer's two
-ISSUED_QUEUE_DEPTH = JOB_QUEUE_DEPTH // 2 + 3
 #: groups between the host's CAND beats and the engine's hidden outputs: the engine holds up to
 #: GROUP_QUEUE (hw/engine/engine.py) and one more may wait to be combined (below); the feedback
 #: queues (routing weights, flags, DCU entries) hold this many groups' candidates
@@ -93,7 +83,8 @@ class AcceleratorTop(wiring.Component):
 
     def __init__(self, layout: WeightLayout, *, ema: dict, candidates: int, lanes: int,
                  tokens: int, pru=None):
-        self._ema = EmaSystem(layout, **ema)
+        # a location-table read port for each of the feeder's two lanes
+        self._ema = EmaSystem(layout, **ema, loc_readers=2)
         self._pru = pru
         self._dcu = Dcu(layout.d_model, layout.expert_ffn, candidates)
         self._engine = ExpertEngine(layout.d_model, layout.expert_ffn, candidates, lanes,
@@ -150,12 +141,7 @@ class AcceleratorTop(wiring.Component):
             max_uses = uses.max_uses
         merge = m.submodules.merge = CommandMerge(g, sources=2 if self._pru is None else 3)
         fork = m.submodules.fork = CommandFork()
-        jobs = m.submodules.jobs = StreamFIFO(job_layout(max_uses), JOB_QUEUE_DEPTH)
-        issued = m.submodules.issued = StreamFIFO(ema.done.payload.shape(), ISSUED_QUEUE_DEPTH)
-        walker = m.submodules.walker = MaskWalker(g)
-        locator = m.submodules.locator = Locator(g)
-        reader = m.submodules.reader = LineReader(g, ema.buffer_banks)
-        router = m.submodules.router = Router(g, lay.d_model, lay.expert_ffn)
+        feeder = m.submodules.feeder = Feeder(g, ema.buffer_banks, max_uses)
         regs = m.submodules.registers = TopRegisters()
         dcu = m.submodules.dcu = self._dcu
 
@@ -164,21 +150,16 @@ class AcceleratorTop(wiring.Component):
         connect(m, dcu.cmd, merge.inputs[1])
         connect(m, merge.cmd, fork.cmd)
         connect(m, fork.ema, ema.cmd)
-        # the job queue keeps each word's uses: the PRU's (source 2) from the UseCounter, the
-        # fork passing the merge's word the cycle the merge grants it
-        m.d.comb += [jobs.w.valid.eq(fork.jobs.valid), jobs.w.payload.cmd.eq(fork.jobs.payload),
-                     fork.jobs.ready.eq(jobs.w.ready)]
-        # the walker starts a descriptor on its notice, the reader each line once it is
+        # the feeder's job queue keeps each word's uses: the PRU's (source 2) from the
+        # UseCounter, the fork passing the merge's word the cycle the merge grants it
+        m.d.comb += [feeder.jobs.valid.eq(fork.jobs.valid),
+                     feeder.jobs.payload.cmd.eq(fork.jobs.payload),
+                     fork.jobs.ready.eq(feeder.jobs.ready)]
+        # the walkers start a descriptor on its notice, the readers each line once it is
         # written; the completions (all its data in, or the error) only report faults
-        m.d.comb += [issued.w.valid.eq(ema.issued.valid), issued.w.payload.eq(ema.issued.payload),
-                     reader.filled.eq(ema.filled), ema.done.ready.eq(1)]
-        again = Signal()
-        if self._pru is None:
-            m.d.comb += [walker.jobs.valid.eq(jobs.r.valid),
-                         walker.jobs.payload.eq(jobs.r.payload.cmd),
-                         jobs.r.ready.eq(walker.jobs.ready)]
-            connect(m, issued.r, walker.issued)
-        else:
+        connect(m, ema.issued, feeder.issued)
+        m.d.comb += [feeder.filled.eq(ema.filled), ema.done.ready.eq(1)]
+        if self._pru is not None:
             # the PRU's scores and logits from the host; its routes out through the counter,
             # its fetch words into the merge with their uses; the feeder replays its pairs
             connect(m, disp.score, pru.i_score)
@@ -195,23 +176,14 @@ class AcceleratorTop(wiring.Component):
                          source.payload.eq(uses.o_cmd.payload.cmd),
                          uses.o_cmd.ready.eq(source.ready)]
             with m.If(merge.grant == 2):
-                m.d.comb += jobs.w.payload.uses.eq(uses.o_cmd.payload.uses)
-            replayer = m.submodules.replayer = Replayer(g, max_uses)
-            connect(m, jobs.r, replayer.jobs_in)
-            connect(m, issued.r, replayer.issued_in)
-            connect(m, replayer.jobs, walker.jobs)
-            connect(m, replayer.issued, walker.issued)
-            m.d.comb += again.eq(replayer.again)
-        connect(m, walker.channels, locator.channels)
-        connect(m, locator.lines, reader.lines)
-        connect(m, reader.words, router.words)
-        m.d.comb += [ema.loc_rd.addr.eq(locator.loc.addr), locator.loc.data.eq(ema.loc_rd.data),
-                     ema.res_rd.addr.eq(0)]
-        for b in range(ema.buffer_banks):
-            m.d.comb += [ema.buf_rd[b].addr.eq(reader.buf[b].addr),
-                         reader.buf[b].data.eq(ema.buf_rd[b].data)]
+                m.d.comb += feeder.jobs.payload.uses.eq(uses.o_cmd.payload.uses)
+        for reader, port in zip(feeder.loc, ema.loc_rd):
+            connect(m, reader, port)
+        for reader, port in zip(feeder.buf, ema.buf_rd):
+            connect(m, reader, port)
+        m.d.comb += ema.res_rd.addr.eq(0)
         for name in ("gate_up", "gate_up_scales", "down", "down_scales"):
-            connect(m, getattr(router, name), getattr(engine, name))
+            connect(m, getattr(feeder, name), getattr(engine, name))
         for name in ("x", "flush"):
             connect(m, getattr(disp, name), getattr(engine, name))
         for name in ("expert_out", "moe_out"):
@@ -262,22 +234,24 @@ class AcceleratorTop(wiring.Component):
         m.d.comb += [regs.csr.addr.eq(self.csr.addr), self.csr.data.eq(regs.csr.data)]
         connect(m, regs.ema, ema.csr)
         # the checking blocks' status and rejections, through the same port: the command
-        # path's and the feeder's in one pair of registers
-        checks = m.submodules.command_registers = RejectRegisters(TopError, OP_BITS, sources=2)
+        # path's and the feeder lanes' in one pair of registers
+        checks = m.submodules.command_registers = RejectRegisters(TopError, OP_BITS,
+                                                                  sources=1 + len(feeder.rejected))
         report(m, checks, disp.rejected, disp.passed)
-        connect(m, walker.rejected, checks.rejected[1])
+        for k, port in enumerate(feeder.rejected):
+            connect(m, port, checks.rejected[1 + k])
         connect(m, regs.command, checks.csr)
         connect(m, regs.dcu, dcu.csr)
         if self._pru is not None:
             connect(m, regs.pru, pru.csr)
 
         # descriptors handed to the feeder (a replayed pair's two again) and not yet fed to the
-        # engine: a NEW_STEP waits for 0. A replay is counted when the walker takes its first
-        # word, right after it walked the pair's last item, which reaches the router (and ends
-        # the DOWN) cycles later: the count does not touch 0 between a pair's walks
-        pending = Signal(range(JOB_QUEUE_DEPTH + ISSUED_QUEUE_DEPTH + 8 + 2 * max_uses))
+        # engine: a NEW_STEP waits for 0. A replay is counted when the split takes its first
+        # word, no later than the pair's last walk ends (the split takes words before the
+        # lanes walk them): the count does not touch 0 between a pair's walks
+        pending = Signal(range(JOB_QUEUE_DEPTH + 2 * LANE_QUEUE_DEPTH + 8 + 2 * max_uses))
         issued = fork.jobs.valid & fork.jobs.ready & (fork.jobs.payload.op == EmaOp.DESCRIPTOR)
-        m.d.sync += pending.eq(pending + issued + (again << 1) - router.ended)
+        m.d.sync += pending.eq(pending + issued + (feeder.again << 1) - feeder.ended)
         m.d.comb += fork.step_clear.eq(pending == 0)
 
         # a group is in the engine from its last candidate to its last expert output; the
@@ -293,31 +267,31 @@ class AcceleratorTop(wiring.Component):
         group_start = engine.cand.valid & engine.cand.ready & engine.cand.payload.last
         group_end = self.expert_out.valid & self.expert_out.ready & self.expert_out.payload.last
         m.d.sync += [in_flight.eq(in_flight + group_start - group_end),
-                     owed.eq(owed + (group_start << 1) - router.ended)]
+                     owed.eq(owed + (group_start << 1) - feeder.ended)]
         with m.If(group_start):
             m.d.sync += loaded.eq(0)
         with m.If(engine.x.valid & engine.x.ready & engine.x.payload.last):
             m.d.sync += loaded.eq(1)
         in_group = in_flight != 0
         wait, starved = Signal(), Signal()
-        # the feeder waits for a notice or a line a group in flight needs: memory, not compute;
-        # or for the descriptor itself (the DCU has not made it yet)
-        m.d.comb += [wait.eq(in_group & loaded & (walker.awaiting | reader.waiting)
-                             & (owed != 0)),
-                     starved.eq(in_group & loaded & walker.hungry & (owed != 0))]
-        feeding = locator.lines.valid | reader.words.valid | walker.channels.valid
+        # no word reaches the engine while a lane waits for a notice or a line a group in
+        # flight needs: memory, not compute; or for the descriptor itself (the DCU has not
+        # made it yet)
+        idle = in_group & loaded & (owed != 0) & (feeder.moved == 0)
+        m.d.comb += [wait.eq(idle & (feeder.awaiting | feeder.waiting)),
+                     starved.eq(idle & ~wait & feeder.hungry)]
         # DCU jobs started and not yet out as a descriptor or rejected (each job gives one)
         selecting = Signal(range(2 * ORDER_QUEUE_DEPTH + 1))
         made = dcu.cmd.valid & dcu.cmd.ready & (dcu.cmd.payload.op == EmaOp.DESCRIPTOR)
         m.d.sync += selecting.eq(selecting + down.job - made - dcu.rejected.valid)
         deciding = (selecting != 0) | route_q.r.valid
-        m.d.comb += [regs.busy.eq((pending != 0) | in_group | feeding | deciding),
+        m.d.comb += [regs.busy.eq((pending != 0) | in_group | feeder.feeding | deciding),
                      regs.memory_wait.eq(wait), regs.descriptor_wait.eq(starved),
                      regs.compute.eq(in_group & ~wait & ~starved),
                      regs.dcu_job.eq(down.job),
                      regs.feedback_wait.eq((down.waiting & dcu.route.ready) | mux.waiting),
-                     regs.group.eq(group_start), regs.matrix.eq(router.ended),
-                     regs.word.eq(router.moved),
+                     regs.group.eq(group_start), regs.matrix.eq(feeder.ended),
+                     regs.word.eq(feeder.moved),
                      regs.fault.eq(ema.done.valid & (ema.done.payload.status != EmaStatus.OK)),
                      regs.fault_status.eq(ema.done.payload.status),
                      regs.fault_tag.eq(ema.done.payload.tag)]
