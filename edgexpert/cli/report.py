@@ -44,15 +44,16 @@ def _synthesis(build: Path) -> list[str]:
                            build / "synth" / "report.json", "edgexpert synth --all")
     if report is None:
         return out
-    out += ["| block | cells | area 28 nm (mm2) | fmax 28 nm (MHz) | energy/op 28 nm | operation |",
-            "|---|---:|---:|---:|---:|---|"]
+    node = f"{report['scaling']['node_nm']} nm"
+    out += [f"| block | cells | area {node} (mm2) | fmax {node} (MHz) | energy/op {node} | "
+            "operation |", "|---|---:|---:|---:|---:|---|"]
     for name, block in sorted(report["blocks"].items()):
-        m, s = block["measured_180nm"], block["scaled_28nm"]
+        m, s = block["measured_180nm"], block["scaled"]
         energy = s.get("energy_per_op_j")
         out.append(f"| {name} | {m['cells']:,} | {s['area_mm2']:.4f} | {s['fmax_hz'] / 1e6:,.0f} | "
                    f"{'%.3g pJ' % (energy * 1e12) if energy else 'no stimulus'} | "
                    f"{s.get('operation') or m.get('operation') or ''} |")
-    out += ["", "Measured at 180 nm (osu018, Yosys + OpenSTA), scaled to 28 nm "
+    out += ["", f"Measured at 180 nm (osu018, Yosys + OpenSTA), scaled to {node} "
             "(docs/synthesis.md); the full report is build/synth/report.md.", "",
             describe(build / "synth" / "report.json"), ""]
     return out + _scaling(build)

@@ -60,9 +60,9 @@ ACTIVATION_VECTORS_PER_LAYER = 8
 DEFAULT_COSTS = {
     "mac_lane.energy_per_mac": (
         318e-15, "docs/synthesis.md: the 64-pair mac_lane at 28 nm, 1.0 V (318 fJ per MAC)"),
-    "sram_28nm.read_energy_per_bit.512KiB": (
+    "sram.read_energy_per_bit.512KiB": (
         0.236e-12, "docs/synthesis.md: CACTI 7, 512 KiB at 28 nm (0.236 pJ/bit read)"),
-    "sram_28nm.write_energy_per_bit.512KiB": (
+    "sram.write_energy_per_bit.512KiB": (
         0.252e-12, "docs/synthesis.md: CACTI 7, 512 KiB at 28 nm (0.252 pJ/bit write)"),
 }
 
@@ -393,9 +393,9 @@ class PassCoster:
         weight_bytes = p.fetch_bytes - p.kv_write_bytes + p.resident_bytes
         c = self.costs
         sram_j = 8 * ((p.fetch_bytes + activation_bytes)
-                      * c["sram_28nm.write_energy_per_bit.512KiB"]
+                      * c["sram.write_energy_per_bit.512KiB"]
                       + (weight_bytes + activation_bytes)
-                      * c["sram_28nm.read_energy_per_bit.512KiB"])
+                      * c["sram.read_energy_per_bit.512KiB"])
         dram_j = (p.expert_bytes * expert[1] + other * self.seq[1]
                   + self.seq[2] * time_s)
         energy = {"dram": dram_j, "sram": sram_j,
