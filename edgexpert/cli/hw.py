@@ -357,8 +357,9 @@ def cmd_bench_top(args) -> int:
     host and from the DCU in the top (both job orders): cycles per pass by kind with the
     memory-wait / descriptor-wait / compute split, MACs per cycle, and the cycle file; the top
     with its PRU on a prefill chunk (the first bundled prompt's 16 tokens, all layers): cycles
-    per chunk-layer, the cycle file's `prefill` entry; then, on the latency memory, the first
-    step's draft passes on Icarus and Verilator, three runs each, for their wall times. All on
+    per chunk-layer, the cycle file's `prefill` entry; then, with --time-simulators (the latency
+    memory only), the first step's draft passes on Icarus and Verilator, three runs each, for
+    their wall times. All on
     the memory `--memory` names (a DRAM's files are cycles-<memory>.json, summary-<memory>.json).
     With --prompt or --trace: the user's decode step instead (`_bench_top_user`)."""
     from ..cocotb_tests.engine import TRACE_PROMPT
