@@ -51,6 +51,16 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     assert "input [24:0] i_stream__payload" in (tmp_path / "mac_lane_sim.v").read_text()
 
 
+def test_bench_memory_names_are_taken_in_any_case():
+    import types
+    from edgexpert.cli.hw import _memory
+    from edgexpert.contracts.config import load_config
+    config = load_config()
+    named = _memory(types.SimpleNamespace(memory="LPDDR4X"), config)
+    assert named == _memory(types.SimpleNamespace(memory="lpddr4x"), config)
+    assert named["memory"] == "lpddr4x" and named["dram"]["type"] == "LPDDR4X"
+
+
 @pytest.mark.parametrize("args, message", [
     (["rtl", "mac_lane", "--out", "x", "--set", "hardware.mac_lane.pairs_per_beat=0"],
      "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
@@ -67,8 +77,8 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["bench", "ema", "--memory", "ddr3"],
      "edgexpert: error: --memory ddr3: memory 'ddr3' is not known: accepted latency, lpddr4x, "
      "lpddr5"),
-    (["bench", "top", "--memory", "LPDDR4X"],
-     "edgexpert: error: --memory LPDDR4X: memory 'LPDDR4X' is not known: accepted latency, "
+    (["bench", "top", "--memory", "DDR3"],
+     "edgexpert: error: --memory DDR3: memory 'ddr3' is not known: accepted latency, "
      "lpddr4x, lpddr5"),
     (["bench", "pru", "--prompts", "9"],
      "edgexpert: error: --prompts 9 is out of range: accepted 1..8 (the bundled prompts)"),

@@ -129,10 +129,11 @@ def _synth_scale(args) -> int:
 
 
 def _memory(args, config: Config) -> dict:
-    """The bench memory `--memory` names (`sim.perf.ema_model.bench_memory`)."""
+    """The bench memory `--memory` names, in any case as the config's names are
+    (`sim.perf.ema_model.bench_memory`)."""
     from ..sim.perf.ema_model import bench_memory
     try:
-        return bench_memory(args.memory, config.platform)
+        return bench_memory(args.memory.lower(), config.platform)
     except ValueError as exc:
         raise InputError(f"--memory {args.memory}: {exc}") from None
 
@@ -654,9 +655,10 @@ def register(sub) -> None:
 def memory_option(p) -> None:
     from ..sim.perf.ema_model import BENCH_MEMORIES
     p.add_argument("--memory", default="latency", metavar="MEMORY",
-                   help=f"the AXI memory behind the RTL: {', '.join(BENCH_MEMORIES)} (default "
-                        "latency: fixed latency, one beat per cycle; lpddr4x / lpddr5: the DRAM "
-                        "model's timing at platform.clock_hz, docs/performance-model.md)")
+                   help=f"the AXI memory behind the RTL: {', '.join(BENCH_MEMORIES)}, in any "
+                        "case (default latency: fixed latency, one beat per cycle; lpddr4x / "
+                        "lpddr5: the DRAM model's timing at platform.clock_hz, "
+                        "docs/performance-model.md)")
 
 
 def register_bench(benches) -> None:
