@@ -48,6 +48,7 @@ _ENERGY = {180: (0.0, 24.64, -17.98), 65: (3.755, -4.398, 1.975),
 # / 40, / 88)
 _AREA_FROM_180 = {65: 1 / 12, 45: 1 / 19, 32: 1 / 40, 20: 1 / 88}
 
+
 def _poly(coefficients: tuple[float, ...], v: float) -> float:
     return sum(c * v ** (len(coefficients) - 1 - i) for i, c in enumerate(coefficients))
 
