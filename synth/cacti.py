@@ -1,4 +1,5 @@
-"""SRAM costs at 28 nm from CACTI 7 runs made on this machine.
+"""SRAM costs at the target node (`synth.target_node_nm`, 28 nm by default) from CACTI 7 runs made
+on this machine.
 
 CACTI 7 (R. Balasubramonian, A. B. Kahng, N. Muralimanohar, A. Shafiee, V. Srinivas, "CACTI 7: New
 tools for interconnect exploration in innovative off-chip memories", ACM TACO 14(2), 2017) models
@@ -11,8 +12,9 @@ One run per memory (`sram_cost`): scripts/cacti_ram.cfg filled in for the memory
 binary's folder (CACTI opens its technology files as tech_params/<node>.dat relative to the
 working directory), its CSV output parsed. Fixed choices:
 
-- 0.028 um: CACTI interpolates its technology parameters linearly between its 32 nm and 22 nm
-  files (parameter.cc, `TechnologyParameter::init`).
+- the target node in um (0.028 by default): CACTI interpolates its technology parameters
+  linearly between its files around it, 32 nm and 22 nm at 28 (parameter.cc,
+  `TechnologyParameter::init`).
 - itrs-lstp cells and periphery: the ITRS low-standby-power transistors. An edge accelerator's
   buffers hold weights between uses, so standby leakage matters; and of CACTI's flavours lstp has
   the highest supply at 28 nm (1.0 V at 32 nm, 0.8 V at 22 nm: 0.92 V interpolated; itrs-hp
@@ -69,7 +71,6 @@ from pathlib import Path
 from string import Template
 
 from ..support.tools import ToolError, build_root, cacti_path, require
-from .scaling import TARGET_NODE_NM
 
 __all__ = ["CACTI_7", "CACTI_VERSION", "SramSpec", "SramCost", "sram_cost", "describe",
            "cacti_settings", "MIN_ROWS_PER_BANK", "MIN_BYTES_PER_BANK", "MIN_PORT_BITS"]
@@ -80,7 +81,6 @@ CACTI_7 = ("CACTI 7 (R. Balasubramonian, A. B. Kahng, N. Muralimanohar, A. Shafi
 CACTI_VERSION = "7.0.3DD"
 #: results format of this module; bump to invalidate the cache
 CACHE_VERSION = 2
-TECHNOLOGY_UM = TARGET_NODE_NM / 1000
 CELL_TYPE = "itrs-lstp"
 TEMPERATURE_K = 300
 #: CACTI's smallest bank: Ndbl >= 2 subarrays of MINSUBARRAYROWS = 16 rows (parameter.cc, const.h)
@@ -101,9 +101,10 @@ _COLUMNS = {"Access time (ns)": ("access_time_s", 1e-9),
             "Area (mm2)": ("area_m2", 1e-6)}
 
 
-def cacti_settings() -> dict:
-    """The fixed CACTI inputs (module doc), as the report records them."""
-    return {"model": CACTI_7, "version": CACTI_VERSION, "technology_um": TECHNOLOGY_UM,
+def cacti_settings(node_nm: int) -> dict:
+    """The CACTI inputs every memory shares at `node_nm` (module doc), as the report records
+    them."""
+    return {"model": CACTI_7, "version": CACTI_VERSION, "technology_um": node_nm / 1000,
             "cell_type": CELL_TYPE, "temperature_k": TEMPERATURE_K, "ecc": False,
             "optimize": "ED^2", "interconnect_projection": "conservative"}
 
@@ -202,7 +203,7 @@ def describe(sram: dict) -> str:
     ports = ", ".join(f"{i[k]} {label}" for k, label in (
         ("rw_ports", "read-write"), ("read_ports", "read"), ("write_ports", "write")) if i[k])
     return (f"{sram['source']}, key {sram['key']}: {i['size_bytes']:,} bytes, "
-            f"{i['width_bits']}-bit port ({ports}), {i['banks']} bank(s), {TECHNOLOGY_UM} um "
+            f"{i['width_bits']}-bit port ({ports}), {i['banks']} bank(s), {i['technology_um']} um "
             f"{CELL_TYPE} {TEMPERATURE_K} K -> read {sram['read_energy_j'] * 1e12:.4g} pJ and "
             f"write {sram['write_energy_j'] * 1e12:.4g} pJ per access, "
             f"{sram['area_m2'] * 1e6:.4g} mm2, "
@@ -222,8 +223,7 @@ def _binary_digest(binary: Path, size: int, mtime_ns: int) -> str:
 def _config(inputs: dict) -> str:
     template = Template(resources.files(__package__).joinpath("scripts", "cacti_ram.cfg")
                         .read_text())
-    return template.substitute({**inputs, "technology_um": TECHNOLOGY_UM, "cell_type": CELL_TYPE,
-                                "temperature_k": TEMPERATURE_K})
+    return template.substitute({**inputs, "cell_type": CELL_TYPE, "temperature_k": TEMPERATURE_K})
 
 
 def _parse(csv_text: str, where: str) -> dict[str, float]:
@@ -238,9 +238,11 @@ def _parse(csv_text: str, where: str) -> dict[str, float]:
         raise ToolError(f"CACTI's output {where} has no number for {exc}") from None
 
 
-def sram_cost(spec: SramSpec) -> SramCost:
-    """CACTI's area, timing, energy and leakage of `spec` at 28 nm (cached, see module doc)."""
+def sram_cost(spec: SramSpec, node_nm: int) -> SramCost:
+    """CACTI's area, timing, energy and leakage of `spec` at `node_nm` (`synth.target_node_nm`;
+    cached, see module doc)."""
     inputs, rule = spec.modelled()
+    inputs["technology_um"] = node_nm / 1000
     values, key, cached = _cacti_run(inputs)
     per_bank = values["leakage_per_bank_w"]
     # the run is CACTI's array; what depends on the memory asked for is computed here: memories

@@ -2,7 +2,7 @@
 
 Format (JSON, `build/synth/costs.json`, written by `edgexpert synth --all`):
 
-    {"schema": "edgexpert-costs/1",
+    {"schema": "edgexpert-costs/2",
      "node": "28 nm, 1.0 V",
      "scaling": {"area": 0.0200, "delay": 0.1375, "energy": 0.0173},
      "costs": {"mac_lane.energy_per_mac": {"value": 3.2e-13, "unit": "J",
@@ -32,7 +32,7 @@ __all__ = ["SCHEMA", "UNITS", "Cost", "CostTable", "CostTableError", "build_cost
            "write_cost_table", "load_cost_table", "load_table_data", "default_cost_table_path",
            "CITED_COSTS"]
 
-SCHEMA = "edgexpert-costs/1"
+SCHEMA = "edgexpert-costs/2"
 #: units a cost may have; "J" is energy per action, "J/bit" per bit moved
 UNITS = ("J", "J/bit", "m2", "Hz", "W")
 
@@ -79,7 +79,7 @@ class Cost:
 class CostTable:
     node: str
     costs: Mapping[str, Cost]
-    #: the 180 nm -> 28 nm factors the synthesis report applied (synth/scaling.py); empty in a
+    #: the 180 nm -> target node factors the synthesis report applied (synth/scaling.py); empty in a
     #: table without synthesis runs
     scaling: Mapping[str, float] = field(default_factory=dict)
 
@@ -111,7 +111,7 @@ def build_cost_table(report: dict) -> dict:
     scaling = report["scaling"]
     costs: dict[str, dict] = {}
     for name, block in report["blocks"].items():
-        m, s = block["measured_180nm"], block["scaled_28nm"]
+        m, s = block["measured_180nm"], block["scaled"]
         gated = (f"; {m['clock_gating']['gates']} clock gates" if m.get("clock_gating")
                  else "")
         run = (f"synth {name} key {block['key']} ({m['node']}; "
@@ -119,7 +119,8 @@ def build_cost_table(report: dict) -> dict:
         sources = scaling["sources"]
         area = f"area x{scaling['area']:.4f} ({sources['area']})"
         if block["memories"]:
-            area += " + a CACTI 7 run at 28 nm per memory (the memories' sram_area entries)"
+            area += (f" + a CACTI 7 run at {scaling['node_nm']} nm per memory (the memories' "
+                     "sram_area entries)")
         costs[f"{name}.area"] = {"value": s["area_mm2"] * 1e-6, "unit": "m2",
                                  "source": f"{run} x {area}"}
         costs[f"{name}.area_180nm"] = {"value": m["area_um2"] * 1e-12, "unit": "m2",
@@ -153,16 +154,16 @@ def build_cost_table(report: dict) -> dict:
                         "source": f"{run}: {stim}; bits {done} x CACTI 7 {part} energy per "
                                   "bit, all its memories"}
         for mem in block["memories"]:
-            sram, prefix = mem["sram_28nm"], f"{name}.{_slug(mem['name'])}"
+            sram, prefix = mem["sram"], f"{name}.{_slug(mem['name'])}"
             # sram_energy_per_bit is the read energy: the name the table has always had
             for field, part, unit in _SRAM_FIELDS:
                 key = "sram_energy_per_bit" if part == "read_energy_per_bit" else f"sram_{part}"
                 costs[f"{prefix}.{key}"] = {"value": sram[field], "unit": unit,
                                             "source": describe(sram)}
-    for kind, sram in report.get("sram_28nm", {}).items():
+    for kind, sram in report.get("sram", {}).items():
         for field, part, unit in _SRAM_FIELDS:
-            costs[f"sram_28nm.{part}.{kind}"] = {"value": sram[field], "unit": unit,
-                                                 "source": describe(sram)}
+            costs[f"sram.{part}.{kind}"] = {"value": sram[field], "unit": unit,
+                                            "source": describe(sram)}
     for name, value, unit, source in CITED_COSTS:
         costs[name] = {"value": value, "unit": unit, "source": source}
     return {"schema": SCHEMA, "node": f"{scaling['node_nm']} nm, {scaling['vdd_v']} V",

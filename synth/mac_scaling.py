@@ -3,7 +3,8 @@ area and power (docs/synthesis.md, "Scaling to EdgeXpert's 8K MACs").
 
 Inputs are the cost table's entries of the engine at two synthesized points, `engine` (the
 configured lanes) and `engine_l128` (128 lanes on a 512-bit word, edgexpert/blocks.py), both
-28 nm figures as `edgexpert synth --all` wrote them. A point's size N is its peak MACs per cycle:
+at the table's node (`synth.target_node_nm`; EdgeXpert's is 28 nm, so compare at 28) as
+`edgexpert synth --all` wrote them. A point's size N is its peak MACs per cycle:
 two MAC arrays (GATE_UP, DOWN) of `lanes` products each.
 
 What the fits assume:
@@ -26,11 +27,11 @@ What the fits assume:
   array per cycle (the scale blocks, most of the reads, read a whole word every cycle, busy or
   not), writes per MAC done, times the MACs busy: EdgeXpert's MAC count times a stated
   utilization.
-- The logic's 28 nm energy is the 180 nm measurement times the energy factor the table records
+- The logic's energy at the node is the 180 nm measurement times the energy factor the table records
   (its synthesis report's: Stillmaker & Baas, or synth.scaling.energy; scaling.py); the SRAM's is CACTI's energy per bit times the bits the stimulus
   read and wrote.
 
-The shared SRAM is CACTI's 512 KiB (`sram_28nm.*.512KiB`: area and leakage; its accesses are
+The shared SRAM is CACTI's 512 KiB (`sram.*.512KiB`: area and leakage; its accesses are
 not modelled). Power is at EdgeXpert's clock.
 """
 
@@ -58,7 +59,7 @@ _SRAM_KIND = "512KiB"
 
 @dataclass(frozen=True)
 class EnginePoint:
-    """One synthesized engine's 28 nm figures, from the cost table."""
+    """One synthesized engine's figures at the cost table's node."""
     block: str
     peak_macs: int                  # MACs per cycle of both arrays at full speed
     macs_per_cycle: float           # what its stimulus did
@@ -92,7 +93,7 @@ def fit_line(x0: float, y0: float, x1: float, y1: float) -> Line:
 
 
 def engine_point(table: CostTable, block: str) -> EnginePoint:
-    """The 28 nm figures of engine `block` from `table`; one clear line if it is not there."""
+    """The figures of engine `block` at `table`'s node; one clear line if it is not there."""
     if f"{block}.area" not in table.costs:
         raise CostTableError(f"the cost table has no {block!r}: run `edgexpert synth --all` (or "
                              f"`--all --blocks {SMALL_POINT},{LARGE_POINT}`, these two only) first")
@@ -162,8 +163,8 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
     }
     n, clock = EDGEXPERT["macs"], EDGEXPERT["clock_hz"]
     busy = n * utilization
-    shared_area = table.cost(f"sram_28nm.area.{_SRAM_KIND}").value
-    shared_leak = table.cost(f"sram_28nm.leakage.{_SRAM_KIND}").value
+    shared_area = table.cost(f"sram.area.{_SRAM_KIND}").value
+    shared_leak = table.cost(f"sram.leakage.{_SRAM_KIND}").value
     logic_area = fits["logic_area_m2"].at(n)
     engine_sram = fits["engine_sram_area_m2"].at(n)
     logic_w = fits["logic_energy_j"].at(n) * clock
@@ -199,7 +200,7 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
 def scaling_table(result: dict) -> str:
     """The scaling as markdown tables: each engine point, the fits, ours at EdgeXpert's MACs."""
     lines = ["| point | peak MACs/cycle | MACs/cycle (stimulus) | logic mm2 | engine SRAM mm2 "
-             "| logic energy/cycle | SRAM reads/cycle | SRAM writes/MAC | fmax 28 nm |",
+             f"| logic energy/cycle | SRAM reads/cycle | SRAM writes/MAC | fmax {result['node']} |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in result["points"].values():
         lines.append(f"| {p['block']} | {p['peak_macs']} | {p['macs_per_cycle']:.1f} | "
@@ -209,7 +210,7 @@ def scaling_table(result: dict) -> str:
                      f"{format_si(p['sram_write_energy_per_mac_j'], 'J')} | "
                      f"{p['fmax_hz'] / 1e6:.0f} MHz |")
     f = result["fits"]
-    lines += ["", "| fit (28 nm) | fixed | per MAC of the array |", "|---|---:|---:|",
+    lines += ["", f"| fit ({result['node']}) | fixed | per MAC of the array |", "|---|---:|---:|",
               f"| logic area | {f['logic_area_m2']['fixed'] * 1e12:,.0f} um2 | "
               f"{f['logic_area_m2']['per_mac'] * 1e12:.1f} um2 |",
               f"| engine memories' area | {f['engine_sram_area_m2']['fixed'] * 1e12:,.0f} um2 | "
@@ -247,7 +248,7 @@ def scaling_table(result: dict) -> str:
               f"| energy per MAC done | {format_si(o['energy_per_mac_j'], 'J')} | "
               f"{format_si(t['energy_per_mac_j'], 'J')} | "
               f"{o['energy_per_mac_j'] / t['energy_per_mac_j']:.1f} |",
-              "", f"Our fmax at 28 nm is {o['fmax_hz'] / 1e6:.0f} MHz (the slower point); power is "
+              "", f"Our fmax at {result['node']} is {o['fmax_hz'] / 1e6:.0f} MHz (the slower point); power is "
               f"at EdgeXpert's {result['clock_hz'] / 1e6:.0f} MHz (docs/synthesis.md, \"Scaling to "
               "EdgeXpert's 8K MACs\"). Both points were synthesized "
               + ("with clock gates (synth.clock_gating)." if result["clock_gated"] else

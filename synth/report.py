@@ -1,10 +1,11 @@
-"""Per-block cost report: the measured 180 nm figures and their 28 nm scaling, side by side.
+"""Per-block cost report: the measured 180 nm figures and their scaling to the target node
+(`synth.target_node_nm`, 28 nm by default), side by side.
 
 `block_report` runs (or reads from the cache) one block's synthesis, timing and power and adds
-the 28 nm figures; `write_reports` writes build/synth/report.json, report.md and the cost table
+the target node's figures; `write_reports` writes build/synth/report.json, report.md and the cost table
 (`costs.py`) for a set of blocks. Every number is either measured (a Yosys / OpenSTA run, named
 by its cache key), derived from a measured number by a cited factor (scaling.py), or a CACTI run
-at 28 nm (cacti.py, named by its cache key): every memory cut out of a block, the reference SRAM
+at the target node (cacti.py, named by its cache key): every memory cut out of a block, the reference SRAM
 sizes and the configured weight buffer.
 """
 
@@ -44,12 +45,12 @@ def run_block(block, config: Config, phase=lambda text: None) -> SynthResult:
 
 
 def block_report(block, config: Config) -> dict:
-    """One block's costs at `config`: measured at 180 nm and scaled to 28 nm."""
+    """One block's costs at `config`: measured at 180 nm and scaled to the target node."""
     return summarize(block, config, run_block(block, config))
 
 
 def summarize(block, config: Config, result: SynthResult) -> dict:
-    """The report entry of a synthesis result: measured figures and their 28 nm scaling."""
+    """The report entry of a synthesis result: measured figures and their scaling."""
     scaling = node_scaling(config.synth)
     power = result.power
     measured = {
@@ -64,10 +65,10 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
     for m in result.memories:
         # the memory's ports as the RTL declares them (module doc of cacti.py)
         sram = sram_cost(SramSpec(m["width"], m["depth"], read_ports=m["read_ports"],
-                                  write_ports=m["write_ports"]))
+                                  write_ports=m["write_ports"]), scaling.node_nm)
         entry = {**{k: m[k] for k in ("name", "width", "depth", "read_ports", "write_ports",
                                       "sync_read_ports")},
-                 "bits": m["width"] * m["depth"], "sram_28nm": sram.to_json()}
+                 "bits": m["width"] * m["depth"], "sram": sram.to_json()}
         sram_area += sram.area_m2
         if m["name"] in accesses:
             acc = accesses[m["name"]]
@@ -97,7 +98,7 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
     return {"block": block.name, "description": block.description,
             "parameters": block.parameters(config), "key": result.key,
             "cached": result.cached, "work_dir": result.work_dir,
-            "measured_180nm": measured, "scaled_28nm": scaled, "memories": memories,
+            "measured_180nm": measured, "scaled": scaled, "memories": memories,
             "power_measured": power is not None}
 
 
@@ -136,8 +137,8 @@ def write_reports(blocks, config: Config, progress: bool = True) -> dict:
     report = {
         "source_node": SOURCE_NODE,
         "synth_config": asdict(config.synth),
-        "scaling": scaling.to_json(), "sram_model": cacti_settings(),
-        "sram_28nm": {name: sram_cost(spec).to_json()
+        "scaling": scaling.to_json(), "sram_model": cacti_settings(scaling.node_nm),
+        "sram": {name: sram_cost(spec, scaling.node_nm).to_json()
                       for name, spec in reference_srams(config).items()},
         "blocks": reports,
     }
@@ -177,24 +178,25 @@ def _sram_line(sram: dict) -> str:
 def markdown_report(report: dict) -> str:
     """The human-readable report: one table, then what each column is and where it comes from."""
     scaling, model = report["scaling"], report["sram_model"]
-    rows = ["| block | parameters | cells | area 180 nm (um2) | area 28 nm (mm2) | "
-            "fmax 180 nm (MHz) | fmax 28 nm (MHz) | dynamic / leakage 180 nm | "
-            "energy/op 180 nm | energy/op 28 nm |",
+    node = f"{scaling['node_nm']} nm"
+    rows = [f"| block | parameters | cells | area 180 nm (um2) | area {node} (mm2) | "
+            f"fmax 180 nm (MHz) | fmax {node} (MHz) | dynamic / leakage 180 nm | "
+            f"energy/op 180 nm | energy/op {node} |",
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     notes = []
     for name, b in report["blocks"].items():
-        m, s = b["measured_180nm"], b["scaled_28nm"]
+        m, s = b["measured_180nm"], b["scaled"]
         params = ", ".join(f"{k}={v}" for k, v in b["parameters"].items())
         if b["power_measured"]:
             power = (f"{format_si(m['dynamic_w'], 'W')} / {format_si(m['leakage_w'], 'W')} at "
                      f"{m['clock_hz'] / 1e6:.0f} MHz")
             e180 = f"{format_si(m['energy_per_op_j'], 'J')}/{m['operation']}"
-            e28 = f"{format_si(s['energy_per_op_j'], 'J')}/{s['operation']}"
+            e_node = f"{format_si(s['energy_per_op_j'], 'J')}/{s['operation']}"
         else:
-            power = e180 = e28 = "no stimulus"
+            power = e180 = e_node = "no stimulus"
         rows.append(f"| {name} | {params} | {m['cells']:,} | {m['area_um2']:,.0f} | "
                     f"{s['area_mm2']:.4g} | {m['fmax_hz'] / 1e6:.1f} | {s['fmax_hz'] / 1e6:.0f} | "
-                    f"{power} | {e180} | {e28} |")
+                    f"{power} | {e180} | {e_node} |")
         notes.append(f"- **{name}** (key `{b['key']}`): critical path "
                      f"{m['critical_path_ns']:.3f} ns from {m['startpoint']} to {m['endpoint']}; "
                      f"{m['flip_flops']} flip-flops"
@@ -214,10 +216,10 @@ def markdown_report(report: dict) -> str:
                 f"{a['state_from_netlist']} flip-flops from the netlist), "
                 f"{a['nets_default_activity']} nets at the default activity.")
         for mem in b["memories"]:
-            sram = mem["sram_28nm"]
+            sram = mem["sram"]
             line = (f"  Memory `{mem['name']}`: {mem['depth']} x {mem['width']} bits, "
                     f"{mem['read_ports']} read / {mem['write_ports']} write ports, cut out of the "
-                    f"netlist; 28 nm SRAM {_sram_line(sram)}")
+                    f"netlist; {node} SRAM {_sram_line(sram)}")
             if "accesses" in mem:
                 acc = mem["accesses"]
                 line += (f"; {acc['read_bits']:,} bits read, {acc['write_bits']:,} written in the "
@@ -225,27 +227,28 @@ def markdown_report(report: dict) -> str:
             notes.append(line + ".")
         if b["power_measured"] and b["memories"]:
             logic, sram = s["logic_energy_per_op_j"], s["sram_energy_per_op_j"]
-            notes.append(f"  28 nm energy/op = logic {format_si(logic, 'J')} + SRAM "
+            notes.append(f"  {node} energy/op = logic {format_si(logic, 'J')} + SRAM "
                          f"{format_si(sram, 'J')}; the 180 nm figure is logic only.")
     return "\n".join([
         "# Synthesis report",
         "",
         "Generated by `edgexpert synth --all`. Columns marked 180 nm are **measured**: Yosys on "
         f"{report['source_node']['cells']} cells at {report['source_node']['vdd_v']} V, OpenSTA "
-        "timing and power. Columns marked 28 nm are **scaled** from them "
-        f"to 28 nm at {scaling['vdd_v']} V: area x{scaling['area']:.4f}, delay "
+        f"timing and power. Columns marked {node} are **scaled** from them "
+        f"to {node} at {scaling['vdd_v']} V: area x{scaling['area']:.4f}, delay "
         f"x{scaling['delay']:.4f}, energy x{scaling['energy']:.4f} (Stillmaker & Baas 2017, "
-        f"interpolated geometrically between the 32 nm and 20 nm rows, weight "
-        f"{scaling['weight_20nm']:.3f} on 20 nm"
+        + (f"their {node} row" if len(scaling["rows"]) == 1 else
+           f"interpolated geometrically between their {' and '.join(scaling['rows'])} rows, "
+           f"weight {scaling['weight']:.3f} on the smaller node")
         + "".join(f"; {q} set as synth.scaling.{q}, not derived" for q in scaling.get(
-            "set_in_config", ())) + "); memories add a CACTI 7 run at 28 nm each "
+            "set_in_config", ())) + f"); memories add a CACTI 7 run at {node} each "
         f"({model['cell_type']} cells, {model['temperature_k']} K; docs/synthesis.md).",
         "",
         *rows,
         "",
         "Power is OpenSTA's, from the switching activity of every net under the block's stimulus "
         "(docs/synthesis.md); energy/op = (dynamic + leakage) x clock period x cycles / "
-        "operations. The 28 nm area includes SRAM; the 180 nm area is logic only.",
+        f"operations. The {node} area includes SRAM; the 180 nm area is logic only.",
         "",
         *notes,
         "",
@@ -259,7 +262,7 @@ def markdown_report(report: dict) -> str:
           f"{format_si(c['read_energy_per_bit_j'], 'J')}/bit | "
           f"{format_si(c['write_energy_per_bit_j'], 'J')}/bit | "
           f"{c['access_time_s'] * 1e9:.3g} ns | {format_si(c['leakage_w'], 'W')} |"
-          for name, c in report.get("sram_28nm", {}).items()),
+          for name, c in report.get("sram", {}).items()),
         "",
         f"Sources: {STILLMAKER_BAAS}. {CACTI_7}, version {model['version']}, built and run on this "
         "machine (cache keys above).",

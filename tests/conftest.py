@@ -79,7 +79,7 @@ def timed_run():
             end = start + head + beats + gaps + tail
             layers.append({"prompt": 0, "index": index, "layer": layer, "kind": kind,
                            "groups": 2, "candidates": 8, "busy": end - start,
-                           "memory_wait": head, "start": start, "end": end, "beats": beats,
+                           "compute": beats + gaps, "memory_wait": head, "start": start, "end": end, "beats": beats,
                            "head": head, "bus": beats, "gaps": gaps, "tail": tail})
             start = end + 20    # the host reads the counters between layers
         bins = -(-(layers[-1]["end"] - origin) // 1024)

@@ -51,6 +51,16 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     assert "input [24:0] i_stream__payload" in (tmp_path / "mac_lane_sim.v").read_text()
 
 
+def test_bench_memory_names_are_taken_in_any_case():
+    import types
+    from edgexpert.cli.hw import _memory
+    from edgexpert.contracts.config import load_config
+    config = load_config()
+    named = _memory(types.SimpleNamespace(memory="LPDDR4X"), config)
+    assert named == _memory(types.SimpleNamespace(memory="lpddr4x"), config)
+    assert named["memory"] == "lpddr4x" and named["dram"]["type"] == "LPDDR4X"
+
+
 @pytest.mark.parametrize("args, message", [
     (["rtl", "mac_lane", "--out", "x", "--set", "hardware.mac_lane.pairs_per_beat=0"],
      "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
@@ -67,8 +77,8 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     (["bench", "ema", "--memory", "ddr3"],
      "edgexpert: error: --memory ddr3: memory 'ddr3' is not known: accepted latency, lpddr4x, "
      "lpddr5"),
-    (["bench", "top", "--memory", "LPDDR4X"],
-     "edgexpert: error: --memory LPDDR4X: memory 'LPDDR4X' is not known: accepted latency, "
+    (["bench", "top", "--memory", "DDR3"],
+     "edgexpert: error: --memory DDR3: memory 'ddr3' is not known: accepted latency, "
      "lpddr4x, lpddr5"),
     (["bench", "pru", "--prompts", "9"],
      "edgexpert: error: --prompts 9 is out of range: accepted 1..8 (the bundled prompts)"),
@@ -114,6 +124,11 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
      "edgexpert: error: decode.max_depth=5: a --trace file was decoded already"),
     (["bench", "top", "--trace", "/nonexistent.npz"],
      "edgexpert: error: /nonexistent.npz is not a trace file (.npz)"),
+    (["bench", "top", "--memory", "lpddr4x", "--time-simulators"],
+     "edgexpert: error: --time-simulators times the bundled step's draft passes on the latency "
+     "memory: accepted without --memory (or --memory latency), --prompt, --trace and --masks"),
+    (["synth", "mac_lane", "--set", "synth.target_node_nm=90"],
+     "edgexpert: error: synth.target_node_nm = 90 is out of range: accepted integers 22..65"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     proc = run(*args, check=False)
@@ -129,11 +144,11 @@ SMALL = ["--set", "hardware.mac_lane.pairs_per_beat=1", "--set", "synth.activity
 def test_synth_json_has_the_promised_keys(tmp_path):
     proc = run("synth", "mac_lane", "--json", *SMALL, env={"EDGEXPERT_BUILD_DIR": str(tmp_path)})
     data = json.loads(proc.stdout)
-    assert {"cells", "area_um2", "critical_path_ns", "fmax_hz", "power", "scaled_28nm"} <= set(data)
+    assert {"cells", "area_um2", "critical_path_ns", "fmax_hz", "power", "scaled"} <= set(data)
     assert data["cells"] > 0 and data["area_um2"] > 0
     assert data["fmax_hz"] == round(1e9 / data["critical_path_ns"])
     assert data["power"]["operation"] == "MAC" and data["power"]["energy_per_op_j"] > 0
-    assert data["scaled_28nm"]["energy_per_op_j"] < data["power"]["energy_per_op_j"]
+    assert data["scaled"]["energy_per_op_j"] < data["power"]["energy_per_op_j"]
     again = json.loads(run("synth", "mac_lane", "--json", *SMALL,
                            env={"EDGEXPERT_BUILD_DIR": str(tmp_path)}).stdout)
     assert again["cached"] and again["area_um2"] == data["area_um2"]
@@ -153,11 +168,11 @@ def test_synth_all_writes_report_and_cost_table(tmp_path):
     assert "| mac_lane | pairs_per_beat=1 |" in out and "(0 from the cache)" in out
     report = json.loads((tmp_path / "synth" / "report.json").read_text())
     lane = report["blocks"]["mac_lane"]
-    assert lane["measured_180nm"]["cells"] > 0 and lane["scaled_28nm"]["area_mm2"] > 0
+    assert lane["measured_180nm"]["cells"] > 0 and lane["scaled"]["area_mm2"] > 0
     assert "**measured**" in (tmp_path / "synth" / "report.md").read_text()
     costs = json.loads((tmp_path / "synth" / "costs.json").read_text())
     assert costs["costs"]["mac_lane.energy_per_mac"]["value"] == \
-        lane["scaled_28nm"]["energy_per_op_j"]
+        lane["scaled"]["energy_per_op_j"]
     # a second run reads every block from the cache
     again = run("synth", "--all", "--blocks", "ema,mac_lane", *SMALL, env=env).stdout
     assert "2 blocks (2 from the cache)" in again

@@ -114,7 +114,10 @@ def test_config_is_immutable():
 
 
 def test_platform_defaults_are_edgexperts_point_and_rtl_yaml_is_ours():
+    from dataclasses import asdict
     from importlib import resources
+
+    from edgexpert.contracts.cycles import peak_macs_per_cycle
 
     p = load_config().platform
     assert (p.clock_hz, p.macs, p.mac_clusters, p.sram_bytes) == (800_000_000, 8192, 8, 524288)
@@ -128,7 +131,13 @@ def test_platform_defaults_are_edgexperts_point_and_rtl_yaml_is_ours():
         (hw.axi_data_width, hw.outstanding_reads)
     assert (config.platform.sram_bytes, config.platform.sram_banks) == \
         (hw.buffer_bytes, hw.buffer_banks)
-    assert config.platform.macs == config.hardware.mac_lane.pairs_per_beat
+    # the engine's peak: both arrays, every candidate of a group at once
+    assert config.platform.macs == peak_macs_per_cycle(asdict(config.hardware.engine)) == 512
+    # the policies' on-chip shares fit its smaller SRAM: the estimate prices every model there
+    # (until 2026-12-03 the bundled 480 + 32 KiB were refused against its 256 KiB)
+    from edgexpert.sim.perf.estimate import estimate
+    rows = estimate(config, ["bundled"], ["ar", "specmoe"])
+    assert len(rows) == 2 and all(r["latency_s_per_token"] > 0 for r in rows)
     assert config.model == load_config().model and config.hardware == load_config().hardware
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from edgexpert.synth.costs import SCHEMA, CostTableError, load_table_data
 from edgexpert.synth.mac_scaling import EDGEXPERT, scale_to_edgexpert, scaling_table
-from edgexpert.synth.scaling import scale_to_28nm
+from edgexpert.synth.scaling import scale_to_node
 
-F = scale_to_28nm(1.0).energy   # the logic's 180 nm -> 28 nm energy factor at the table's 1.0 V
+F = scale_to_node(28, 1.0).energy   # the logic's 180 nm -> 28 nm energy factor at the table's 1.0 V
 
 
 def _cost(value, unit="J", source="made up"):
@@ -46,8 +46,8 @@ def made_up_table(with_large=True) -> dict:
     if with_large:
         costs.update(_engine("engine_l128", 128, 0.5e-6, {"acc": 1.5e-6, "x": 0.2e-6}, 30e-12,
                              64, 20e-12, 9e-12, 4.5e8))
-    costs["sram_28nm.area.512KiB"] = _cost(0.9e-6, "m2")
-    costs["sram_28nm.leakage.512KiB"] = _cost(5e-5, "W")
+    costs["sram.area.512KiB"] = _cost(0.9e-6, "m2")
+    costs["sram.leakage.512KiB"] = _cost(5e-5, "W")
     return {"schema": SCHEMA, "node": "28 nm, 1.0 V",
             "scaling": {"area": 0.02, "delay": 0.1375, "energy": F}, "costs": costs}
 

@@ -53,4 +53,8 @@ def test_timeline_plot_is_a_repeatable_png_of_every_run(tmp_path, timed_run):
     assert timeline_plot(runs, tmp_path / "b.png", "t").read_bytes() == first
     # a longer head in one layer: a different picture, so the layers are drawn
     runs["edgexpert/none"]["layers"][0]["head"] += 400
-    assert timeline_plot(runs, tmp_path / "c.png", "t").read_bytes() != first
+    second = timeline_plot(runs, tmp_path / "c.png", "t").read_bytes()
+    assert second != first
+    # the engine busier in one layer: its line is drawn
+    runs["edgexpert/none"]["layers"][1]["compute"] //= 2
+    assert timeline_plot(runs, tmp_path / "d.png", "t").read_bytes() != second

@@ -121,8 +121,9 @@ def test_the_top_section_plots_each_runs_timeline_and_tables_the_split_by_kind(t
            "3.6% |" in page
     assert "| edgexpert/none | draft | 2 | 180 | 1,200 | 70 | 70 |" in page
     # the run's line: head 400, bus 5,400, gaps 570, tail 230 of 6,600 cycles
+    # the engine computing in bus and gaps (5,970), waiting on memory in the heads (400)
     assert ("- naive_sd/none: head 6.1%, bus 81.8%, gaps 8.6%, tail 3.5% of 6,600 cycles; "
-            "2.000 cycles per beat") in page
+            "engine computing 90.5%; memory wait 6.1%; 2.000 cycles per beat") in page
     assert "![the step's timeline, cycles.json](timeline.png)" in page
     assert (tmp_path / "report" / "timeline.png").read_bytes().startswith(b"\x89PNG")
 

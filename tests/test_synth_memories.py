@@ -22,6 +22,8 @@ from edgexpert.synth.report import summarize, write_reports
 from edgexpert.synth.cacti import SramSpec, sram_cost
 
 CYCLES = 400
+#: the default target node (synth.target_node_nm, 28 nm)
+NODE = load_config().synth.target_node_nm
 
 
 class Pacer(wiring.Component):
@@ -136,12 +138,12 @@ def test_memories_are_cut_out_and_costed(config):
 
     # the report adds a CACTI run per memory: area and energy at 28 nm include the memories
     summary = summarize(BLOCK, config, result)
-    scaled = summary["scaled_28nm"]
-    buf, regs = (sram_cost(SramSpec(8, 16, read_ports=1, write_ports=1)),
-                 sram_cost(SramSpec(4, 4, read_ports=1, write_ports=1)))
+    scaled = summary["scaled"]
+    buf, regs = (sram_cost(SramSpec(8, 16, read_ports=1, write_ports=1), NODE),
+                 sram_cost(SramSpec(4, 4, read_ports=1, write_ports=1), NODE))
     assert buf.cached and regs.cached  # summarize ran them; the same inputs hit the cache
     # both are below CACTI's smallest bank: costed as one, and the entry says so
-    rules = {m["name"]: m["sram_28nm"]["rule"] for m in summary["memories"]}
+    rules = {m["name"]: m["sram"]["rule"] for m in summary["memories"]}
     assert rules["buf"] == ("16 rows per bank is below CACTI's minimum bank (32 rows, 64 bytes): "
                             "costed as 64 rows, an overestimate")
     assert rules["regs"].startswith("4 rows per bank is below") and rules["regs"].endswith(
@@ -172,7 +174,7 @@ def test_report_and_cost_table_of_a_block_with_memories(config, tmp_path):
     assert energy.unit == "J" and entry["key"] in energy.source and "CACTI" in energy.source
     assert table.cost("buffered_sum.buf.sram_energy_per_bit").unit == "J/bit"
     assert table.cost("buffered_sum.area").value == pytest.approx(
-        entry["scaled_28nm"]["area_mm2"] * 1e-6)
+        entry["scaled"]["area_mm2"] * 1e-6)
 
 
 def test_memory_free_rtlil_needs_no_scan():

@@ -160,6 +160,34 @@ def test_the_pass_model_against_the_top_on_dram():
         calibrate_dram_passes(cycle_file(), layout, 0.75, U)
 
 
+def test_the_prefill_chunk_against_the_top_on_dram():
+    """Two chunk-layers of 4 tokens, each 100 beats and 12,800 MACs: compute-bound in the model
+    (12,800 / (8 x 0.8) = 2,000 cycles against at most 188 of fetch), one tile."""
+    from edgexpert.contracts.config import load_config
+    from edgexpert.contracts.weight_layout import WeightLayout
+    from edgexpert.sim.perf.passes import calibrate_dram_passes
+    layer = {"beats": 100, "macs": 12800, "memory_wait": 25, "compute": 2300}
+    chunk = {**with_prefill()["prefill"]["none"], "per_layer": [
+        {**layer, "layer": 0, "busy": 2500}, {**layer, "layer": 1, "busy": 2000}]}
+    layout = WeightLayout.for_model(load_config().model)
+    result = calibrate_dram_passes({**dram_cycle_file(), "prefill": {"none": chunk}}, layout,
+                                   0.75, U)
+    out = result["prefill"]["none"]
+    first, second = out["per_layer"]
+    assert first["compute_cycles"] == 2000 and 160 < first["fetch_cycles"] < 160 / 0.85
+    assert first["model_cycles"] == 2000 + first["fetch_cycles"] == second["model_cycles"]
+    # (the error from the unrounded model: within half a cycle of the rounded one)
+    assert first["error"] == pytest.approx(first["model_cycles"] / 2500 - 1, abs=5e-4)
+    assert second["error"] == pytest.approx(second["model_cycles"] / 2000 - 1, abs=5e-4)
+    # the chunk: the layers' sums, 4,500 busy cycles, 50 of them waiting on memory; 25,600
+    # MACs in 4,500 cycles of 8 lanes = 0.7111 of the peak
+    assert out["busy"] == 4500 and out["model_cycles"] == 2 * first["model_cycles"]
+    assert out["error"] == pytest.approx(out["model_cycles"] / 4500 - 1, abs=1e-4)
+    assert out["memory_wait_share"] == pytest.approx(50 / 4500, abs=1e-4)
+    assert out["utilization"] == pytest.approx(0.7111, abs=1e-4)
+    assert out["max_abs_layer_error"] == max(abs(first["error"]), abs(second["error"]))
+
+
 def test_the_cycle_file_gives_the_roofline_ratio_and_the_savings_against_whole_experts():
     """cycles per AXI beat (1 at the bus's roofline), MACs per cycle against both arrays'
     lanes x candidates, and per masked run the cycles saved per beat saved against the whole

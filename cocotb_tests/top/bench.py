@@ -171,7 +171,7 @@ async def play(dut, batches: list, masks: str, source: StreamSource,
             monitor.beat_cycles[first_beat:last_beat], start, end, prompt=prompt, index=index,
             layer=layer, kind=entry["kind"], groups=groups,
             candidates=sum(len(g.cands) for batch in parts for g in batch.groups),
-            busy=after["busy"] - before["busy"],
+            busy=after["busy"] - before["busy"], compute=after["compute"] - before["compute"],
             memory_wait=after["memory_wait"] - before["memory_wait"]))
         before = after
     for p in OUTPUTS:

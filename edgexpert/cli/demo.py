@@ -129,14 +129,14 @@ def _lane(config, args):
                             ("cells", "area_um2", "critical_path_ns", "fmax_hz", "startpoint",
                              "endpoint", "node", "key")}
     summary["synthesis"]["energy_per_mac_j"] = synth.power["energy_per_op_j"]
-    summary["synthesis"]["scaled_28nm"] = costs["scaled_28nm"]
+    summary["synthesis"]["scaled"] = costs["scaled"]
     log(f"  synth      {synth.cells} cells, {synth.area_um2:.0f} um2, critical path "
         f"{synth.critical_path_ns:.3f} ns ({synth.startpoint} -> {synth.endpoint}), "
         f"fmax {synth.fmax_hz / 1e6:.1f} MHz at {synth.node}")
     log(f"  power      {format_si(synth.power['energy_per_op_j'], 'J')} per MAC at 180 nm "
         f"({synth.power['dynamic_w'] * 1e3:.2f} mW at {synth.power['clock_hz'] / 1e6:.0f} MHz); "
-        f"scaled to 28 nm: {format_si(costs['scaled_28nm']['energy_per_op_j'], 'J')} per MAC, "
-        f"{costs['scaled_28nm']['area_mm2']:.4f} mm2")
+        f"scaled to {costs['scaled']['node_nm']} nm: {format_si(costs['scaled']['energy_per_op_j'], 'J')} per MAC, "
+        f"{costs['scaled']['area_mm2']:.4f} mm2")
     return summary, log
 
 

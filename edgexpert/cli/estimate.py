@@ -168,6 +168,19 @@ def _calibrate_dram_passes(path: Path, config, quiet: bool) -> dict:
         print(f"{name}: model {run['model_cycles']:,} cycles against {run['cycles']:,} "
               f"({run['error']:+.1%}; by kind {kinds}; worst pass "
               f"{run['max_abs_pass_error']:.1%})")
+    for mode, chunk in result.get("prefill", {}).items():
+        print(f"\nprefill chunk (pauses {mode}, {chunk['tokens']} tokens, whole experts) on "
+              f"{result['memory']['memory']}, layer by layer")
+        print(f"{'layer':>5}{'beats':>8}{'MACs':>12}{'busy':>9}{'mem wait':>9}{'fetch':>9}"
+              f"{'compute':>9}{'model':>9}{'error':>8}")
+        for e in chunk["per_layer"]:
+            print(f"{e['layer']:>5}{e['beats']:>8,}{e['macs']:>12,}{e['busy']:>9,}"
+                  f"{e['memory_wait']:>9,}{e['fetch_cycles']:>9,}{e['compute_cycles']:>9,}"
+                  f"{e['model_cycles']:>9,}{e['error']:>+8.1%}")
+        print(f"prefill/{mode}: model {chunk['model_cycles']:,} cycles against {chunk['busy']:,}"
+              f" ({chunk['error']:+.1%}; worst layer {chunk['max_abs_layer_error']:.1%}; memory "
+              f"wait {chunk['memory_wait_share']:.1%}; the engine at {chunk['utilization']:.3f} "
+              f"of its peak against the model's {result['model_utilization']})")
     return result
 
 

@@ -32,7 +32,7 @@ def cmd_rtl(args) -> int:
 
 
 def synth_block(config: Config, name: str, phase=lambda text: None):
-    """(synthesis result, summary with the 28 nm figures) of one block; `demo` shares it.
+    """(synthesis result, summary with the target node's figures) of one block; `demo` shares it.
     `phase`: told as each part starts (`run_block`)."""
     from ..blocks import get_block
     from ..synth.report import run_block, summarize
@@ -68,9 +68,9 @@ def cmd_synth(args) -> int:
     from ..support.progress import phases
     with phases(f"synth {args.block}", 2 if get_block(args.block).stimulus else 1) as phase:
         result, summary = synth_block(config, args.block, phase)
-    scaled = summary["scaled_28nm"]
+    scaled = summary["scaled"]
     if args.json:
-        print_json({**result.to_json(), "scaled_28nm": scaled})
+        print_json({**result.to_json(), "scaled": scaled})
         return 0
     _row("block", f"{result.top}  ({result.node})")
     _row("cells", f"{result.cells}  ({result.flip_flops} flip-flops)")
@@ -91,7 +91,7 @@ def cmd_synth(args) -> int:
     given = [f"{q} x{v:g}" for q, v in asdict(config.synth.scaling).items() if v is not None]
     how = f"scaled; set in synth.scaling: {', '.join(given)}" if given else \
         "scaled: docs/synthesis.md"
-    _row(f"28 nm, {scaled['vdd_v']} V", f"area {scaled['area_mm2']:.4g} mm2, fmax "
+    _row(f"{scaled['node_nm']} nm, {scaled['vdd_v']} V", f"area {scaled['area_mm2']:.4g} mm2, fmax "
          f"{scaled['fmax_hz'] / 1e6:.0f} MHz{energy}  ({how})")
     _row("cache", f"{'hit' if result.cached else 'miss'}  {result.work_dir}")
     return 0
@@ -129,10 +129,11 @@ def _synth_scale(args) -> int:
 
 
 def _memory(args, config: Config) -> dict:
-    """The bench memory `--memory` names (`sim.perf.ema_model.bench_memory`)."""
+    """The bench memory `--memory` names, in any case as the config's names are
+    (`sim.perf.ema_model.bench_memory`)."""
     from ..sim.perf.ema_model import bench_memory
     try:
-        return bench_memory(args.memory, config.platform)
+        return bench_memory(args.memory.lower(), config.platform)
     except ValueError as exc:
         raise InputError(f"--memory {args.memory}: {exc}") from None
 
@@ -357,8 +358,9 @@ def cmd_bench_top(args) -> int:
     host and from the DCU in the top (both job orders): cycles per pass by kind with the
     memory-wait / descriptor-wait / compute split, MACs per cycle, and the cycle file; the top
     with its PRU on a prefill chunk (the first bundled prompt's 16 tokens, all layers): cycles
-    per chunk-layer, the cycle file's `prefill` entry; then, on the latency memory, the first
-    step's draft passes on Icarus and Verilator, three runs each, for their wall times. All on
+    per chunk-layer, the cycle file's `prefill` entry; then, with --time-simulators (the latency
+    memory only), the first step's draft passes on Icarus and Verilator, three runs each, for
+    their wall times. All on
     the memory `--memory` names (a DRAM's files are cycles-<memory>.json, summary-<memory>.json).
     With --prompt or --trace: the user's decode step instead (`_bench_top_user`)."""
     from ..cocotb_tests.engine import TRACE_PROMPT
@@ -370,6 +372,12 @@ def cmd_bench_top(args) -> int:
     memory = _memory(args, config)
     if args.prompt is not None and args.trace is not None:
         raise InputError("--prompt and --trace both name the step to run: accepted one of the two")
+    on_dram = memory["memory"] != "latency"
+    if args.time_simulators and (on_dram or args.prompt is not None or args.trace is not None
+                                 or args.masks is not None):
+        raise InputError("--time-simulators times the bundled step's draft passes on the latency "
+                         "memory: accepted without --memory (or --memory latency), --prompt, "
+                         "--trace and --masks")
     if args.prompt is not None or args.trace is not None:
         return _bench_top_user(args, config, memory)
     if args.step is not None:
@@ -392,9 +400,8 @@ def cmd_bench_top(args) -> int:
     if not args.json:
         print(f"edgexpert bench top: {hw}, the whole decode step, {memory['memory']} memory, "
               f"verilator, seed {DEMO_SEED}", file=sys.stderr)
-    on_dram = memory["memory"] != "latency"
     runs = len(TOP_MASKS) * (1 if args.no_pauses else 2)
-    with phases("bench top", 3 if on_dram else 4) as phase:
+    with phases("bench top", 4 if args.time_simulators else 3) as phase:
         phase(f"the decode step: vectors, the top's Verilator build (minutes), {runs} runs")
         step = run_bench("bundled", "verilator", seed=DEMO_SEED, selection="step",
                          test_filter=_top_filter(list(TOP_MASKS), args.no_pauses), memory=memory,
@@ -404,14 +411,13 @@ def cmd_bench_top(args) -> int:
         prefill = run_prefill("bundled", "verilator", seed=DEMO_SEED,
                               test_filter="mode=none" if args.no_pauses else None, memory=memory)
         cycles["prefill"] = prefill_cycles(prefill.report)
-        # the simulators' wall times do not depend on the memory: measured on the latency
-        # memory's run only
-        if not on_dram:
+        # on request only: about five minutes of Icarus (docs/blocks/top.md, "Simulators")
+        if args.time_simulators:
             phase(f"the first step's draft passes on Icarus and Verilator, {SIMULATOR_RUNS} "
                   "runs each, for their wall times")
-        simulators = None if on_dram else _time_simulators(run_bench)
+        simulators = _time_simulators(run_bench) if args.time_simulators else None
         phase("writing the cycle file")
-    ratio = None if on_dram else simulators["icarus_over_verilator"]
+    ratio = simulators and simulators["icarus_over_verilator"]
     path = write_result(cycles, "bench", "top", _result_name("cycles", memory))
     summary = {"block": "top", "seed": DEMO_SEED, "hardware": hw, "memory": memory,
                "latency_cycles": cycles["latency_cycles"], "cycle_file": str(path),
@@ -436,7 +442,7 @@ def cmd_bench_top(args) -> int:
                 print(_dram_line(name, run["memory"]))
             for mode, run in cycles["prefill"].items():
                 print(_dram_line(f"prefill/{mode}", run["memory"]))
-        else:
+        if simulators:
             walls = {sim: simulators[sim]["simulation_s"] for sim in ("icarus", "verilator")}
             print(f"the first step's draft passes ({simulators['cycles']:,} cycles), simulation "
                   f"wall per run: icarus {walls['icarus']} s, verilator {walls['verilator']} s; "
@@ -649,9 +655,10 @@ def register(sub) -> None:
 def memory_option(p) -> None:
     from ..sim.perf.ema_model import BENCH_MEMORIES
     p.add_argument("--memory", default="latency", metavar="MEMORY",
-                   help=f"the AXI memory behind the RTL: {', '.join(BENCH_MEMORIES)} (default "
-                        "latency: fixed latency, one beat per cycle; lpddr4x / lpddr5: the DRAM "
-                        "model's timing at platform.clock_hz, docs/performance-model.md)")
+                   help=f"the AXI memory behind the RTL: {', '.join(BENCH_MEMORIES)}, in any "
+                        "case (default latency: fixed latency, one beat per cycle; lpddr4x / "
+                        "lpddr5: the DRAM model's timing at platform.clock_hz, "
+                        "docs/performance-model.md)")
 
 
 def register_bench(benches) -> None:
@@ -687,7 +694,8 @@ def register_bench(benches) -> None:
     p = benches.add_parser("top", parents=[settings_options(1)],
                            help="the accelerator top over a whole decode step on Verilator: "
                                 "cycles per pass by kind, memory wait and compute, MACs per "
-                                "cycle, Verilator vs Icarus wall time (minutes; build/bench/top/)")
+                                "cycle (--quick --memory lpddr4x: 9 to 21 minutes on 2 cores, "
+                                "as other work shares them; build/bench/top/)")
     # its own destination: `quick` would bring the studies' --quick settings (common.QUICK),
     # and decode.max_new_tokens changes the step's vectors
     p.add_argument("--quick", dest="no_pauses", action="store_true",
@@ -712,5 +720,9 @@ def register_bench(benches) -> None:
                           "bundled step's decode alone, as with --set model.name=fine (the "
                           "bundled step's prompt decoded by that model, the top at its shape)")
     memory_option(p)
+    p.add_argument("--time-simulators", action="store_true",
+                   help="also time the first step's draft passes on Icarus and Verilator, "
+                        f"{SIMULATOR_RUNS} runs each (about 5 more minutes; the latency "
+                        "memory's bundled step only)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_bench_top)

@@ -3,6 +3,7 @@ quality, a sweep, the estimate's sensitivity; and of the top bench: a step's tim
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 
@@ -169,9 +170,12 @@ def sensitivity_plot(sens: list[dict], path: Path, title: str) -> Path:
     return path
 
 
-#: the timeline's colours: the phases a layer waits in, and the pass kinds
+#: the timeline's colours: the phases a layer waits in, the pass kinds, and the top's counters
+#: per layer (the engine computing, the feeder waiting on memory)
 _PHASE_COLOURS = {"head": "tab:orange", "tail": "tab:red"}
 _KIND_COLOURS = {"draft": "tab:green", "verify": "tab:purple"}
+_COUNTER_LINES = {"compute": ("tab:olive", "-", "engine computing, share of the layer"),
+                  "memory_wait": ("tab:brown", (0, (1, 1.5)), "memory wait, share of the layer")}
 
 
 def timeline_plot(runs: dict[str, dict], path: Path, title: str) -> Path:
@@ -179,9 +183,12 @@ def timeline_plot(runs: dict[str, dict], path: Path, title: str) -> Path:
     stacked on one time axis from the first layer's first command): AXI beats per cycle in
     each bin (1.0 is the bus's roofline), each layer's head (before its first beat: commands,
     descriptors and the memory's latency, the engine waiting) and tail (after its last beat: the
-    engine finishing, the bus idle) shaded, and a band above with each pass coloured by kind, labelled where it is wide enough.
-    Each panel's title gives the run's split (docs/blocks/top.md, "Cycle file") and cycles per
-    beat. A fixed width and a fixed height per panel; repeatable PNG, as `tradeoff_plot`."""
+    engine finishing, the bus idle) shaded, per layer the share of its cycles the engine
+    computed and the feeder waited on memory (the top's COMPUTE and MEMORY_WAIT counters; the
+    engine's line only in files since it was recorded), and a band above with each pass
+    coloured by kind, labelled where it is wide enough. Each panel's title gives the run's split
+    (docs/blocks/top.md, "Cycle file") and cycles per beat. A fixed width and a fixed height per
+    panel; repeatable PNG, as `tradeoff_plot`."""
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
@@ -207,6 +214,14 @@ def timeline_plot(runs: dict[str, dict], path: Path, title: str) -> Path:
                        alpha=0.35, linewidth=0)
             ax.axvspan(end - e["tail"], end, ymax=0.72, color=_PHASE_COLOURS["tail"],
                        alpha=0.35, linewidth=0)
+        for key, (colour, style, _) in _COUNTER_LINES.items():
+            layers = [e for e in run["layers"] if key in e]
+            if layers:
+                # a layer's share drawn over its span; NaN breaks the line between layers
+                xs = [x for e in layers for x in (e["start"] - origin, e["end"] - origin, math.nan)]
+                ys = [y for e in layers
+                      for y in (*[e[key] / (e["end"] - e["start"])] * 2, math.nan)]
+                ax.plot(xs, ys, color=colour, linestyle=style, linewidth=1.1)
         for (start, end), kind in _passes(run["layers"], origin):
             # white edges: consecutive passes of a kind stay apart
             ax.axvspan(start, end, ymin=0.78, ymax=0.95, alpha=0.6, edgecolor="white",
@@ -221,7 +236,7 @@ def timeline_plot(runs: dict[str, dict], path: Path, title: str) -> Path:
         # 1.4: room above the roofline for the pass band
         ax.set_ylim(0, 1.4)
         ax.set_yticks([0, 0.5, 1.0])
-        ax.set_ylabel("beats/cycle", fontsize=8)
+        ax.set_ylabel("beats/cycle; share", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
         ax.tick_params(labelsize=7)
     axes[-1, 0].set_xlim(0, length)
@@ -235,9 +250,11 @@ def timeline_plot(runs: dict[str, dict], path: Path, title: str) -> Path:
                      label="head: before the layer's first beat"),
                Patch(color=_PHASE_COLOURS["tail"], alpha=0.35,
                      label="tail: after the layer's last beat")]
+    handles += [plt.Line2D([], [], color=colour, linestyle=style, linewidth=1.1, label=label)
+                for colour, style, label in _COUNTER_LINES.values()]
     handles += [Patch(color=colour, alpha=0.6, label=f"{kind} pass")
                 for kind, colour in _KIND_COLOURS.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.suptitle(textwrap.fill(title, 130), fontsize=9)
     # the legend's two rows take half an inch at the bottom whatever the number of panels
     fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 0.97))

@@ -44,15 +44,16 @@ def _synthesis(build: Path) -> list[str]:
                            build / "synth" / "report.json", "edgexpert synth --all")
     if report is None:
         return out
-    out += ["| block | cells | area 28 nm (mm2) | fmax 28 nm (MHz) | energy/op 28 nm | operation |",
-            "|---|---:|---:|---:|---:|---|"]
+    node = f"{report['scaling']['node_nm']} nm"
+    out += [f"| block | cells | area {node} (mm2) | fmax {node} (MHz) | energy/op {node} | "
+            "operation |", "|---|---:|---:|---:|---:|---|"]
     for name, block in sorted(report["blocks"].items()):
-        m, s = block["measured_180nm"], block["scaled_28nm"]
+        m, s = block["measured_180nm"], block["scaled"]
         energy = s.get("energy_per_op_j")
         out.append(f"| {name} | {m['cells']:,} | {s['area_mm2']:.4f} | {s['fmax_hz'] / 1e6:,.0f} | "
                    f"{'%.3g pJ' % (energy * 1e12) if energy else 'no stimulus'} | "
                    f"{s.get('operation') or m.get('operation') or ''} |")
-    out += ["", "Measured at 180 nm (osu018, Yosys + OpenSTA), scaled to 28 nm "
+    out += ["", f"Measured at 180 nm (osu018, Yosys + OpenSTA), scaled to {node} "
             "(docs/synthesis.md); the full report is build/synth/report.md.", "",
             describe(build / "synth" / "report.json"), ""]
     return out + _scaling(build)
@@ -139,9 +140,14 @@ def _timeline(folder: Path, summary: Path, report_dir: Path) -> list[str]:
            "head before its first AXI beat, bus with a beat, gaps between beats without one, "
            "tail after its last beat (docs/blocks/top.md, \"Cycle file\").", ""]
     for name, run in runs.items():
-        shares = run["split"]["shares"]
+        shares, span = run["split"]["shares"], run["split"]["span"]
+        # the top's counters over the same layers (the engine's since it was recorded)
+        counters = "".join(f"; {label} {sum(e[k] for e in run['layers']) / span:.1%}"
+                           for k, label in (("compute", "engine computing"),
+                                            ("memory_wait", "memory wait"))
+                           if all(k in e for e in run["layers"]))
         out.append(f"- {name}: " + ", ".join(f"{k} {shares[k]:.1%}" for k in SPLIT_PARTS)
-                   + f" of {run['split']['span']:,} cycles; {run['cycles_per_beat']:.3f} "
+                   + f" of {span:,} cycles{counters}; {run['cycles_per_beat']:.3f} "
                    "cycles per beat")
     out += ["", "| run | kind | layers | " + " | ".join(SPLIT_PARTS) + " | "
             + " | ".join(f"{k} share" for k in SPLIT_PARTS) + " |",
@@ -154,8 +160,8 @@ def _timeline(folder: Path, summary: Path, report_dir: Path) -> list[str]:
     stem = "-".join(filter(None, ["timeline", *rel.parent.parts,
                                   rel.stem.removeprefix("cycles").lstrip("-")]))
     plot = timeline_plot(runs, report_dir / f"{stem}.png",
-                         f"edgexpert bench top: AXI beats per cycle and each layer's head and "
-                         f"tail, {rel}")
+                         f"edgexpert bench top: AXI beats per cycle, each layer's head and "
+                         f"tail, engine computing and memory wait, {rel}")
     return out + ["", f"![the step's timeline, {rel}]({plot.name})", ""]
 
 
@@ -199,6 +205,12 @@ def _calibration(config) -> list[str]:
             error = r["model_error"] if name == "top" else r["error"]
             out.append(f"| {_comparison(name)} | {run} | {rtl:,} | {r['model_cycles']:,} | "
                        f"{error:+.1%} |")
+        # a DRAM memory's prefill chunk, priced by the pass model as its decode passes are
+        # (the latency memory's `top` prices its chunk by compute alone, per chunk-layer)
+        dram_prefill = result.get("prefill", {}) if name.startswith("top_") else {}
+        for mode, chunk in dram_prefill.items():
+            out.append(f"| {_comparison(name)} | prefill/{mode} | {chunk['busy']:,} | "
+                       f"{chunk['model_cycles']:,} | {chunk['error']:+.1%} |")
     tolerance = next((r["tolerance"] for n, r in results.items() if n.startswith("ema")), None)
     out += ["", "Errors are model / RTL - 1"
             + ("" if tolerance is None else

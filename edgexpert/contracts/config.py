@@ -44,7 +44,7 @@ def _float(lo: float, hi: float, default: float, doc: str):
 def _factor(doc: str):
     """A scaling factor from 180 nm to the target node, or None: derived from the published
     equations (synth/scaling.py). Above 1 would make the target node worse than 180 nm; the
-    derived factors (x0.0081 and up at 0.7..1.0 V) lie far above the lower bound."""
+    derived factors (x0.0051 and up: energy at 22 nm, 0.7 V) lie far above the lower bound."""
     return field(default=None, metadata={"range": (0.0001, 1.0), "doc": doc})
 
 
@@ -245,18 +245,27 @@ class PolicyConfig:
                                    "run (golden/integer/int_encoder.py)")
 
 
+#: the target nodes synth/ scales to: where CACTI 7 has technology files to interpolate between
+#: (22..180 nm, its parameter.cc `find_upper_and_lower_tech`) and Stillmaker & Baas's rows
+#: (synth/scaling.py) have a nominal supply near `target_vdd_v`'s 0.7..1.0 V (65 nm bulk 1.1 V;
+#: 90 nm's 1.2 V and above are left out)
+TARGET_NODE_RANGE_NM = (22, 65)
+
+
 @dataclass(frozen=True)
 class ScalingConfig:
-    """Factors from the measured osu018 180 nm, 1.8 V figures to 28 nm (synth/scaling.py). Each
-    is null by default: derived from Stillmaker & Baas 2017 (Integration 58, 74-81), interpolated
-    between its 32 nm and 20 nm rows at `synth.target_vdd_v` (1.0 V: area x0.0200, delay
-    x0.1375, energy x0.0173). A number replaces the derived factor, e.g. to try another source's
-    (docs/synthesis.md lists some). The memories are CACTI runs at 28 nm and are not scaled."""
-    area: float | None = _factor("area factor (null: Stillmaker & Baas, x0.0200)")
+    """Factors from the measured osu018 180 nm, 1.8 V figures to `synth.target_node_nm`
+    (synth/scaling.py). Each is null by default: derived from Stillmaker & Baas 2017
+    (Integration 58, 74-81), interpolated between its rows around the node at
+    `synth.target_vdd_v` (28 nm, 1.0 V: area x0.0200, delay x0.1375, energy x0.0173). A number
+    replaces the derived factor, e.g. to try another source's (docs/synthesis.md lists some).
+    The memories are CACTI runs at the target node and are not scaled."""
+    area: float | None = _factor("area factor (null: Stillmaker & Baas, x0.0200 at 28 nm)")
     delay: float | None = _factor("delay factor; fmax is divided by it (null: Stillmaker & "
-                                  "Baas at synth.target_vdd_v, x0.1375 at 1.0 V)")
+                                  "Baas at synth.target_vdd_v, x0.1375 at 28 nm, 1.0 V)")
     energy: float | None = _factor("energy per operation factor, leakage included (null: "
-                                   "Stillmaker & Baas at synth.target_vdd_v, x0.0173 at 1.0 V)")
+                                   "Stillmaker & Baas at synth.target_vdd_v, x0.0173 at 28 nm, "
+                                   "1.0 V)")
 
 
 @dataclass(frozen=True)
@@ -272,8 +281,11 @@ class SynthConfig:
                                      "values the activity evaluation cannot compute")
     activity_operands: str = _choice(("uniform", "gaussian"), "uniform", "distribution of the "
                                      "stimulus's int8/int4 operands (sim/stimuli/common.py)")
-    target_vdd_v: float = _float(0.7, 1.0, 1.0, "supply voltage of the 28 nm node the 180 nm "
-                                 "figures are scaled to (EdgeXpert: 1.0 V)")
+    target_node_nm: int = _int(*TARGET_NODE_RANGE_NM, 28, "technology node the 180 nm figures "
+                               "are scaled to and CACTI models the memories at (EdgeXpert: "
+                               "Samsung 28 nm FDSOI)")
+    target_vdd_v: float = _float(0.7, 1.0, 1.0, "supply voltage of the target node "
+                                 "(EdgeXpert: 1.0 V)")
     clock_gating: bool = _bool(False, "gate the clock of every group of enable flip-flops "
                                "(synth/clock_gating.py), as a commercial flow does")
     clock_gating_min_bits: int = _int(1, 1024, 4, "the smallest group of flip-flops sharing "

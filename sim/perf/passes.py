@@ -60,9 +60,9 @@ ACTIVATION_VECTORS_PER_LAYER = 8
 DEFAULT_COSTS = {
     "mac_lane.energy_per_mac": (
         318e-15, "docs/synthesis.md: the 64-pair mac_lane at 28 nm, 1.0 V (318 fJ per MAC)"),
-    "sram_28nm.read_energy_per_bit.512KiB": (
+    "sram.read_energy_per_bit.512KiB": (
         0.236e-12, "docs/synthesis.md: CACTI 7, 512 KiB at 28 nm (0.236 pJ/bit read)"),
-    "sram_28nm.write_energy_per_bit.512KiB": (
+    "sram.write_energy_per_bit.512KiB": (
         0.252e-12, "docs/synthesis.md: CACTI 7, 512 KiB at 28 nm (0.252 pJ/bit write)"),
 }
 
@@ -254,50 +254,90 @@ def calibrate_dram_passes(cycle_file: dict, layout: WeightLayout, coalescing_rat
     by pass, on the RTL's own platform: the bench memory's clock and DRAM, the engine's peak MACs
     per cycle, the EMA's bus and weight buffer as the SRAM. A pass's bytes are its EMA beats
     (weights and scale blocks), read as expert bytes with every channel (`naive_sd`) or the
-    `coalescing_ratio` share (EdgeXpert's masks). Errors are model / measured - 1; by kind and
-    per run the sums' ratio. Raises ValueError on a cycle file of the latency memory."""
+    `coalescing_ratio` share (EdgeXpert's masks). The prefill chunk (the file's `prefill`
+    entry, when it has one) is priced layer by layer the same way, a prefill pass of the chunk's
+    tokens on whole experts (the PRU's fetch list), in `prefill` per pause mode. Errors are
+    model / measured - 1; by kind, per run and per chunk the sums' ratio. Raises ValueError on a
+    cycle file of the latency memory."""
     memory = cycle_file.get("memory", {"memory": "latency"})
     if memory["memory"] == "latency":
         raise ValueError("the cycle file is the latency memory's: accepted a cycle file of a "
                          "DRAM memory (`edgexpert bench top --memory lpddr4x`)")
-    ema = cycle_file["hardware"]["ema"]
     clock_hz = memory["clock_hz"]
     runs = {}
     for name, run in sorted(cycle_file["runs"].items()):
-        platform = PlatformConfig(
-            clock_hz=clock_hz, macs=run["peak_macs_per_cycle"], mac_clusters=1,
-            sram_bytes=ema["buffer_bytes"], sram_banks=ema["buffer_banks"],
-            ema_bus_bits=ema["data_width"], ema_outstanding=ema["outstanding"],
-            compute_utilization=utilization, dram=DramConfig(**memory["dram"]))
-        coster = PassCoster(platform, layout, cost_table={})
+        coster = _rtl_coster(cycle_file, layout, run["peak_macs_per_cycle"], utilization)
         ratio = 1.0 if run["masks"] == "naive_sd" else coalescing_ratio
-        passes = []
-        for p in run["passes"]:
-            cost = coster.cost(Pass(_TRACE_KINDS[p["kind"]], p["tokens"],
-                                    p["beats"] * ema["data_width"] // 8, 0, 0, 0,
-                                    {"expert": p["macs"]}, expert_channel_ratio=ratio))
-            model = cost.time_s * clock_hz
-            passes.append({**{k: p[k] for k in ("prompt", "pass", "kind", "tokens", "beats",
-                                                "macs", "busy", "memory_wait", "compute")},
-                           "model_cycles": round(model),
-                           "fetch_cycles": round(cost.fetch_s * clock_hz),
-                           "compute_cycles": round(cost.compute_s * clock_hz),
-                           "error": round(model / p["busy"] - 1, 4)})
+        passes = [{**{k: p[k] for k in ("prompt", "pass", "kind", "tokens", "beats", "macs",
+                                         "busy", "memory_wait", "compute")},
+                   **_priced(coster, clock_hz, _TRACE_KINDS[p["kind"]], p, ratio)}
+                  for p in run["passes"]]
         kinds = {}
         for kind in sorted({p["kind"] for p in passes}):
-            ps = [p for p in passes if p["kind"] == kind]
-            busy = sum(p["busy"] for p in ps)
-            kinds[kind] = {"passes": len(ps), "busy": busy,
-                           "model_cycles": sum(p["model_cycles"] for p in ps),
-                           "error": round(sum(p["model_cycles"] for p in ps) / busy - 1, 4),
-                           "memory_wait_share": round(sum(p["memory_wait"] for p in ps)
-                                                      / busy, 4)}
+            kinds[kind] = {"passes": sum(p["kind"] == kind for p in passes),
+                           **_summed([p for p in passes if p["kind"] == kind])}
         model = sum(p["model_cycles"] for p in passes)
         runs[name] = {"cycles": run["cycles"], "model_cycles": model,
                       "error": round(model / run["cycles"] - 1, 4),
                       "max_abs_pass_error": max(abs(p["error"]) for p in passes),
                       "by_kind": kinds, "passes": passes}
-    return {"memory": memory, "model_utilization": utilization, "runs": runs}
+    out = {"memory": memory, "model_utilization": utilization, "runs": runs}
+    if cycle_file.get("prefill") and runs:
+        # the PRU's chunk runs on the decode runs' engine: their peak
+        coster = _rtl_coster(cycle_file, layout, next(iter(cycle_file["runs"].values()))
+                             ["peak_macs_per_cycle"], utilization)
+        out["prefill"] = {}
+        for mode, chunk in sorted(cycle_file["prefill"].items()):
+            layers = [{"layer": e["layer"], "tokens": chunk["tokens"],
+                       **{k: e[k] for k in ("beats", "macs", "busy", "memory_wait", "compute")},
+                       **_priced(coster, clock_hz, "prefill", {**e, "tokens": chunk["tokens"]},
+                                 1.0)}
+                      for e in chunk["per_layer"]]
+            out["prefill"][mode] = {
+                "tokens": chunk["tokens"], "layers": len(layers), **_summed(layers),
+                "utilization": round(sum(e["macs"] for e in layers)
+                                     / (sum(e["busy"] for e in layers) * coster.platform.macs),
+                                     4),
+                "max_abs_layer_error": max(abs(e["error"]) for e in layers),
+                "per_layer": layers}
+    return out
+
+
+def _rtl_coster(cycle_file: dict, layout: WeightLayout, peak_macs: int,
+                utilization: float) -> PassCoster:
+    """A `PassCoster` on the platform a DRAM cycle file's RTL ran on: its memory's clock and
+    DRAM, the engine's `peak_macs` a cycle, the EMA's bus, outstanding reads and weight buffer
+    (as the SRAM), compute at `utilization`; no cost table (only time is compared)."""
+    ema, memory = cycle_file["hardware"]["ema"], cycle_file["memory"]
+    platform = PlatformConfig(
+        clock_hz=memory["clock_hz"], macs=peak_macs, mac_clusters=1,
+        sram_bytes=ema["buffer_bytes"], sram_banks=ema["buffer_banks"],
+        ema_bus_bits=ema["data_width"], ema_outstanding=ema["outstanding"],
+        compute_utilization=utilization, dram=DramConfig(**memory["dram"]))
+    return PassCoster(platform, layout, cost_table={})
+
+
+def _priced(coster: PassCoster, clock_hz: float, kind: str, measured: dict,
+            ratio: float) -> dict:
+    """The model's cycles for a measured pass or chunk-layer (`beats` on the EMA's bus,
+    `macs`, `tokens`) of pass `kind` with `ratio` of each matrix's channels: total, fetch and
+    compute, and the error against its `busy` cycles."""
+    bus_bytes = coster.platform.ema_bus_bits // 8
+    cost = coster.cost(Pass(kind, measured["tokens"], measured["beats"] * bus_bytes, 0, 0, 0,
+                            {"expert": measured["macs"]}, expert_channel_ratio=ratio))
+    model = cost.time_s * clock_hz
+    return {"model_cycles": round(model), "fetch_cycles": round(cost.fetch_s * clock_hz),
+            "compute_cycles": round(cost.compute_s * clock_hz),
+            "error": round(model / measured["busy"] - 1, 4)}
+
+
+def _summed(entries: list[dict]) -> dict:
+    """Busy and model cycles summed over passes or chunk-layers, the sums' error and the share
+    of the busy cycles waiting on memory."""
+    busy = sum(e["busy"] for e in entries)
+    model = sum(e["model_cycles"] for e in entries)
+    return {"busy": busy, "model_cycles": model, "error": round(model / busy - 1, 4),
+            "memory_wait_share": round(sum(e["memory_wait"] for e in entries) / busy, 4)}
 
 
 def calibrate_prefill(cycle_file: dict, model_experts: float, utilization: float) -> dict:
@@ -393,9 +433,9 @@ class PassCoster:
         weight_bytes = p.fetch_bytes - p.kv_write_bytes + p.resident_bytes
         c = self.costs
         sram_j = 8 * ((p.fetch_bytes + activation_bytes)
-                      * c["sram_28nm.write_energy_per_bit.512KiB"]
+                      * c["sram.write_energy_per_bit.512KiB"]
                       + (weight_bytes + activation_bytes)
-                      * c["sram_28nm.read_energy_per_bit.512KiB"])
+                      * c["sram.read_energy_per_bit.512KiB"])
         dram_j = (p.expert_bytes * expert[1] + other * self.seq[1]
                   + self.seq[2] * time_s)
         energy = {"dram": dram_j, "sram": sram_j,
