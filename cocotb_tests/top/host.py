@@ -6,11 +6,11 @@ host forms the engine's groups (naive: each chosen expert with up to `candidates
 (token, slot) choices; EdgeXpert: the same within each depth group), packs them into EMA steps
 that fit the slots and the buffer, and sends per step either (host masks) a NEW_STEP, then per
 group its two descriptors (GATE_UP, DOWN, with the scale blocks and the group's masks), the
-GATE_UP one group ahead (GU(g+1) and D(g) before g's CAND and X beats, as the DCU's `ahead`);
+GATE_UP `HOST_LEAD` groups ahead (GU(g+1) and D(g) before g's CAND and X beats at 1);
 or (the DCU's masks) per group a GATE_UP job (its route and its inputs as data beats; the
 step's first asks for the NEW_STEP) and a DOWN job's header
-and prune words, with DCU_CAND beats, in the order `ahead` (GU(g+1) and D(g) before g's CAND and
-X) or `inline` (GU(g), D(g), then g's CAND and X). At the end a FLUSH of each token slot. Knows
+and prune words, with DCU_CAND beats, in the order `ahead` (GU(g + DCU_LEAD) and D(g) before
+g's CAND and X) or `inline` (GU(g), D(g), then g's CAND and X): `fetch_order`. At the end a FLUSH of each token slot. Knows
 the contracts and the top's payload layouts, never the RTL's arithmetic.
 
 The steps are packed on the reference's selection in both mask modes, so both fetch alike (a
@@ -35,7 +35,16 @@ from edgexpert.hw.engine.layouts import cand_layout, flush_layout, x_layout
 from edgexpert.hw.top import command_layout
 from edgexpert.hw.top.layouts import data_item_layout, route_item_layout
 
-__all__ = ["Group", "Batch", "expert_groups", "plan_batches", "batch_commands", "expected_outputs"]
+__all__ = ["Group", "Batch", "expert_groups", "plan_batches", "batch_commands", "expected_outputs",
+           "fetch_order", "HOST_LEAD", "DCU_LEAD"]
+
+#: GATE_UP descriptors the host sends ahead of a group's DOWN with its own masks, and GATE_UP
+#: jobs ahead of a DOWN job in the DCU's `ahead` order, as measured best (`edgexpert bench top
+#: --quick`, docs/blocks/top.md, Cycles): the host's masks 190,398 cycles at 1, 196,592 at 2;
+#: the DCU's 224,615 at 1, 205,944 at 2 (a DOWN job waits for its group's hidden vectors, and
+#: the GATE_UP jobs ahead of it keep the bus busy meanwhile)
+HOST_LEAD = 1
+DCU_LEAD = 2
 
 
 @dataclass
@@ -192,15 +201,14 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
             for s in range(len(batch.rows))]
     for step in batch.steps:
         beats.append(_beat(lay, TopOp.EMA, new_step_command()))
-        beats += descriptor(step[0], Matrix.GATE_UP)
-        for n, i in enumerate(step):
-            # the next group's GATE_UP goes ahead of this group's DOWN (within the step): the
-            # feeder walks the EMA's completions in order, so the GATE_UP array takes the next
-            # group's columns while this group's hidden vectors are made, and the DOWN columns
-            # follow when they can be used (docs/blocks/top.md, "Order of the fetches")
-            if n + 1 < len(step):
-                beats += descriptor(step[n + 1], Matrix.GATE_UP)
-            beats += descriptor(i, Matrix.DOWN) + inputs(i)
+        # the next groups' GATE_UPs go ahead of this group's DOWN (within the step): the bus
+        # fetches them while this group's hidden vectors are made (docs/blocks/top.md, "Order
+        # of the fetches")
+        for kind, n in fetch_order(len(step), HOST_LEAD):
+            if kind == "gate_up":
+                beats += descriptor(step[n], Matrix.GATE_UP)
+            else:
+                beats += descriptor(step[n], Matrix.DOWN) + inputs(step[n])
     beats += [_beat(lay, TopOp.FLUSH, eng["flush"].const(flush_item(s, tokens)).as_bits())
               for s in range(len(batch.rows))]
     return beats
@@ -243,17 +251,24 @@ def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
         for n, i in enumerate(step):
             made.append(jobs(i, n == 0, tag))
             tag += 2
-        for n, i in enumerate(step):
-            if order == "inline":
-                beats += made[n][0] + made[n][1]
+        for kind, n in fetch_order(len(step), 0 if order == "inline" else DCU_LEAD):
+            if kind == "gate_up":
+                beats += made[n][0]
             else:
-                if n == 0:
-                    beats += made[0][0]
-                if n + 1 < len(step):
-                    beats += made[n + 1][0]
-                beats += made[n][1]
-            beats += inputs(i)
+                beats += made[n][1] + inputs(step[n])
     return beats
+
+
+def fetch_order(groups: int, lead: int) -> list[tuple[str, int]]:
+    """A step's order with `lead` GATE_UPs ahead: ("gate_up", g) for group g's GATE_UP, ("down",
+    g) for its DOWN and then its CAND and X. GU(0..lead-1) first; then per group g: GU(g + lead),
+    D(g) and g's inputs. `lead` 0 is `inline` (GU(g), D(g), g's inputs)."""
+    order = [("gate_up", g) for g in range(min(lead, groups))]
+    for g in range(groups):
+        if g + lead < groups or lead == 0:
+            order.append(("gate_up", g + lead))
+        order.append(("down", g))
+    return order
 
 
 def expected_outputs(values, batch: Batch, word_bits: int) -> dict[str, list]:
