@@ -29,6 +29,7 @@ from edgexpert.hw.engine import ExpertEngine
 
 def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pressure: float,
                max_cycles: int = 200_000, reset_after: int | None = None,
+               hold: tuple[str, int, int] | None = None,
                ) -> tuple[dict[str, list[int]], int, dict[str, list[int]]]:
     """Drive every input queue and drain every output, each stream paused with probability
     `pressure` per cycle; the flushes go only after every expert output arrived, or, with
@@ -37,8 +38,10 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
     group, the cycle its last candidate was taken (`start`) and its last expert output left
     (`end`), and the cycle each token's last MoE beat left (`flushed`). With `reset_after` = k: once k expert outputs are out (groups in flight, sums
     half combined), a reset of 2 cycles, then every input again from the start; what came out
-    before the reset is dropped."""
+    before the reset is dropped. `hold` = (output, k, n): that output not ready for n cycles once
+    k of its items are out."""
     rng = random.Random(seed)
+    held = []                # the cycle the hold began
     queues = {name: deque(inputs.get(name, [])) for name in INPUTS}
     expected_out = len(inputs["_expert_out_count"])
     got = {name: [] for name in OUTPUTS}
@@ -79,8 +82,11 @@ def run_engine(engine: ExpertEngine, inputs: dict[str, list[int]], seed: int, pr
                     ctx.set(port.payload.as_value(), queues[name][0])
                 else:
                     ctx.set(port.valid, 0)
+            if hold is not None and not held and len(got[hold[0]]) >= hold[1]:
+                held.append(cycle)
             for name in OUTPUTS:
-                ctx.set(getattr(engine, name).ready, rng.random() >= pressure)
+                holding = bool(held) and name == hold[0] and cycle < held[0] + hold[2]
+                ctx.set(getattr(engine, name).ready, not holding and rng.random() >= pressure)
             for name in INPUTS:
                 port = getattr(engine, name)
                 if offered[name] and ctx.get(port.ready):
@@ -230,6 +236,29 @@ def test_flushes_queue_behind_their_groups(pressure):
     check_outputs(got, want, layouts(d_model, ffn, cands, word_bits, slots))
     if pressure == 0:
         assert marks["start"][6] < marks["flushed"][slots - 1], marks
+
+
+@pytest.mark.parametrize("after", [0, 10])
+def test_the_down_array_keeps_a_hidden_scale_per_group_it_holds(after):
+    """The DOWN array holds the hidden vectors of more groups than the one draining, the one
+    multiplying and the one loading: with its outputs held (expert_out not ready for 3,000
+    cycles, as when the host or the combine is slow) the first group stops in its drain
+    (`after` = 0: at its first output; 10 of its 15: with its last sum in the drain's register
+    and the requantizer's pipeline full, so the next group is handed over and drains too), the
+    next one's MAC ends and waits to hand its sums over (its input bank free again), and the
+    groups after it load into the two banks: four groups' hidden scales held, five with
+    `after` = 10. Each group is requantized with its own: with room for three (H_QUEUE = 3
+    before issue 28's fix) the fourth group's record was dropped and it took the third's scale
+    (the top bench's DCU run at DCU_LEAD = 3: one group's expert_out wrong); with four, the
+    `after` = 10 case still failed."""
+    d_model, ffn, cands, lanes, word_bits, slots = 10, 3, 3, 2, 32, 4
+    seed = 20261228
+    inputs, want = random_groups(d_model, ffn, cands, word_bits, slots, seed)
+    engine = ExpertEngine(d_model, ffn, cands, lanes, word_bits, slots)
+    got, _, marks = run_engine(engine, inputs, seed, 0.0, hold=("expert_out", after, 3000))
+    check_outputs(got, want, layouts(d_model, ffn, cands, word_bits, slots))
+    # the hold came while the first group drained, after the fifth group was taken
+    assert marks["start"][4] < marks["end"][0] and marks["end"][0] > 3000, marks
 
 
 @pytest.mark.parametrize("kwargs, message", [

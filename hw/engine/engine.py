@@ -27,9 +27,14 @@ X_QUEUE = 3
 #: DOWN drain), the one in the DOWN MAC, the one draining its GATE_UP into the quantizer (and the
 #: DOWN inputs), the one in the GATE_UP MAC and the one loading
 GROUP_QUEUE = 5
-#: groups whose hidden scales are held: the one in the DOWN drain, the one in the DOWN MAC and
-#: the one loading meanwhile
-H_QUEUE = 3
+#: groups whose hidden scales are held, from their last DOWN input to their last DOWN sum: the
+#: DOWN array holds up to five (the one whose last sum waits to be taken, the one draining or
+#: waiting to drain, the one whose MAC ended and waits to hand its sums over (its input bank
+#: free again) and one in each input bank), and nothing stops its inputs when this queue is
+#: full, so it holds as many as the engine takes (GROUP_QUEUE; three, before issue 28, dropped
+#: the fourth group's record when the outputs were slow, and that group was requantized with
+#: the scale of the group before it)
+H_QUEUE = GROUP_QUEUE
 #: a flush's ticket counts groups modulo 2**TICKET_BITS: at most GROUP_QUEUE are taken and not
 #: yet combined, so equal tickets are unambiguous
 TICKET_BITS = GROUP_QUEUE.bit_length() + 1
