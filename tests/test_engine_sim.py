@@ -242,7 +242,8 @@ def test_flushes_queue_behind_their_groups(pressure):
 def test_the_down_array_keeps_a_hidden_scale_per_group_it_holds(after):
     """The DOWN array holds the hidden vectors of more groups than the one draining, the one
     multiplying and the one loading: with its outputs held (expert_out not ready for 3,000
-    cycles, as when the host or the combine is slow) the first group stops in its drain
+    cycles; in the top a drain of four candidates behind groups of one did the same) the first
+    group stops in its drain
     (`after` = 0: at its first output; 10 of its 15: with its last sum in the drain's register
     and the requantizer's pipeline full, so the next group is handed over and drains too), the
     next one's MAC ends and waits to hand its sums over (its input bank free again), and the

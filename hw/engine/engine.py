@@ -32,8 +32,8 @@ GROUP_QUEUE = 5
 #: waiting to drain, the one whose MAC ended and waits to hand its sums over (its input bank
 #: free again) and one in each input bank), and nothing stops its inputs when this queue is
 #: full, so it holds as many as the engine takes (GROUP_QUEUE; three, before issue 28, dropped
-#: the fourth group's record when the outputs were slow, and that group was requantized with
-#: the scale of the group before it)
+#: the fourth group's record when a drain outlasted the next group's DOWN MAC (four candidates
+#: behind one, or slow outputs), and that group was requantized with the previous one's scale)
 H_QUEUE = GROUP_QUEUE
 #: a flush's ticket counts groups modulo 2**TICKET_BITS: at most GROUP_QUEUE are taken and not
 #: yet combined, so equal tickets are unambiguous
