@@ -277,12 +277,14 @@ class WholeOnReject(wiring.Component):
     DESCRIPTOR (tag, layer, expert, matrix, scales from the header) and ceil(C / 32) MASK words
     selecting every one of its C channels (docs/blocks/top.md, "A rejected DCU job").
 
-    `jobs`: each job's descriptor fields, in the order the jobs enter the DCU; one is read per
-    job, as the DCU's DESCRIPTOR leaves or with the substitute's last MASK word. `rejected`: the DCU's
-    rejections (one cycle each, nothing to acknowledge). The DCU answers its jobs in order, a
-    rejection only after the commands of every job before it have been taken, so the oldest
-    unanswered record is the rejected job's; the DCU's next commands wait while a substitute
-    is owed. Up to `pending` rejections may be owed at once (the jobs in the DCU)."""
+    `jobs`: each job's descriptor fields, in the order the jobs enter the DCU, each there before
+    the DCU answers its job (the top queues it as the job's header enters the DCU); one is read
+    per job, as the DCU's DESCRIPTOR leaves or with the substitute's last MASK word.
+    `rejected`: the DCU's rejections (one cycle each, nothing to acknowledge). The DCU answers
+    its jobs in order, a rejection only after the commands of every job before it have been
+    taken, so the oldest unanswered record is the rejected job's; the DCU's next commands wait
+    while a substitute is owed (a DCU word already offered is passed first: the stream rule).
+    Up to `pending` rejections may be owed at once (the jobs in the DCU)."""
 
     def __init__(self, gate_up_channels: int, down_channels: int, pending: int):
         self._channels = (gate_up_channels, down_channels)
