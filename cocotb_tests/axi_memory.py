@@ -161,6 +161,11 @@ class LatencyAxiRam(Memory):
     def errors(self) -> dict:
         return self.read_if.errors
 
+    @property
+    def bursts(self) -> int:
+        """Bursts accepted since the last reset: the next one's index in `errors`."""
+        return self.read_if._count
+
     def set_latency(self, latency: int):
         self.read_if.latency = latency
 

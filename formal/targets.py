@@ -10,6 +10,7 @@ from typing import Callable
 
 from ..contracts.weight_layout import WeightLayout
 from ..hw.dcu import Dcu
+from ..hw.top.feedback import WholeOnReject
 from ..support.tools import build_root
 from .ema import EMA_MUTANTS, EmaReadMasterCheck
 from .rules import PropertyWrapper
@@ -51,6 +52,16 @@ def _dcu(check=None, mutant=None):
     return StreamRulesCheck(Dcu(**DCU_PARAMS), check=check)
 
 
+#: the top's stand-in for rejected DCU jobs at DCU_PARAMS' channels, two rejections owed at most
+WHOLE_PARAMS = {"gate_up_channels": 32, "down_channels": 32, "pending": 2}
+
+
+def _whole(check=None, mutant=None):
+    # the DCU's `rejected` is free here: any pulse in any cycle, also where the DCU never
+    # rejects (while a command of it waits)
+    return StreamRulesCheck(WholeOnReject(**WHOLE_PARAMS), check=check)
+
+
 TARGETS = {
     "ema": Target("ema", "EmaController: its AXI4 read master and its completion stream",
                   _ema, EmaReadMasterCheck.SETS,
@@ -59,6 +70,9 @@ TARGETS = {
                    **EMA_PARAMS}, EMA_MUTANTS),
     "dcu": Target("dcu", "Dcu: its EMA command stream", _dcu, StreamRulesCheck.SETS,
                   DCU_PARAMS),
+    "whole_on_reject": Target("whole_on_reject", "WholeOnReject (the top's DCU path): the EMA "
+                              "commands for the DCU's and a rejected job's", _whole,
+                              StreamRulesCheck.SETS, WHOLE_PARAMS),
 }
 
 

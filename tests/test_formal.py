@@ -63,6 +63,16 @@ def test_dcu_command_stream_holds():
     assert steps and unreached == 0, (steps, unreached)
 
 
+def test_whole_on_reject_command_stream_holds():
+    """The top's stand-in for a rejected DCU job keeps the stream rule whatever the rejections'
+    timing, and its commands can be taken (issue 28; the cover is reached at step 0, a DCU
+    word passed through, which the summary prints without its step number)."""
+    results = prove("whole_on_reject", CI_DEPTH)
+    assert not _failures(results)
+    result, _, unreached = cover("whole_on_reject", CI_DEPTH)
+    assert result.passed and unreached == 0
+
+
 class _Dropper(wiring.Component):
     """A producer that breaks the stream rule: it offers an item for one cycle and withdraws
     it whether taken or not."""

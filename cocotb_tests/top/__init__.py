@@ -21,11 +21,13 @@ from edgexpert.hw.emit import Design
 from edgexpert.hw.top import AcceleratorTop, top_parameters
 from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
-__all__ = ["BENCH_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
+__all__ = ["BENCH_MODULE", "FUZZ_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
            "prepare_masked", "prompt_vectors", "trace_vectors", "run_name", "step_rows",
-           "check_hardware", "bench_tests", "run_bench", "prefill_hardware", "run_prefill"]
+           "check_hardware", "bench_tests", "run_bench", "run_fuzz", "prefill_hardware",
+           "run_prefill"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
+FUZZ_MODULE = "edgexpert.cocotb_tests.top.fuzz"
 PREFILL_MODULE = "edgexpert.cocotb_tests.top.prefill_bench"
 
 #: hardware sets besides "bundled" (the configuration's: 256 KiB buffer, 48 outstanding, 32
@@ -221,6 +223,37 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
                               "latency": LATENCY, "memory": memory or {"memory": "latency"}},
                       simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
                       progress_total=progress_total)
+
+
+def run_fuzz(sequences: int, seed: int = 20261203, case: str = "ci",
+             simulator: str | None = "verilator", directed: str | None = None,
+             known_hangs: bool = False, waves: bool | None = None) -> SimResult:
+    """The top fuzz bench (fuzz.py) on `sequences` random sequences drawn from `seed`
+    (fuzz_vectors.py; `known_hangs`: with the faults that hang the feeder today), on hardware
+    set `case`. `directed` instead: "dcu_rejects" (issue 28's rejected DCU jobs) or a
+    `FEEDER_HANGS` kind (its shortest case). The build is the top bench's on the same case
+    (`run_bench`'s folder: one Verilator build serves both)."""
+    from .fuzz_vectors import directed_sequences, feeder_hang_sequences, write_sequences
+
+    hw = hardware(case)
+    files = prepare_vectors()
+    trace = read_trace(Path(files["trace"]))
+    folder = build_root() / "bench" / "top"
+    if directed == "dcu_rejects":
+        vectors = directed_sequences(trace, hw, seed, folder / f"fuzz-directed-{seed}.json")
+    elif directed is not None:
+        vectors = feeder_hang_sequences(trace, hw, directed, folder / f"fuzz-{directed}.json")
+    else:
+        hangs = "-hangs" if known_hangs else ""
+        vectors = write_sequences(trace, hw, sequences, seed,
+                                  folder / f"fuzz-{case}-{seed}-{sequences}{hangs}.json",
+                                  known_hangs=known_hangs)
+    top = Design(AcceleratorTop, (trace.layout,), hw)
+    return run_cocotb(top, toplevel="accelerator_top", test_module=FUZZ_MODULE,
+                      case=f"{case}-ci", params={**hw, **files, "vectors": str(vectors),
+                                                 "latency": LATENCY,
+                                                 "memory": {"memory": "latency"}},
+                      simulator=simulator, seed=seed, waves=waves)
 
 
 def prefill_hardware(case: str, trace) -> dict:

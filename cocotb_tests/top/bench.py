@@ -38,7 +38,8 @@ from edgexpert.cocotb_tests.top.harness import (check_no_rejects, command_stream
                                                memory_report, read_counters, read_csr,
                                                start_top)
 from edgexpert.cocotb_tests.top import step_rows
-from edgexpert.cocotb_tests.top.host import batch_commands, expected_outputs, plan_batches
+from edgexpert.cocotb_tests.top.host import (batch_commands, cycle_bound, expected_outputs,
+                                            plan_batches)
 from edgexpert.contracts.ema import EmaCsr
 from edgexpert.contracts.top import TopCsr
 from edgexpert.contracts.trace import PassKind, read_trace
@@ -111,10 +112,7 @@ def commands(batch, masks: str) -> list[int]:
 
 def bound(batch, beats: list[int], expect: dict) -> int:
     """Cycles a batch may take before the bench calls it a hang."""
-    words = sum(len(g.gate_up) * GEOMETRY.column_beats(0) + len(g.down)
-                * GEOMETRY.column_beats(1) for g in batch.groups)
-    return 40 * (len(beats) + words + sum(len(v) for v in expect.values())) \
-        + 8 * PARAMS["latency"] * (len(batch.steps) + len(batch.groups)) + 5000
+    return cycle_bound(batch, beats, expect, GEOMETRY, PARAMS["latency"])
 
 
 async def play(dut, batches: list, masks: str, source: StreamSource,

@@ -19,7 +19,7 @@ from edgexpert.cocotb_tests.streams import (Pauses, StreamSink, StreamSource,
                                             start_clock_and_reset)
 
 __all__ = ["PERIOD_NS", "read_csr", "read_counters", "check_no_rejects", "feed", "weight_memory", "start_top",
-           "command_streams", "memory_report"]
+           "command_streams", "memory_report", "running_memory"]
 
 PERIOD_NS = 10
 #: share of cycles the memory pauses AR and R in the random mode (as the EMA bench)
@@ -72,6 +72,12 @@ def weight_memory(dut, image: Path, base_address: int, params: dict, rng,
         ram.r_pause(pause_generator(rng, MEMORY_PAUSE))
     _memory = ram
     return ram
+
+
+def running_memory() -> LatencyAxiRam:
+    """The running test's memory (`weight_memory`): its `errors` and `bursts` for a bench that
+    injects bus errors."""
+    return _memory
 
 
 def memory_report() -> dict:

@@ -36,7 +36,7 @@ from edgexpert.hw.top import command_layout
 from edgexpert.hw.top.layouts import data_item_layout, route_item_layout
 
 __all__ = ["Group", "Batch", "expert_groups", "plan_batches", "batch_commands", "expected_outputs",
-           "fetch_order", "HOST_LEAD", "DCU_LEAD"]
+           "fetch_order", "HOST_LEAD", "DCU_LEAD", "cycle_bound"]
 
 #: GATE_UP descriptors the host sends ahead of a group's DOWN with its own masks, and GATE_UP
 #: jobs ahead of a DOWN job in the DCU's `ahead` order, as measured best (`edgexpert bench top
@@ -285,3 +285,18 @@ def expected_outputs(values, batch: Batch, word_bits: int) -> dict[str, list]:
     for s, row in enumerate(batch.rows):
         want["moe_out"] += moe_items(s, values["moe_out_q16"][row], word_bits)
     return want
+
+
+def cycle_bound(batch: Batch, beats: list[int], expect: dict, geometry: EmaGeometry,
+                latency: int) -> int:
+    """Cycles a batch may take before a bench calls it a hang: 40 per command beat, buffer
+    word fed (its groups' masks; whole matrices when the masks are not known) and output item,
+    and 8 memory latencies per step and group, plus 5,000 (a margin, not a model: the benches'
+    random pauses hold each stream about half the cycles)."""
+    def words(grp):
+        gu = len(grp.gate_up) or geometry.layout.d_model
+        dn = len(grp.down) or geometry.layout.expert_ffn
+        return gu * geometry.column_beats(0) + dn * geometry.column_beats(1)
+    return 40 * (len(beats) + sum(words(g) for g in batch.groups)
+                 + sum(len(v) for v in expect.values())) \
+        + 8 * latency * (max(1, len(batch.steps)) + len(batch.groups)) + 5000

@@ -32,8 +32,8 @@ from edgexpert.golden.policies.edgexpert import selected_count
 
 from .host import expert_groups
 
-__all__ = ["masked_outputs", "hidden_on_channels", "down_on_channels", "top_groups",
-           "prefill_outputs"]
+__all__ = ["masked_outputs", "group_reference", "groups_outputs", "hidden_on_channels",
+           "down_on_channels", "top_groups", "prefill_outputs"]
 
 
 def hidden_on_channels(x8, sx: Dyadic, gate, up, gate_up_mask):
@@ -62,6 +62,64 @@ def top_groups(trace: Trace, tokens: int, candidates: int):
                 yield key[2], cands
 
 
+def group_reference(w: dict, expert: int, x_q, x_m, x_e, g, keep: tuple) -> dict:
+    """One group of the top: the candidates' int8 inputs x_q [n, D] with their scales (x_m,
+    x_e) and Q.16 routing weights g [n] on `expert` of a layer's weights `w`. `keep`: per matrix
+    (GATE_UP, DOWN) the DCU's selection of that many channels (golden/blocks/dcu.py; DOWN on the
+    hidden vectors of the masked GATE_UP), or None for every channel. Returns the masks
+    (`gate_up`, `down`: uint8 [D], [F]), `hidden_q`, `hidden_m`, `hidden_e`, `expert_out_q16`
+    and each candidate's MoE share (`moe`: y g >> 16)."""
+    g = np.asarray(g, np.int64)
+    x8 = torch.as_tensor(np.asarray(x_q, np.int64))
+    sx = Dyadic(torch.as_tensor(np.asarray(x_m, np.int64)),
+                torch.as_tensor(np.asarray(x_e, np.int64)))
+    gate, up, down = (weight_rows(w[name], expert) for name in ("gate", "up", "down"))
+    gu = np.ones(x8.shape[1], np.uint8)
+    if keep[0] is not None:
+        gu[:] = 0
+        gu[dcu.select(np.asarray(x_q), np.asarray(x_m), np.asarray(x_e), g,
+                      keep[0]).numpy()] = 1
+    h8, sh = hidden_on_channels(x8, sx, gate, up, torch.as_tensor(gu.astype(np.int64)))
+    dn = np.ones(h8.shape[1], np.uint8)
+    if keep[1] is not None:
+        # the DOWN selection on the hidden vectors computed from the masked GATE_UP
+        dn[:] = 0
+        dn[dcu.select(h8, sh.m, sh.e, g, keep[1]).numpy()] = 1
+    y = down_on_channels(h8, sh, down, torch.as_tensor(dn.astype(np.int64)))
+    return {"gate_up": gu, "down": dn, "hidden_q": h8.numpy(), "hidden_m": sh.m.numpy(),
+            "hidden_e": sh.e.numpy(), "expert_out_q16": y.numpy(),
+            "moe": rshift(y * torch.as_tensor(g)[:, None], 16).numpy()}
+
+
+def groups_outputs(trace, engine: IntModel, groups, keep) -> dict:
+    """`masked_outputs`' arrays for `groups` ((layer, [(row, slot), ...]) each) of `trace`'s
+    rows, each group's matrices selected by `keep(index, layer, cands)` (`group_reference`)."""
+    t = trace
+    r_n, k_n = t["experts"].shape
+    d, f = t["x_q"].shape[1], t["hidden_q"].shape[2]
+    out = {"gate_up_mask": np.zeros((r_n, k_n, d), np.uint8),
+           "down_mask": np.zeros((r_n, k_n, f), np.uint8),
+           "hidden_q": np.zeros_like(t["hidden_q"]), "hidden_m": np.zeros_like(t["hidden_m"]),
+           "hidden_e": np.zeros_like(t["hidden_e"]),
+           "expert_out_q16": np.zeros_like(t["expert_out_q16"])}
+    moe = np.zeros(t["moe_out_q16"].shape, np.int64)
+    for i, (layer, cands) in enumerate(groups):
+        users = np.array([row for row, _ in cands])
+        slot = np.array([k for _, k in cands])
+        e = int(t["experts"][users[0], slot[0]])
+        got = group_reference(engine.layers[layer], e, t["x_q"][users], t["x_m"][users],
+                              t["x_e"][users], t["weights_q16"][users, slot],
+                              keep(i, layer, cands))
+        out["gate_up_mask"][users, slot] = got["gate_up"]
+        out["down_mask"][users, slot] = got["down"]
+        for name in ("hidden_q", "hidden_m", "hidden_e", "expert_out_q16"):
+            out[name][users, slot] = got[name]
+        np.add.at(moe, users, got["moe"])
+    # the contract keeps the MoE sum in int32 registers (docs/contracts.md, number formats)
+    out["moe_out_q16"] = ((moe + 2**31) % 2**32 - 2**31).astype(t["moe_out_q16"].dtype)
+    return out
+
+
 def masked_outputs(trace: Trace, ratio: float, path: Path, tokens: int, candidates: int,
                    dense: bool = False) -> dict:
     """Write (and return) `gate_up_mask` [R, K, D], `down_mask` [R, K, F] (uint8) and
@@ -72,47 +130,10 @@ def masked_outputs(trace: Trace, ratio: float, path: Path, tokens: int, candidat
     it), else the bundled one's."""
     checkpoint = trace.header.get("source", {}).get("checkpoint")
     engine = IntModel(load_checkpoint(checkpoint and Path(checkpoint)).model.eval())
-    t = trace
-    r_n, k_n = t["experts"].shape
-    d, f = t["x_q"].shape[1], t["hidden_q"].shape[2]
-    out = {"gate_up_mask": np.zeros((r_n, k_n, d), np.uint8),
-           "down_mask": np.zeros((r_n, k_n, f), np.uint8),
-           "hidden_q": np.zeros_like(t["hidden_q"]), "hidden_m": np.zeros_like(t["hidden_m"]),
-           "hidden_e": np.zeros_like(t["hidden_e"]),
-           "expert_out_q16": np.zeros_like(t["expert_out_q16"]),
-           "moe_out_q16": np.zeros_like(t["moe_out_q16"])}
-    moe = np.zeros(t["moe_out_q16"].shape, np.int64)
-    for layer, cands in top_groups(t, tokens, candidates):
-        w = engine.layers[layer]
-        users = np.array([row for row, _ in cands])
-        slot = np.array([k for _, k in cands])
-        e = int(t["experts"][users[0], slot[0]])
-        g = t["weights_q16"][users, slot].astype(np.int64)
-        x8 = torch.as_tensor(t["x_q"][users].astype(np.int64))
-        sx = Dyadic(torch.as_tensor(t["x_m"][users].astype(np.int64)),
-                    torch.as_tensor(t["x_e"][users].astype(np.int64)))
-        gu, dn = np.ones(d, np.uint8), np.ones(f, np.uint8)
-        if not dense:
-            gu[:] = 0
-            gu[dcu.select(t["x_q"][users], t["x_m"][users], t["x_e"][users], g,
-                          selected_count(d, ratio)).numpy()] = 1
-        h8, sh = hidden_on_channels(x8, sx, weight_rows(w["gate"], e), weight_rows(w["up"], e),
-                                    torch.as_tensor(gu.astype(np.int64)))
-        if not dense:
-            # the DOWN selection on the hidden vectors computed from the masked GATE_UP
-            dn[:] = 0
-            dn[dcu.select(h8, sh.m, sh.e, g, selected_count(f, ratio)).numpy()] = 1
-        y = down_on_channels(h8, sh, weight_rows(w["down"], e),
-                             torch.as_tensor(dn.astype(np.int64)))
-        out["gate_up_mask"][users, slot] = gu
-        out["down_mask"][users, slot] = dn
-        out["hidden_q"][users, slot] = h8.numpy()
-        out["hidden_m"][users, slot] = sh.m.numpy()
-        out["hidden_e"][users, slot] = sh.e.numpy()
-        out["expert_out_q16"][users, slot] = y.numpy()
-        np.add.at(moe, users, rshift(y * torch.as_tensor(g)[:, None], 16).numpy())
-    # the contract keeps the MoE sum in int32 registers (docs/contracts.md, number formats)
-    out["moe_out_q16"] = ((moe + 2**31) % 2**32 - 2**31).astype(t["moe_out_q16"].dtype)
+    d, f = trace["x_q"].shape[1], trace["hidden_q"].shape[2]
+    keep = (None, None) if dense else (selected_count(d, ratio), selected_count(f, ratio))
+    out = groups_outputs(trace, engine, top_groups(trace, tokens, candidates),
+                         lambda *_: keep)
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **out)
     return out

@@ -6,7 +6,7 @@ it is a terminal, so `--json` output on stdout stays clean). Bad input exits non
 line on stderr, no traceback: 2 for bad input (a configuration value, an argument, a checkpoint,
 a prompt or trace file), 1 when a tool, simulation or synthesis run fails.
 
-One module per command group: doctor, hw (rtl, synth, bench ema), prove (SymbiYosys), golden
+One module per command group: doctor, hw (rtl, synth, bench ema, bench fuzz), prove (SymbiYosys), golden
 (train, prune, decode, analyze, bench dispatch), policies (compare, ablate), prefill (prefill
 train / ablate, calibrate), draft (draft train: the EAGLE head), estimate (the performance model:
 estimate, sweep), routing (the full-size routing model fitted on a bundled model), report,
@@ -50,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
                        help="benchmarks (minutes, not tests): `bench ema` the EMA's bus "
                             "utilization, `bench pru` and `bench dcu` those blocks' cycles, "
                             "`bench top` a decode step through the accelerator top, `bench "
-                            "dispatch` the golden model's expert dispatch")
+                            "fuzz` random valid and bad commands through it, `bench dispatch` "
+                            "the golden model's expert dispatch")
     benches = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
     hw.register_bench(benches)
     golden.register_bench(benches)

@@ -1,4 +1,5 @@
-"""The hardware blocks: `rtl`, `synth`, `bench ema`, `bench pru`, `bench dcu` and `bench top`."""
+"""The hardware blocks: `rtl`, `synth`, `bench ema`, `bench pru`, `bench dcu`, `bench top` and
+`bench fuzz`."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 from ..contracts.config import MODEL_NAMES, Config
 from ..contracts.errors import InputError
-from .common import (DEMO_SEED, load, print_json, publish, settings_options, waves_option,
-                     write_result)
+from .common import (DEMO_SEED, config_sources, load, print_json, publish, settings_options,
+                     waves_option, write_result)
 
 __all__ = ["register", "register_bench", "synth_block"]
 
@@ -299,6 +300,55 @@ def cmd_bench_dcu(args) -> int:
               f"after de-duplication)\nsummary {path}")
 
     publish(args, summary, ("bench", "dcu", "summary.json"), table)
+    return 0
+
+
+#: the fuzz bench's default vector seed (its sequences are drawn from it, the bench's pauses
+#: from the simulator's seed, the same number)
+FUZZ_SEED = 20261203
+
+
+def cmd_bench_fuzz(args) -> int:
+    """The accelerator top's fuzz bench (cocotb_tests/top/fuzz.py, issue 28) on Verilator at the
+    CI hardware set: random command sequences, valid and bad, under random pauses, resets and
+    bus errors; fails on a hang, a mismatch with golden or a bad command not reported."""
+    import time
+
+    from ..cocotb_tests.top import run_fuzz
+
+    config_file, settings = config_sources(args)
+    if config_file or settings:
+        raise InputError("bench fuzz runs the bundled model on the CI hardware set "
+                         "(cocotb_tests/top/__init__.py BENCH_CASES['ci']): it takes no --config "
+                         "or --set")
+    if args.sequences < 1:
+        raise InputError(f"--sequences {args.sequences} is out of range: accepted 1 or more")
+    if not args.json:
+        print(f"edgexpert bench fuzz: {args.sequences} sequences, seed {args.seed}, the CI "
+              "hardware set, verilator ...", file=sys.stderr)
+    wall = time.time()
+    report = run_fuzz(args.sequences, seed=args.seed, known_hangs=args.known_hangs,
+                      waves=args.waves).report
+    summary = {"bench": "fuzz", "simulator": "verilator", "hardware": "ci",
+               "sequences": args.sequences, "seed": args.seed,
+               "command": f"edgexpert bench fuzz --sequences {args.sequences} --seed {args.seed}"
+                          + (" --known-hangs" if args.known_hangs else ""),
+               "counts": report["counts"], "faults": report["faults"], "modes": report["modes"],
+               "wall_s": round(time.time() - wall, 1)}
+
+    def table(path: Path) -> None:
+        counts = report["counts"]
+        for key in ("sequences", "valid_commands", "bad_commands", "resets", "cut_by_reset",
+                    "bus_errors", "checked_groups", "checked_values", "hangs", "mismatches"):
+            print(f"{key:<16}{counts.get(key, 0):>10}")
+        print(f"faults {report['faults']}")
+        print(f"modes {report['modes']}")
+        print(f"simulated in {counts['wall_s']} s, {summary['wall_s']} s with the vectors and "
+              f"the build; summary {path}")
+
+    hangs = "-hangs" if args.known_hangs else ""
+    publish(args, summary, ("bench", "top", f"fuzz-{args.seed}-{args.sequences}{hangs}.json"),
+            table)
     return 0
 
 
@@ -690,6 +740,22 @@ def register_bench(benches) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the summary (cycles by matrix and group size) as JSON")
     p.set_defaults(func=cmd_bench_dcu)
+
+    p = benches.add_parser("fuzz", help="the accelerator top's fuzz bench on Verilator: random "
+                           "valid and bad command sequences under pauses, resets and bus errors, "
+                           "every output against golden, every bad command in the CSR (about 4 "
+                           "s a sequence on the shared cores; build/bench/top/)")
+    p.add_argument("--sequences", type=int, default=1000, metavar="N",
+                   help="sequences to run (default 1000, issue 28's long run)")
+    p.add_argument("--seed", type=int, default=FUZZ_SEED, metavar="S",
+                   help=f"the sequences' seed (default {FUZZ_SEED}); sequence i is drawn from "
+                        "random.Random(f'{S}-{i}')")
+    p.add_argument("--known-hangs", action="store_true",
+                   help="also draw the bad descriptors that hang the feeder today (no scale "
+                        "block, no channel: docs/blocks/top.md, Limits)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    waves_option(p)
+    p.set_defaults(func=cmd_bench_fuzz)
 
     p = benches.add_parser("top", parents=[settings_options(1)],
                            help="the accelerator top over a whole decode step on Verilator: "

@@ -66,8 +66,9 @@ WEIGHT_MAX = 1 << 16
 
 class TopError(enum.IntEnum, shape=4):
     """The first bad field of a rejected command beat (docs/contracts.md, "The top's commands:
-    accepted ranges"): the command path's (1-7) and the feeder's (8-11), which checks the EMA
-    command words it walks."""
+    accepted ranges"): the command path's (1-7), the feeder's (8-11), which checks the EMA
+    command words it walks, and the DCU path's (12), which checks a DOWN job's header against
+    its group."""
     NONE = 0
     #: an op the instance does not have (7, 10-15; SCORE and LOGIT without a PRU)
     OP = 1
@@ -92,6 +93,9 @@ class TopError(enum.IntEnum, shape=4):
     NO_CHANNEL = 10
     #: a MASK word where a DESCRIPTOR belongs (dropped; the EMA's BAD_COMMAND too)
     STRAY_MASK = 11
+    #: a DOWN job's count that is not its group's (the DCU_CAND beats up to `last`); the job
+    #: runs with the group's
+    DOWN_COUNT = 12
 
 
 #: a rejected command beat's completion: its first bad field and its op

@@ -15,7 +15,9 @@ the data (the hidden values, 32 per beat per candidate):
 - `DownJobs`: the host's route beats to the DCU in their order; after a DOWN job's header and
   prune words, the group's `count` entries; the matrix of each job to the `DataMux`;
 - `DataMux`: the DCU's data beats, each job's from its source (GATE_UP: the host's DATA beats;
-  DOWN: the packed hidden values), in the jobs' order.
+  DOWN: the packed hidden values), in the jobs' order;
+- `WholeOnReject`: the DCU's commands to the EMA, and for a job the DCU rejects the job's
+  matrix whole in its place, so the group it was for still gets its descriptor (issue 28).
 
 Every part is a fork or a join of streams with one item per cycle and no state but a counter or
 a beat register; a DOWN job waits only for its own group's outputs, which need nothing the host
@@ -24,17 +26,22 @@ sends after that group's CAND and X beats (docs/blocks/top.md, "The DCU path").
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.dcu import E_BITS, LANES, dcu_data_layout, dcu_entry_layout, dcu_route_layout
+from ...contracts.dcu import (COUNT_BITS, E_BITS, LANES, DcuError, dcu_data_layout,
+                              dcu_entry_layout, dcu_header_layout, dcu_route_layout)
+from ...contracts.ema import TAG_BITS, EmaOp, ema_command_layout
+from ...contracts.top import OP_BITS, TopError, TopOp
 from ...contracts.weight_layout import Matrix
+from ..rejects import reject_signature
 from ..engine.layouts import WEIGHT_BITS, act_layout, cand_layout, hidden_scale_layout
 from .layouts import cand_item_layout, data_item_layout, route_item_layout
 
-__all__ = ["weight_record_layout", "mark_layout", "order_layout", "CandidateTap", "ScaleTap",
-           "HiddenPacker", "DownJobs", "DataMux"]
+__all__ = ["weight_record_layout", "mark_layout", "order_layout", "group_layout",
+           "job_record_layout", "CandidateTap", "ScaleTap", "HiddenPacker", "DownJobs", "DataMux",
+           "WholeOnReject"]
 
 #: a candidate's routing weight, and whether the DCU makes its group's DOWN job
 weight_record_layout = data.StructLayout({"g": WEIGHT_BITS, "feedback": 1})
@@ -42,11 +49,17 @@ weight_record_layout = data.StructLayout({"g": WEIGHT_BITS, "feedback": 1})
 mark_layout = data.StructLayout({"feedback": 1})
 #: the matrix of a DCU job, in the order the jobs enter the DCU
 order_layout = data.StructLayout({"matrix": 1})
+#: a feedback group's candidates: its DOWN job's count
+group_layout = data.StructLayout({"count": COUNT_BITS})
+#: what the EMA needs of a DCU job to fetch its matrix whole (`WholeOnReject`)
+job_record_layout = data.StructLayout({name: dcu_header_layout.members[name] for name in
+                                       ("tag", "layer", "expert", "matrix", "scales", "new_step")})
 
 
 class CandidateTap(wiring.Component):
     """Each candidate to `engine`, its routing weight and flag to `weights` and its flag to
-    `marks`, all three at once (each `valid` waits for the other two's `ready`)."""
+    `marks`, all three at once (each `valid` waits for the others' `ready`); with a feedback
+    group's last candidate also the group's count to `groups` (its DOWN job's, `DownJobs`)."""
 
     def __init__(self, tokens: int):
         super().__init__({
@@ -54,19 +67,28 @@ class CandidateTap(wiring.Component):
             "engine": Out(stream.Signature(cand_layout(tokens))),
             "weights": Out(stream.Signature(weight_record_layout)),
             "marks": Out(stream.Signature(mark_layout)),
+            "groups": Out(stream.Signature(group_layout)),
         })
 
     def elaborate(self, platform):
         m = Module()
         item = self.cand.payload
-        outs = (self.engine, self.weights, self.marks)
+        seen = Signal(COUNT_BITS)         # the group's candidates taken before this one
+        closes = item.feedback & item.cand.last
+        # `groups` joins only on a feedback group's last candidate
+        outs = (self.engine, self.weights, self.marks, self.groups)
+        ready = [o.ready | (~closes if o is self.groups else 0) for o in outs]
         m.d.comb += [self.engine.payload.eq(item.cand), self.weights.payload.g.eq(item.cand.weight),
                      self.weights.payload.feedback.eq(item.feedback),
                      self.marks.payload.feedback.eq(item.feedback),
-                     self.cand.ready.eq(outs[0].ready & outs[1].ready & outs[2].ready)]
+                     self.groups.payload.count.eq(seen + 1),
+                     self.cand.ready.eq(ready[0] & ready[1] & ready[2] & ready[3])]
         for i, port in enumerate(outs):
-            others = [o.ready for j, o in enumerate(outs) if j != i]
-            m.d.comb += port.valid.eq(self.cand.valid & others[0] & others[1])
+            others = [r for j, r in enumerate(ready) if j != i]
+            valid = self.cand.valid & others[0] & others[1] & others[2]
+            m.d.comb += port.valid.eq(valid & closes if port is self.groups else valid)
+        with m.If(self.cand.valid & self.cand.ready):
+            m.d.sync += seen.eq(Mux(item.cand.last, 0, seen + 1))
         return m
 
 
@@ -148,16 +170,23 @@ class HiddenPacker(wiring.Component):
 
 class DownJobs(wiring.Component):
     """The host's route beats to the DCU's `route`, one job after the other in the host's order:
-    the header (its job's matrix to `order` at the same time), then the beats up to the host's
-    `last`; for a DOWN job then `count` entries from `entries`. `job` pulses with each header
-    taken; `waiting` is high while a DOWN job's next entry has not come (its group's hidden scale
-    is not out of the engine yet)."""
+    the header (at the same time its job's matrix to `order` and its descriptor fields to
+    `jobs`), then the beats up to the host's `last`; for a DOWN job then its group's entries
+    from `entries`. A DOWN job's header waits for its group's record on `groups` (the group's
+    DCU_CAND beats, which the host sends right after the DOWN job's route beats) and goes to the
+    DCU with the group's count: the entries and hidden values the top has for it. A header
+    whose count differs is reported on `mismatch` (`TopError.DOWN_COUNT`, tag ROUTE) and runs
+    with the group's. `job` pulses with each header taken; `waiting` is high while a DOWN job's
+    next entry has not come (its group's hidden scale is not out of the engine yet)."""
 
     def __init__(self):
         super().__init__({"route": In(stream.Signature(route_item_layout)),
                           "entries": In(stream.Signature(dcu_entry_layout)),
+                          "groups": In(stream.Signature(group_layout)),
                           "dcu": Out(stream.Signature(dcu_route_layout)),
                           "order": Out(stream.Signature(order_layout)),
+                          "jobs": Out(stream.Signature(job_record_layout)),
+                          "mismatch": Out(reject_signature(TopError, OP_BITS)),
                           "job": Out(1), "waiting": Out(1)})
 
     def elaborate(self, platform):
@@ -167,26 +196,38 @@ class DownJobs(wiring.Component):
         matrix = Signal()
         count = Signal.like(header.count)
         k = Signal.like(header.count)
-        m.d.comb += self.order.payload.matrix.eq(header.matrix)
+        is_down = header.matrix == Matrix.DOWN
+        m.d.comb += [self.order.payload.matrix.eq(header.matrix),
+                     self.mismatch.payload.code.eq(TopError.DOWN_COUNT),
+                     self.mismatch.payload.tag.eq(TopOp.ROUTE)]
+        for name in job_record_layout.members:
+            m.d.comb += getattr(self.jobs.payload, name).eq(getattr(header, name))
 
-        def next_after(last, is_down):
+        def next_after(last, down):
             with m.If(last):
-                with m.If(is_down):
+                with m.If(down):
                     m.next = "Entries"
                 with m.Else():
                     m.next = "Header"
 
         with m.FSM(name="jobs"):
             with m.State("Header"):
-                m.d.comb += [self.dcu.payload.eq(beat),
-                             self.dcu.valid.eq(self.route.valid & self.order.ready),
-                             self.order.valid.eq(self.route.valid & self.dcu.ready),
-                             self.route.ready.eq(self.dcu.ready & self.order.ready)]
-                with m.If(self.route.valid & self.route.ready):
-                    m.d.comb += self.job.eq(1)
-                    m.d.sync += [matrix.eq(header.matrix), count.eq(header.count), k.eq(0)]
+                # a DOWN job's count is its group's: the header waits for the group's record
+                go = self.route.valid & (~is_down | self.groups.valid)
+                outs = (self.dcu, self.order, self.jobs)
+                take = go & self.dcu.ready & self.order.ready & self.jobs.ready
+                sent = Mux(is_down, self.groups.payload.count, header.count)
+                m.d.comb += [self.dcu.payload.eq(beat), self.dcu.payload.header.count.eq(sent),
+                             self.route.ready.eq(take), self.groups.ready.eq(take & is_down)]
+                for i, port in enumerate(outs):
+                    others = [o.ready for j, o in enumerate(outs) if j != i]
+                    m.d.comb += port.valid.eq(go & others[0] & others[1])
+                with m.If(take):
+                    m.d.comb += [self.job.eq(1),
+                                 self.mismatch.valid.eq(is_down & (header.count != sent))]
+                    m.d.sync += [matrix.eq(header.matrix), count.eq(sent), k.eq(0)]
                     m.next = "Body"
-                    next_after(self.route.payload.last, header.matrix == Matrix.DOWN)
+                    next_after(self.route.payload.last, is_down)
             with m.State("Body"):
                 m.d.comb += [self.dcu.payload.eq(beat), self.dcu.valid.eq(self.route.valid),
                              self.route.ready.eq(self.dcu.ready)]
@@ -227,4 +268,80 @@ class DataMux(wiring.Component):
                              self.order.ready.eq(source.valid & self.dcu.ready
                                                  & source.payload.last)]
         m.d.comb += self.waiting.eq(self.order.valid & down & ~self.hidden.valid)
+        return m
+
+
+class WholeOnReject(wiring.Component):
+    """The DCU's commands (`dcu`) to the EMA (`cmd`), and for each job the DCU rejects the job's
+    matrix whole in the commands' place: its NEW_STEP when the header asked for one, its
+    DESCRIPTOR (tag, layer, expert, matrix, scales from the header) and ceil(C / 32) MASK words
+    selecting every one of its C channels (docs/blocks/top.md, "A rejected DCU job").
+
+    `jobs`: each job's descriptor fields, in the order the jobs enter the DCU, each there before
+    the DCU answers its job (the top queues it as the job's header enters the DCU); one is read
+    per job, as the DCU's DESCRIPTOR leaves or with the substitute's last MASK word.
+    `rejected`: the DCU's rejections (one cycle each, nothing to acknowledge). The DCU answers
+    its jobs in order, a rejection only after the commands of every job before it have been
+    taken, so the oldest unanswered record is the rejected job's; the DCU's next commands wait
+    while a substitute is owed (a DCU word already offered is passed first: the stream rule).
+    Up to `pending` rejections may be owed at once (the jobs in the DCU)."""
+
+    def __init__(self, gate_up_channels: int, down_channels: int, pending: int):
+        self._channels = (gate_up_channels, down_channels)
+        self._pending = pending
+        super().__init__({"dcu": In(stream.Signature(ema_command_layout)),
+                          "jobs": In(stream.Signature(job_record_layout)),
+                          "rejected": In(reject_signature(DcuError, TAG_BITS)),
+                          "cmd": Out(stream.Signature(ema_command_layout))})
+
+    def elaborate(self, platform):
+        m = Module()
+        job = self.jobs.payload
+        owed = Signal(range(self._pending + 1))
+        done = Signal()
+        m.d.sync += owed.eq(owed + self.rejected.valid - done)
+        words = [-(-c // LANES) for c in self._channels]
+        word = Signal(range(max(words)))
+        last_word = Mux(job.matrix == Matrix.DOWN, words[1] - 1, words[0] - 1)
+        # every channel: all ones, the last word only up to the matrix's last channel (a bit
+        # past it is the EMA's BAD_DESCRIPTOR)
+        tails = [(1 << (c % LANES or LANES)) - 1 for c in self._channels]
+        tail = Mux(job.matrix == Matrix.DOWN, tails[1], tails[0])
+        handshake = self.cmd.valid & self.cmd.ready
+        # a DCU word offered and not taken stays offered (the stream rule), owed or not
+        offered = Signal()
+        with m.FSM(name="substitute"):
+            with m.State("Pass"):
+                m.d.sync += offered.eq(self.cmd.valid & ~self.cmd.ready)
+                with m.If((owed == 0) | offered):
+                    m.d.comb += [self.cmd.payload.eq(self.dcu.payload),
+                                 self.cmd.valid.eq(self.dcu.valid),
+                                 self.dcu.ready.eq(self.cmd.ready),
+                                 self.jobs.ready.eq(handshake & (self.dcu.payload.op
+                                                                 == EmaOp.DESCRIPTOR))]
+                with m.Elif(self.jobs.valid):
+                    m.next = "New-Step"
+            with m.State("New-Step"):
+                m.d.sync += offered.eq(0)
+                m.d.comb += [self.cmd.valid.eq(job.new_step),
+                             self.cmd.payload.op.eq(EmaOp.NEW_STEP)]
+                with m.If(handshake | ~job.new_step):
+                    m.next = "Descriptor"
+            with m.State("Descriptor"):
+                d = self.cmd.payload.arg.descriptor
+                m.d.comb += [self.cmd.valid.eq(1), self.cmd.payload.op.eq(EmaOp.DESCRIPTOR),
+                             d.tag.eq(job.tag), d.layer.eq(job.layer), d.expert.eq(job.expert),
+                             d.matrix.eq(job.matrix), d.scales.eq(job.scales)]
+                with m.If(handshake):
+                    m.d.sync += word.eq(0)
+                    m.next = "Mask"
+            with m.State("Mask"):
+                m.d.comb += [self.cmd.valid.eq(1), self.cmd.payload.op.eq(EmaOp.MASK),
+                             self.cmd.payload.arg.mask.eq(Mux(word == last_word, tail,
+                                                              (1 << LANES) - 1))]
+                with m.If(handshake):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == last_word):
+                        m.d.comb += [self.jobs.ready.eq(1), done.eq(1)]
+                        m.next = "Pass"
         return m

@@ -21,8 +21,9 @@ from ..engine.engine import GROUP_QUEUE
 from ..pru import Pru
 from ..rejects import RejectRegisters, report
 from .command import CommandFork, CommandMerge, Dispatcher
-from .feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap, mark_layout,
-                       order_layout, weight_record_layout)
+from .feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap, WholeOnReject,
+                       group_layout, job_record_layout, mark_layout, order_layout,
+                       weight_record_layout)
 from .lanes import JOB_QUEUE_DEPTH, LANE_QUEUE_DEPTH, Feeder
 from .layouts import command_layout, data_item_layout, route_item_layout
 from .prefill import UseCounter
@@ -147,7 +148,6 @@ class AcceleratorTop(wiring.Component):
 
         connect(m, flipped(self.cmd), disp.cmd)
         connect(m, disp.ema, merge.inputs[0])
-        connect(m, dcu.cmd, merge.inputs[1])
         connect(m, merge.cmd, fork.cmd)
         connect(m, fork.ema, ema.cmd)
         # the feeder's job queue keeps each word's uses: the PRU's (source 2) from the
@@ -203,6 +203,11 @@ class AcceleratorTop(wiring.Component):
         entries_q = m.submodules.entry_queue = StreamFIFO(dcu_entry_layout, held)
         packed_q = m.submodules.packed_queue = StreamFIFO(data_item_layout, candidates * f_words)
         order_q = m.submodules.order_queue = StreamFIFO(order_layout, ORDER_QUEUE_DEPTH)
+        # a DOWN job's group (its count) and each job's descriptor fields until the DCU answers
+        groups_q = m.submodules.group_queue = StreamFIFO(group_layout, GROUPS_HELD)
+        records_q = m.submodules.job_queue = StreamFIFO(job_record_layout, ORDER_QUEUE_DEPTH)
+        whole = m.submodules.whole_on_reject = WholeOnReject(lay.d_model, lay.expert_ffn,
+                                                              ORDER_QUEUE_DEPTH)
         tap = m.submodules.cand_tap = CandidateTap(tokens)
         scales = m.submodules.scale_tap = ScaleTap(candidates)
         packer = m.submodules.packer = HiddenPacker(candidates, lay.expert_ffn)
@@ -212,6 +217,8 @@ class AcceleratorTop(wiring.Component):
         connect(m, tap.engine, engine.cand)
         connect(m, tap.weights, weights_q.w)
         connect(m, tap.marks, marks_q.w)
+        connect(m, tap.groups, groups_q.w)
+        connect(m, groups_q.r, down.groups)
         connect(m, engine.hidden_scale, scales.scale)
         connect(m, weights_q.r, scales.weights)
         connect(m, scales.host, flipped(self.hidden_scale))
@@ -225,6 +232,13 @@ class AcceleratorTop(wiring.Component):
         connect(m, entries_q.r, down.entries)
         connect(m, down.dcu, dcu.route)
         connect(m, down.order, order_q.w)
+        # a job the DCU rejects is fetched whole, so its group is not left without its matrix
+        connect(m, down.jobs, records_q.w)
+        connect(m, records_q.r, whole.jobs)
+        connect(m, dcu.cmd, whole.dcu)
+        m.d.comb += [whole.rejected.valid.eq(dcu.rejected.valid),
+                     whole.rejected.payload.eq(dcu.rejected.payload)]
+        connect(m, whole.cmd, merge.inputs[1])
         connect(m, order_q.r, mux.order)
         connect(m, disp.data, data_q.w)
         connect(m, data_q.r, mux.host)
@@ -234,12 +248,14 @@ class AcceleratorTop(wiring.Component):
         m.d.comb += [regs.csr.addr.eq(self.csr.addr), self.csr.data.eq(regs.csr.data)]
         connect(m, regs.ema, ema.csr)
         # the checking blocks' status and rejections, through the same port: the command
-        # path's and the feeder lanes' in one pair of registers
+        # path's, the feeder lanes' and the DCU path's in one pair of registers
+        lanes = len(feeder.rejected)
         checks = m.submodules.command_registers = RejectRegisters(TopError, OP_BITS,
-                                                                  sources=1 + len(feeder.rejected))
+                                                                  sources=2 + lanes)
         report(m, checks, disp.rejected, disp.passed)
         for k, port in enumerate(feeder.rejected):
             connect(m, port, checks.rejected[1 + k])
+        connect(m, down.mismatch, checks.rejected[1 + lanes])
         connect(m, regs.command, checks.csr)
         connect(m, regs.dcu, dcu.csr)
         if self._pru is not None:
@@ -280,10 +296,11 @@ class AcceleratorTop(wiring.Component):
         idle = in_group & loaded & (owed != 0) & (feeder.moved == 0)
         m.d.comb += [wait.eq(idle & (feeder.awaiting | feeder.waiting)),
                      starved.eq(idle & ~wait & feeder.hungry)]
-        # DCU jobs started and not yet out as a descriptor or rejected (each job gives one)
+        # DCU jobs started and not yet out as a descriptor (each job gives one, the DCU's or,
+        # rejected, its whole matrix)
         selecting = Signal(range(2 * ORDER_QUEUE_DEPTH + 1))
-        made = dcu.cmd.valid & dcu.cmd.ready & (dcu.cmd.payload.op == EmaOp.DESCRIPTOR)
-        m.d.sync += selecting.eq(selecting + down.job - made - dcu.rejected.valid)
+        made = whole.cmd.valid & whole.cmd.ready & (whole.cmd.payload.op == EmaOp.DESCRIPTOR)
+        m.d.sync += selecting.eq(selecting + down.job - made)
         deciding = (selecting != 0) | route_q.r.valid
         m.d.comb += [regs.busy.eq((pending != 0) | in_group | feeder.feeding | deciding),
                      regs.memory_wait.eq(wait), regs.descriptor_wait.eq(starved),
