@@ -370,8 +370,8 @@ def _play_feeder(dut, rng, jobs: deque, dones: list, lines: dict, buffer: dict, 
                 fixed = (ready or {}).get(name)
                 ctx.set(getattr(dut, name).ready, rng.random() < 0.6 if fixed is None else fixed)
             if ctx.get(dut.jobs.valid) and ctx.get(dut.jobs.ready):
-                cmd = ema_command_layout.from_bits(jobs.popleft() & ((1 << ema_command_layout.size) - 1))
-                taken += cmd.op == EmaOp.DESCRIPTOR
+                word = jobs.popleft() & ((1 << ema_command_layout.size) - 1)   # without uses
+                taken += ema_command_layout.from_bits(word).op == EmaOp.DESCRIPTOR
             for name in ports:
                 port = getattr(dut, name)
                 if ctx.get(port.valid) and ctx.get(port.ready):

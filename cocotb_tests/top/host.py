@@ -10,8 +10,9 @@ GATE_UP `HOST_LEAD` groups ahead (GU(g+1) and D(g) before g's CAND and X beats a
 or (the DCU's masks) per group a GATE_UP job (its route and its inputs as data beats; the
 step's first asks for the NEW_STEP) and a DOWN job's header
 and prune words, with DCU_CAND beats, in the order `ahead` (GU(g + DCU_LEAD) and D(g) before
-g's CAND and X) or `inline` (GU(g), D(g), then g's CAND and X): `fetch_order`. At the end a FLUSH of each token slot. Knows
-the contracts and the top's payload layouts, never the RTL's arithmetic.
+g's CAND and X) or `inline` (GU(g), D(g), then g's CAND and X): `fetch_order`. At the end a
+FLUSH of each token slot. Knows the contracts and the top's payload layouts, never the RTL's
+arithmetic.
 
 The steps are packed on the reference's selection in both mask modes, so both fetch alike (a
 host without it would pack on the upper bound, `keep` channels per matrix and group).

@@ -52,6 +52,10 @@ class EmaGeometry:
     def line_bits(self) -> int:
         return (self.lines - 1).bit_length() or 1
 
+    def row_bits(self, banks: int) -> int:
+        """A buffer bank's row address width: line L is row L // banks of bank L % banks."""
+        return (self.lines // banks - 1).bit_length() or 1
+
     @property
     def max_in_channels(self) -> int:
         return max(self.layout.in_channels(m) for m in Matrix)

@@ -63,10 +63,9 @@ class EmaSystem(wiring.Component):
                                          outstanding=outstanding, buffer_bytes=buffer_bytes,
                                          slots=slots)
         self._banks = buffer_banks
-        self._loc_readers = loc_readers
         c = self._controller
         g = c.geometry
-        row_bits = (g.lines // buffer_banks - 1).bit_length() or 1
+        row_bits = g.row_bits(buffer_banks)
         super().__init__({
             "cmd": In(stream.Signature(ema_command_layout)),
             "done": Out(stream.Signature(ema_completion_layout)),

@@ -119,7 +119,8 @@ class Replayer(wiring.Component):
                 with m.If(take & is_desc & (self.jobs_in.payload.uses >= 2)):
                     # the pair's own descriptor is not owed a notice before it
                     m.d.sync += [record[0].eq(cmd), ptr.eq(1), dptr.eq(0), descriptors.eq(1),
-                                 words.eq(cmd_words), words_in.eq(0), behind.eq(behind - take_notice),
+                                 words.eq(cmd_words), words_in.eq(0),
+                                 behind.eq(behind - take_notice),
                                  left.eq(self.jobs_in.payload.uses - 1)]
                     m.next = "Record"
             with m.State("Record"):

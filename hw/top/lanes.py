@@ -175,7 +175,7 @@ class BankArbiter(wiring.Component):
     def __init__(self, geometry: EmaGeometry, banks: int):
         self._g = g = geometry
         self._banks = banks
-        row_bits = (g.lines // banks - 1).bit_length() or 1
+        row_bits = g.row_bits(banks)
         super().__init__({
             "readers": In(line_read_signature(g.line_bits, g.data_width)).array(2),
             "buf": Out(ReadSignature(row_bits, g.data_width)).array(banks),
@@ -223,7 +223,7 @@ class Feeder(wiring.Component):
         self._banks = banks
         self._max_uses = max_uses
         w = g.data_width
-        row_bits = (g.lines // banks - 1).bit_length() or 1
+        row_bits = g.row_bits(banks)
         lay = g.layout
         super().__init__({
             "jobs": In(stream.Signature(job_layout(max_uses))),

@@ -18,10 +18,11 @@ __all__ = ["TopRegisters"]
 
 class TopRegisters(wiring.Component):
     """Counts the events and cycles of `TopCsr` (a flag, a pulse or a count each per cycle)
-    and latches the first EMA completion that was not OK. `csr` reads one register one cycle after its
-    address: addresses below `TOP_CSR_BASE` are forwarded to the EMA controller's port `ema`,
-    the checking blocks' STATUS and REJECTED to their ports (`command`, `dcu`, `pru`: `RejectCsr`
-    maps, the same latency; `pru` reads 0 in a top without a PRU), the others are the top's."""
+    and latches the first EMA completion that was not OK. `csr` reads one register one cycle
+    after its address: addresses below `TOP_CSR_BASE` are forwarded to the EMA controller's port
+    `ema`, the checking blocks' STATUS and REJECTED to their ports (`command`, `dcu`, `pru`:
+    `RejectCsr` maps, the same latency; `pru` reads 0 in a top without a PRU), the others are
+    the top's."""
 
     csr: In(ReadSignature(TOP_CSR_ADDR_BITS, CSR_DATA_BITS))
     ema: Out(ReadSignature(CSR_ADDR_BITS, CSR_DATA_BITS))
