@@ -178,7 +178,7 @@ ENGINE_PARTS = {
     "engine_down_mac": ("the DOWN MAC array with its accumulators and its two-output drain",
                         lambda p: ColumnMac(p["expert_ffn"], p["d_model"], p["candidates"],
                                             p["lanes"], p["word_bits"], 1, parts=2,
-                                            split="pairs")),
+                                            split="pairs", early=True)),
     "engine_requant": ("the DOWN requantizer, two outputs a cycle in four stages",
                        lambda p: Requant(p["candidates"], p["d_model"], p["word_bits"],
                                          parts=2, split="pairs")),

@@ -422,6 +422,81 @@ def test_a_mac_array_multiplies_the_next_group_while_it_drains(split):
     assert col_taken[second_cols - 1] < sum_out[first_sums - 1], (col_taken, sum_out)
 
 
+@pytest.mark.parametrize("pause", [False, True])
+def test_the_down_mac_starts_while_the_last_candidate_loads(pause):
+    """ColumnMac with `early` (the DOWN array) alone: groups of 1-3 candidates whose inputs come
+    one value per beat, candidate-major and in channel order (the quantizer's order), the last
+    candidate's beats marked; columns a random subset in any order, every word offered at
+    once. Every sum equals numpy's (a column whose row is not yet written would read the group
+    before's input), and a group's MAC takes columns before its last candidate's last beat is
+    in (without `early` its first column waits for it), while its last column waits for that
+    beat. With `pause` the inputs and the sums stall at random."""
+    from edgexpert.hw.engine.column_mac import ColumnMac
+    from edgexpert.hw.engine.layouts import column_layout, sum_layout, x_layout
+    channels, outputs, cands, lanes, word_bits = 8, 8, 3, 4, 32
+    mac = ColumnMac(channels, outputs, cands, lanes, word_bits, 1, parts=2, split="pairs",
+                    early=True)
+    rng = np.random.default_rng(20261205 + pause)
+    lay_x, lay_c = x_layout(cands, channels, 1), column_layout(channels, word_bits)
+    lay_s = sum_layout(cands, outputs, 2)
+    groups, want = [], []
+    for n in (1, 3, 2, 3, 1):
+        x = rng.integers(-128, 128, (n, channels))
+        w = rng.integers(-8, 8, (channels, outputs))
+        order = rng.permutation(channels)[:int(rng.integers(1, channels + 1))]
+        if rng.random() < 0.5:
+            order = np.sort(order)
+        beats = [(lay_x.const({"candidate": c, "beat": j, "values": [int(x[c, j])],
+                               "last": int(c == n - 1 and j == channels - 1)}).as_bits(),
+                  int(c == n - 1)) for c in range(n) for j in range(channels)]
+        words = [lay_c.const({"channel": int(j), "last": int(k == len(order) - 1),
+                              "data": sum((int(w[j, o]) & 15) << (4 * o) for o in range(outputs))
+                              }).as_bits() for k, j in enumerate(order)]
+        groups.append((beats, words))
+        acc = x[:, order] @ w[order]
+        want += [(c, o, [int(acc[c, 2 * o + p]) for p in range(2)]) for c in range(n)
+                 for o in range(outputs // 2)]
+    acts = deque(b for beats, _ in groups for b in beats)
+    cols = deque((g, wd) for g, (_, words) in enumerate(groups) for wd in words)
+    got, col_at, last_beat_at = [], {}, []
+    pick = random.Random(20261205)
+
+    async def tb(ctx):
+        for cycle in range(2000):
+            act_on = bool(acts) and not (pause and pick.random() < 0.3)
+            ctx.set(mac.act.valid, act_on)
+            if acts:
+                ctx.set(mac.act.payload.as_value(), acts[0][0])
+                ctx.set(mac.act_final, acts[0][1])
+            ctx.set(mac.columns.valid, bool(cols))
+            if cols:
+                ctx.set(mac.columns.payload.as_value(), cols[0][1])
+            ctx.set(mac.sums.ready, not (pause and pick.random() < 0.5))
+            if act_on and ctx.get(mac.act.ready):
+                if unpack(lay_x, acts[0][0])["last"]:
+                    last_beat_at.append(cycle)
+                acts.popleft()
+            if cols and ctx.get(mac.columns.ready):
+                col_at.setdefault(cols[0][0], []).append(cycle)
+                cols.popleft()
+            if ctx.get(mac.sums.valid) and ctx.get(mac.sums.ready):
+                item = unpack(lay_s, ctx.get(mac.sums.payload.as_value()))
+                got.append((item["candidate"], item["index"], item["value"]))
+            await ctx.tick()
+            if len(got) == len(want):
+                break
+
+    sim = Simulator(mac)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert got == want
+    for g, (beats, words) in enumerate(groups):
+        assert col_at[g][-1] > last_beat_at[g], (g, col_at[g], last_beat_at[g])
+    early = [g for g in range(len(groups)) if col_at[g][0] < last_beat_at[g]]
+    assert early, (col_at, last_beat_at)
+
+
 def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
     """Requant alone, two groups (two candidates each, pairs of outputs), the sums offered one
     cycle in four and every scale word at once: each output equal to golden's

@@ -27,7 +27,13 @@ class ColumnMac(wiring.Component):
     1. Load: `act` beats (candidate, beat, `act_values` int8 of channels beat * act_values ..)
        into one of two banks of the activation memory until `last`, one beat per cycle; the
        last beat's candidate is the group's last (candidates are 0..n-1). A bank takes the next
-       group once the MAC has read the one before out of it.
+       group once the MAC has read the one before out of it. With `early` (the DOWN array, whose
+       inputs are the quantizer's values, one per beat, candidate-major and in channel order),
+       `act_final` marks the beats of the group's last candidate, and the MAC starts on the
+       bank while that candidate still loads: a column whose channel's row that candidate has
+       written may go in (every candidate before it is loaded whole), the group's last column
+       only once the bank is loaded. The last candidate's F cycles of loading then overlap its
+       MAC instead of preceding it (a layer's last group has nothing else to overlap).
     2. Mac: per column word, per `lanes`-wide chunk of it, `lanes` products
        act[c][j] * w[o..o+lanes-1] for *every* candidate c of the group at once, added into the
        int32 accumulators (wrapping, as int32 registers do): `lanes` x `candidates` multipliers.
@@ -64,7 +70,7 @@ class ColumnMac(wiring.Component):
     """
 
     def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int,
-                 act_values: int, parts: int = 1, split: str = "halves"):
+                 act_values: int, parts: int = 1, split: str = "halves", early: bool = False):
         check_positive("channels", channels)
         check_positive("outputs", outputs)
         check_positive("parts", parts, 1, 2)
@@ -81,8 +87,10 @@ class ColumnMac(wiring.Component):
         self._n, self._o, self._c = channels, outputs, candidates
         self._p, self._w, self._v, self._parts = lanes, word_bits, act_values, parts
         self._split = check_split(split)
+        self._early = early
         super().__init__({
             "act": In(stream.Signature(x_layout(candidates, channels, act_values))),
+            **({"act_final": In(1)} if early else {}),
             "columns": In(stream.Signature(column_layout(channels, word_bits))),
             "sums": Out(stream.Signature(sum_layout(candidates, outputs, parts))),
         })
@@ -160,6 +168,17 @@ class ColumnMac(wiring.Component):
             for b in range(2):
                 with m.If(load_bank == b):
                     m.d.sync += [loaded[b].eq(1), bank_last[b].eq(item.candidate)]
+
+        # `early`: rows of the loading bank the group's last candidate has written (its beats
+        # come in order), readable from the cycle after each write; 0 until that candidate's
+        # first beat and again once the group's last beat is in
+        final_rows = Signal(range(rows_per_bank + 1))
+        final_cand = Signal(index_bits(cands))
+        if self._early:
+            with m.If(self.act.valid & self.act.ready & self.act_final):
+                m.d.sync += [final_rows.eq(item.beat + 1), final_cand.eq(item.candidate)]
+                with m.If(item.last):
+                    m.d.sync += final_rows.eq(0)
 
         last_cand = Signal(index_bits(cands))    # the MAC's group's last candidate
         chunk = Signal(index_bits(cpw))
@@ -266,11 +285,21 @@ class ColumnMac(wiring.Component):
                     with m.If(cand == drain_last):
                         m.d.sync += [cand.eq(0), draining.eq(0)]
 
+        bank_loaded = loaded.bit_select(mac_bank, 1)
+        # the bank the MAC reads is still loading its group's last candidate (`early` only)
+        loading = (mac_bank == load_bank) & (final_rows != 0)
+        # the column's input row is in: the bank is loaded, or the last candidate wrote it (and
+        # the group's last column waits for the whole group, so the MAC never ends on a bank
+        # that is still loading)
+        row_in = bank_loaded | (loading & ~col.last & ((col.channel >> per_bits) < final_rows))
         with m.FSM(name="phase"):
             with m.State("Wait"):
-                with m.If(loaded.bit_select(mac_bank, 1)):
+                with m.If(bank_loaded):
                     m.d.sync += [last_cand.eq(Mux(mac_bank, bank_last[1], bank_last[0])),
                                  chunk.eq(0), word.eq(0)]
+                    m.next = "Mac"
+                with m.Elif(loading):
+                    m.d.sync += [last_cand.eq(final_cand), chunk.eq(0), word.eq(0)]
                     m.next = "Mac"
             with m.State("Mac"):
                 # stage 1: the chunk's weights and every candidate's input of the column are
@@ -279,13 +308,14 @@ class ColumnMac(wiring.Component):
                 chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
                 m.d.comb += act_rd.addr.eq(Mux(mac_bank, rows_per_bank, 0)
                                            + (col.channel >> per_bits))
-                m.d.sync += [mac_valid.eq(self.columns.valid & (g < n_chunks)),
+                take = self.columns.valid & row_in
+                m.d.sync += [mac_valid.eq(take & (g < n_chunks)),
                              mac_row.eq(g), mac_w.eq(chunk_bits[:4 * lanes])]
                 for c in range(cands):
                     x = act_rd.data[c][col.channel[:per_bits]] if per > 1 else act_rd.data[c][0]
                     m.d.sync += mac_x[c].eq(x)
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
-                with m.If(self.columns.valid):
+                with m.If(take):
                     with m.If(word_done):
                         m.d.comb += self.columns.ready.eq(1)
                         m.d.sync += [chunk.eq(0), word.eq(Mux(word == wpc - 1, 0, word + 1))]

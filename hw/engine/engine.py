@@ -135,7 +135,7 @@ class ExpertEngine(wiring.Component):
         # that adds both in one row of its memory
         pair = EXPERT_OUT_VALUES
         m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w, 1, parts=pair,
-                                                   split="pairs")
+                                                   split="pairs", early=True)
         m.submodules.down_requant = dn_rq = Requant(c, d, w, parts=pair, split="pairs")
         m.submodules.out_copy = out_copy = Broadcast(sum_layout(c, d, pair))
         m.submodules.combine = comb = Combine(c, d, self._t, outputs_per_beat(w))
@@ -224,6 +224,7 @@ class ExpertEngine(wiring.Component):
                      dn_mac.act.payload.beat.eq(hidden.channel),
                      dn_mac.act.payload.values[0].eq(hidden.value),
                      dn_mac.act.payload.last.eq(hidden.last),
+                     dn_mac.act_final.eq(quant.hidden_final),
                      hidden_copy.a.ready.eq(dn_mac.act.ready)]
         m.d.comb += [gu_mac.act.valid.eq(self.x.valid & x_open),
                      gu_mac.act.payload.eq(self.x.payload),
