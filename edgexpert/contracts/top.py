@@ -154,15 +154,16 @@ def input_beats(x_q, word_bits: int) -> list[list[int]]:
     return value_beats(x_q, inputs_per_beat(word_bits))
 
 
-#: output channels an `expert_out` beat carries: the DOWN drain's two a cycle, 2j and 2j + 1 in
-#: beat j (docs/contracts.md, "The engine's output beats")
-EXPERT_OUT_VALUES = 2
+#: output channels an `expert_out` beat carries: the DOWN drain's four a cycle, 4j .. 4j + 3 in
+#: beat j (docs/contracts.md, "The engine's output beats"; four since 2026-12-03: a layer's last
+#: group drains with nothing behind it, D / 4 cycles per candidate instead of D / 2)
+EXPERT_OUT_VALUES = 4
 
 
 def outputs_per_beat(word_bits: int) -> int:
     """int32 MoE sums a `moe_out` beat carries: a weight word's bits of them (word_bits / 32),
-    at least the two a DOWN drain cycle adds, so a flush reads a token out at a word per cycle
-    (docs/contracts.md, "The engine's output beats")."""
+    at least the EXPERT_OUT_VALUES a DOWN drain cycle adds, so a flush reads a token out at a
+    word per cycle (docs/contracts.md, "The engine's output beats")."""
     return max(EXPERT_OUT_VALUES, inputs_per_beat(word_bits) // 4)
 
 

@@ -44,11 +44,11 @@ class ColumnMac(wiring.Component):
        has let the group before go, and the next group's Mac may start.
     3. Drain: every (candidate, output) held sum, candidate-major, on `sums` (a register,
        latency 1): one output
-       per cycle, or with `parts` = 2 two side by side, by `split` (layouts.SPLITS): "halves",
-       output o and o + outputs / 2 (GATE_UP's gate and up of one hidden channel, so the SwiGLU
-       needs no memory of gates and the drain takes F cycles per candidate, not 2F), or
-       "pairs", outputs 2o and 2o + 1 (DOWN: two expert outputs a cycle, D / 2 cycles per
-       candidate, out of one accumulator row).
+       per cycle, or `parts` side by side, by `split` (layouts.SPLITS): "halves", output o and
+       o + outputs / 2 (GATE_UP's gate and up of one hidden channel, so the SwiGLU needs no
+       memory of gates and the drain takes F cycles per candidate, not 2F), or "neighbours",
+       outputs parts x o .. parts x o + parts - 1 (DOWN: four expert outputs a cycle, D / 4
+       cycles per candidate, out of one accumulator row).
 
     The activation memory (a row per beat: `act_values` int8 of every candidate, written one
     candidate's beat at a time) has an asynchronous read port: a chunk's cycle reads every
@@ -73,9 +73,6 @@ class ColumnMac(wiring.Component):
                  act_values: int, parts: int = 1, split: str = "halves", early: bool = False):
         check_positive("channels", channels)
         check_positive("outputs", outputs)
-        check_positive("parts", parts, 1, 2)
-        if outputs % parts:
-            raise TypeError(f"parts must divide the {outputs} outputs, not {parts!r}")
         check_positive("candidates", candidates, 1, 64)
         check_word(lanes, word_bits)
         # a beat of inputs is at most a word of int8 (edgexpert.contracts.top.inputs_per_beat),
@@ -86,7 +83,7 @@ class ColumnMac(wiring.Component):
                             f"not {act_values!r}")
         self._n, self._o, self._c = channels, outputs, candidates
         self._p, self._w, self._v, self._parts = lanes, word_bits, act_values, parts
-        self._split = check_split(split)
+        self._split = check_split(split, parts, outputs)
         self._early = early
         super().__init__({
             "act": In(stream.Signature(x_layout(candidates, channels, act_values))),
@@ -216,17 +213,17 @@ class ColumnMac(wiring.Component):
         cand = Signal(index_bits(cands))
         half = outs // self._parts
         out = Signal(index_bits(half))
-        pairs = self._split == "pairs"
+        neighbours = self._split == "neighbours"
 
         def output_of(p, o):
             """The output a drain step `o` reads in part `p`."""
-            return o * self._parts + p if pairs else p * half + o
+            return o * self._parts + p if neighbours else p * half + o
 
         # the drain's lane of each part as a one-hot register (lane = output % lanes): each bit
         # selects its lane's 32 bits, where a binary lane number would drive all 2,048 of them;
-        # a step moves it one output on (halves) or `parts` (pairs)
+        # a step moves it one output on (halves) or `parts` (neighbours)
         first_lane = [output_of(p, 0) % lanes for p in range(self._parts)]
-        lane_step = self._parts if pairs else 1
+        lane_step = self._parts if neighbours else 1
         lane_hot = [Signal(lanes, init=1 << first_lane[p], name=f"lane_hot_{p}")
                     for p in range(self._parts)]
 
@@ -244,7 +241,7 @@ class ColumnMac(wiring.Component):
         for p in range(self._parts):
             chunk_p = Signal(range(n_chunks), name=f"drain_chunk_{p}")
             m.d.comb += chunk_p.eq(output_of(p, out) >> shift)
-            if pairs and lanes % self._parts == 0 and p > 0:
+            if neighbours and lanes % self._parts == 0 and p > 0:
                 # neighbours share a chunk, so every part reads the first part's row
                 drained.append(Mux(held_fresh.bit_select(chunk_p, 1), 0,
                                    lane_of(first_row, lane_hot[p])))

@@ -92,8 +92,8 @@ class ExpertEngine(wiring.Component):
         check_positive("d_model", d_model)
         check_positive("expert_ffn", expert_ffn)
         if d_model % EXPERT_OUT_VALUES:
-            raise TypeError(f"d_model must be even (the DOWN drain gives two outputs a cycle), "
-                            f"not {d_model!r}")
+            raise TypeError(f"d_model must be a multiple of {EXPERT_OUT_VALUES} (the DOWN drain "
+                            f"gives {EXPERT_OUT_VALUES} outputs a cycle), not {d_model!r}")
         check_positive("candidates", candidates, 1, 64)
         check_positive("tokens", tokens, 1, 4096)
         check_word(lanes, word_bits)
@@ -131,13 +131,13 @@ class ExpertEngine(wiring.Component):
         m.submodules.quantizer = quant = Quantizer(c, f)
         m.submodules.hidden_copy = hidden_copy = Broadcast(act_layout(c, f))
         # the DOWN MAC's inputs come from the quantizer, one value per cycle: beats of one value;
-        # it drains outputs 2j and 2j + 1 together, D / 2 cycles per candidate, into a combine
-        # that adds both in one row of its memory
-        pair = EXPERT_OUT_VALUES
-        m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w, 1, parts=pair,
-                                                   split="pairs", early=True)
-        m.submodules.down_requant = dn_rq = Requant(c, d, w, parts=pair, split="pairs")
-        m.submodules.out_copy = out_copy = Broadcast(sum_layout(c, d, pair))
+        # it drains outputs 4j .. 4j + 3 together, D / 4 cycles per candidate, into a combine
+        # that adds them in one row of its memory
+        beat = EXPERT_OUT_VALUES
+        m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w, 1, parts=beat,
+                                                   split="neighbours", early=True)
+        m.submodules.down_requant = dn_rq = Requant(c, d, w, parts=beat, split="neighbours")
+        m.submodules.out_copy = out_copy = Broadcast(sum_layout(c, d, beat))
         m.submodules.combine = comb = Combine(c, d, self._t, outputs_per_beat(w))
 
         connect = wiring.connect
