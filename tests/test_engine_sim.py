@@ -499,6 +499,61 @@ def test_the_down_mac_starts_while_the_last_candidate_loads(pause):
     assert early, (col_at, last_beat_at)
 
 
+def test_candidates_of_one_group_take_their_own_down_masks():
+    """Three groups whose candidates come from different depth groups: each candidate's DOWN
+    mask in its CAND item, the group's DOWN columns their union (docs/contracts.md, "Candidates
+    of several depth groups in one engine group"). Every hidden value is the candidate's whole
+    vector's, and every expert output the one golden gives on the candidate's own mask (a
+    hidden channel outside it enters no DOWN sum). An engine that ignores the masks fails."""
+    d_model, ffn, cands, lanes, word_bits, slots = 16, 8, 3, 4, 32, 4
+    rng = np.random.default_rng(20261207)
+    layout = WeightLayout(n_layers=1, n_experts=2, d_model=d_model, expert_ffn=ffn)
+    weights = {(0, e): ExpertWeights(
+        gate=rng.integers(-8, 8, (ffn, d_model), dtype=np.int8),
+        up=rng.integers(-8, 8, (ffn, d_model), dtype=np.int8),
+        down=rng.integers(-8, 8, (d_model, ffn), dtype=np.int8),
+        scales_gate_up=scale_words(rng, 2 * ffn), scales_down=scale_words(rng, d_model))
+        for e in range(2)}
+    image = memory_image(layout, weights, junk_seed=1)
+    inputs = {name: [] for name in INPUTS}
+    want = {name: [] for name in OUTPUTS}
+    moe = np.zeros((slots, d_model), dtype=np.int64)
+    for expert, n in ((0, 3), (1, 2), (0, 2)):
+        tokens = rng.choice(slots, n, replace=False)
+        x8 = torch.from_numpy(rng.integers(-127, 128, (n, d_model))).to(I64)
+        sx = Dyadic(torch.from_numpy(rng.integers(8192, 32768, n)).to(I64),
+                    torch.from_numpy(rng.integers(24, 30, n)).to(I64))
+        g = rng.integers(0, 65537, n)
+        own = [np.flatnonzero(rng.random(ffn) < 0.6) for _ in range(n)]
+        union = sorted(set().union(*(set(o.tolist()) for o in own)))
+        items = group_items(layout, image, 0, expert, x8.numpy(), sx.m.numpy(), sx.e.numpy(),
+                            tokens, g, candidates=cands, word_bits=word_bits, token_slots=slots,
+                            down_channels=union, cand_down_channels=own)
+        for name, values in items.items():
+            inputs[name] += values
+        every = np.ones(d_model, dtype=bool)
+        outs = []
+        for c in range(n):
+            mask = np.zeros(ffn, dtype=bool)
+            mask[own[c]] = True
+            outs.append(expert_reference(x8[c:c + 1], Dyadic(sx.m[c:c + 1], sx.e[c:c + 1]),
+                                         weights[0, expert], every, mask))
+        h8 = torch.cat([o[0] for o in outs])
+        sh = Dyadic(torch.cat([o[1].m for o in outs]), torch.cat([o[1].e for o in outs]))
+        y = torch.cat([o[2] for o in outs])
+        for name, group_want in group_outputs(h8, sh.m, sh.e, y).items():
+            want[name] += group_want
+        for c in range(n):
+            moe[tokens[c]] += rshift(y[c] * int(g[c]), 16).numpy()
+    inputs["flush"] = flush_items(slots, range(slots))
+    want["moe_out"] = [item for t in range(slots) for item in moe_items(t, moe[t], word_bits)]
+    inputs["_expert_out_count"] = want["expert_out"]
+    inputs["_moe_count"] = len(want["moe_out"])
+    engine = ExpertEngine(d_model, ffn, cands, lanes, word_bits, slots)
+    got, _, _ = run_engine(engine, inputs, 20261206, 0.3)
+    check_outputs(got, want, layouts(d_model, ffn, cands, word_bits, slots))
+
+
 def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
     """Requant alone, two groups (two candidates each, pairs of outputs), the sums offered one
     cycle in four and every scale word at once: each output equal to golden's

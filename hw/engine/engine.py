@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -100,7 +100,7 @@ class ExpertEngine(wiring.Component):
         self._d, self._f, self._c = d_model, expert_ffn, candidates
         self._p, self._w, self._t = lanes, word_bits, tokens
         super().__init__({
-            "cand": In(stream.Signature(cand_layout(tokens))),
+            "cand": In(stream.Signature(cand_layout(tokens, expert_ffn))),
             "x": In(stream.Signature(x_layout(candidates, d_model, inputs_per_beat(word_bits)))),
             "gate_up": In(stream.Signature(column_layout(d_model, word_bits))),
             "gate_up_scales": In(stream.Signature(scale_words_layout(word_bits))),
@@ -171,19 +171,22 @@ class ExpertEngine(wiring.Component):
         x_scale = Signal(data.ArrayLayout(dyadic_layout, c))
         token = Signal(data.ArrayLayout(index_bits(self._t), c))
         weight = Signal(data.ArrayLayout(WEIGHT_BITS, c))
+        down_mask = Signal(data.ArrayLayout(f, c))
         count = Signal(index_bits(c))
         x_open = Signal()
         # this cycle's candidate written over the group's registers: the record pushed with the
         # group's last candidate includes it
         item = self.cand.payload
         x_now, token_now, weight_now = Signal.like(x_scale), Signal.like(token), Signal.like(weight)
-        m.d.comb += [x_now.eq(x_scale), token_now.eq(token), weight_now.eq(weight)]
+        mask_now = Signal.like(down_mask)
+        m.d.comb += [x_now.eq(x_scale), token_now.eq(token), weight_now.eq(weight),
+                     mask_now.eq(down_mask)]
         take = self.cand.valid & self.cand.ready
         with m.If(take):
             m.d.comb += [x_now[count].eq(item.x), token_now[count].eq(item.token),
-                         weight_now[count].eq(item.weight)]
+                         weight_now[count].eq(item.weight), mask_now[count].eq(item.down)]
             m.d.sync += [x_scale.eq(x_now), token.eq(token_now), weight.eq(weight_now),
-                         count.eq(count + 1)]
+                         down_mask.eq(mask_now), count.eq(count + 1)]
         pushed = take & (item.last | (count == c - 1))
         with m.If(pushed):
             m.d.sync += [count.eq(0), x_open.eq(1)]
@@ -198,6 +201,10 @@ class ExpertEngine(wiring.Component):
                               comb.group_done)
         h_head, _ = _queue(m, "hidden_scales", quant.scales.shape(), H_QUEUE,
                               last_of(dn_mac.act), quant.scales, last_of(dn_mac.sums))
+        # the DOWN masks, from a group's candidates until its DOWN inputs are in (never more
+        # groups than the slots' queue holds: a group leaves this one first)
+        mask_head, _ = _queue(m, "down_masks", mask_now.shape(), GROUP_QUEUE, pushed, mask_now,
+                              last_of(dn_mac.act))
         m.d.comb += [gu_rq.act_scale.eq(x_head), dn_rq.act_scale.eq(h_head),
                      comb.token.eq(t_head), comb.weight.eq(w_head)]
         # a new group once the previous one's inputs are in and both queues have room
@@ -219,10 +226,13 @@ class ExpertEngine(wiring.Component):
                      comb.flush.payload.eq(flushes.r.payload.token),
                      flushes.r.ready.eq(comb.flush.ready & due)]
         hidden = hidden_copy.a.payload
+        # a hidden channel outside the candidate's DOWN mask enters its DOWN sums as 0, which is
+        # what the mask means (docs/contracts.md); `hidden` itself keeps every value
+        masked_in = mask_head[hidden.candidate].bit_select(hidden.channel, 1)
         m.d.comb += [dn_mac.act.valid.eq(hidden_copy.a.valid),
                      dn_mac.act.payload.candidate.eq(hidden.candidate),
                      dn_mac.act.payload.beat.eq(hidden.channel),
-                     dn_mac.act.payload.values[0].eq(hidden.value),
+                     dn_mac.act.payload.values[0].eq(Mux(masked_in, hidden.value, 0)),
                      dn_mac.act.payload.last.eq(hidden.last),
                      dn_mac.act_final.eq(quant.hidden_final),
                      hidden_copy.a.ready.eq(dn_mac.act.ready)]

@@ -108,10 +108,12 @@ def h_layout(candidates: int, ffn: int) -> data.StructLayout:
                               "value": signed(H_WIDTH), "last": 1})
 
 
-def cand_layout(tokens: int) -> data.StructLayout:
-    """One candidate of a group: its MoE input's scale, its token slot and routing weight."""
+def cand_layout(tokens: int, ffn: int) -> data.StructLayout:
+    """One candidate of a group: its MoE input's scale, its token slot, routing weight and DOWN
+    mask (bit f: hidden channel f enters its DOWN sums; the group's DOWN columns are the union
+    of its candidates' masks, so candidates of several depth groups share one walk)."""
     return data.StructLayout({"x": dyadic_layout, "token": index_bits(tokens),
-                              "weight": unsigned(WEIGHT_BITS), "last": 1})
+                              "weight": unsigned(WEIGHT_BITS), "down": ffn, "last": 1})
 
 
 def hidden_scale_layout(candidates: int) -> data.StructLayout:
