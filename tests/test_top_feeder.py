@@ -14,6 +14,10 @@ The whole `Feeder` (split, a lane per matrix, the bank arbiter): each engine por
 matrix's words in its descriptors' order, and the GATE_UP lane runs on while the DOWN ports
 stall.
 
+Bad descriptors (issue 28): each reported, and walked so that the engine stays in step, with
+zeros for what the descriptor did not fetch, also when the location table's entry for it is
+stale (a line the step never writes: the feeder hung there before 2026-12-03).
+
 The cocotb bench (cocotb_tests/top/) runs the whole top on real decode steps.
 """
 
@@ -81,30 +85,52 @@ def _job(rng: random.Random, g: EmaGeometry, slot: int, lines: dict, buffer: dic
         chans = set(range(n))
     else:
         chans = {c for c in range(n) if rng.random() < 0.3} or {31 if n > 31 else 0}
+    done = {"tag": slot, "slot": slot, "status": EmaStatus.OK}
+    return (_descriptor_words(g, slot, matrix, chans), done,
+            _walked(rng, g, slot, matrix, chans, lines, buffer))
+
+
+def _descriptor_words(g: EmaGeometry, slot: int, matrix: Matrix, chans: set,
+                      scales: int = 1) -> list[int]:
+    """A DESCRIPTOR word (tag `slot`) and its mask words selecting `chans`."""
     words = [ema_command_layout.const({"op": EmaOp.DESCRIPTOR, "arg": {"descriptor": {
-        "tag": slot, "layer": 0, "expert": 0, "matrix": int(matrix), "scales": 1}}}).as_bits()]
+        "tag": slot, "layer": 0, "expert": 0, "matrix": int(matrix),
+        "scales": scales}}}).as_bits()]
     for k in range(g.mask_words(matrix)):
         mask = sum(1 << (c - k * MASK_BITS) for c in chans if k * MASK_BITS <= c < (k + 1) * MASK_BITS)
         words.append(ema_command_layout.const({"op": EmaOp.MASK, "arg": {"mask": mask}}).as_bits())
-    done = {"tag": slot, "slot": slot, "status": EmaStatus.OK}
-    return words, done, _walked(rng, g, slot, matrix, chans, lines, buffer)
+    return words
+
+
+def _chans(words: list[int], matrix: Matrix) -> set:
+    """The channels of the matrix that a descriptor's mask words select (bits past its last
+    channel dropped)."""
+    return {k * MASK_BITS + b for k, w in enumerate(words[1:]) for b in range(MASK_BITS)
+            if ema_command_layout.from_bits(w).arg.mask >> b & 1
+            and k * MASK_BITS + b < LAYOUT.in_channels(matrix)}
 
 
 def _walked(rng: random.Random, g: EmaGeometry, slot: int, matrix: Matrix, chans: set,
-            lines: dict, buffer: dict) -> list[dict]:
+            lines: dict, buffer: dict, scales: bool = True) -> list[dict]:
     """The words a descriptor of `matrix` in `slot` selecting `chans` must produce: its scale
-    block's, then each channel's column, lowest first, from the lines the table names."""
+    block's, then each channel's column, lowest first, from the lines the table names. Without
+    `scales` its scale block is words of 0, and selecting no channel it gets one column of 0 as
+    channel 0 (docs/contracts.md, "The top's commands: accepted ranges"): neither is read from
+    the table or the buffer."""
     want = []
-    items = [(1, g.scale_entry, g.scale_beats(matrix))] + \
-        [(0, c, g.column_beats(matrix)) for c in sorted(chans)]
-    for i, (scale, entry, count) in enumerate(items):
+    columns = [(0, c, g.column_beats(matrix), False) for c in sorted(chans)]
+    items = [(1, g.scale_entry, g.scale_beats(matrix), not scales)] + \
+        (columns or [(0, 0, g.column_beats(matrix), True)])
+    for i, (scale, entry, count, zero) in enumerate(items):
         # the EMA never allocates past the buffer's end: room for a 12-beat DOWN scale block
-        first = lines.setdefault(slot * g.chan_stride + entry, rng.randrange(g.lines - 16))
+        first = None if zero else \
+            lines.setdefault(slot * g.chan_stride + entry, rng.randrange(g.lines - 16))
         for k in range(count):
             final = k == count - 1
             want.append({"matrix": int(matrix), "scale": scale,
                          "channel": 0 if scale else entry,
-                         "data": buffer.setdefault(first + k, rng.getrandbits(g.data_width)),
+                         "data": 0 if zero else
+                         buffer.setdefault(first + k, rng.getrandbits(g.data_width)),
                          "last": int(final and (scale or i == len(items) - 1)),
                          "end": int(final and i == len(items) - 1)})
     return want
@@ -280,11 +306,11 @@ def _spoil(words: list[int], descriptor: dict | None = None, masks: dict | None 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_bad_descriptors_are_reported_and_walked_so_the_engine_stays_in_step(seed):
-    """A descriptor without scales (walked as usual), one with a mask bit past the last
-    channel (not walked), one selecting no channel (walked as channel 0 alone), a stray MASK
-    word (dropped) and a descriptor with two bad fields (the first named), each followed by a
-    good descriptor: every word is the contract's, `rejected` gives each code in order with op
-    EMA."""
+    """A descriptor without scales (its scale block zeros), one with a mask bit past the last
+    channel (not walked), one selecting no channel (a column of zeros as channel 0), a stray
+    MASK word (dropped) and a descriptor with two bad fields (the first named), each followed
+    by a good descriptor: every word is the contract's, `rejected` gives each code in order
+    with op EMA."""
     rng = random.Random(seed)
     g = EmaGeometry(LAYOUT, 64, 4096, 4)
     dut = Chain(g)
@@ -294,13 +320,14 @@ def test_bad_descriptors_are_reported_and_walked_so_the_engine_stays_in_step(see
     tail_bit = 1 << 20             # channel 52: past the last
     slot = iter(range(100))
 
-    def job(spoil=None, code=None, chans=None):
+    def job(spoil=None, code=None):
         s = next(slot) % g.slots
         words, done, expected_words = _job(rng, g, s, lines, buffer, gu)
         if spoil is not None:
             words = spoil(words)
-        if chans is not None:
-            expected_words = _walked(rng, g, s, gu, chans, lines, buffer)
+            scales = ema_command_layout.from_bits(words[0]).arg.descriptor.scales
+            expected_words = _walked(rng, g, s, gu, _chans(words, gu), lines, buffer,
+                                     bool(scales))
         jobs.extend(words)
         dones.append(done)
         want.extend(expected_words)
@@ -315,7 +342,7 @@ def test_bad_descriptors_are_reported_and_walked_so_the_engine_stays_in_step(see
     job()
     job(lambda w: _spoil(w, masks={1: with_tail(w)}), TopError.MASK_TAIL)
     job()
-    job(lambda w: _spoil(w, masks={0: 0, 1: 0}), TopError.NO_CHANNEL, chans={0})
+    job(lambda w: _spoil(w, masks={0: 0, 1: 0}), TopError.NO_CHANNEL)
     jobs.append(ema_command_layout.const({"op": EmaOp.MASK, "arg": {"mask": 5}}).as_bits())
     expected.append((TopError.STRAY_MASK, TopOp.EMA))
     job()
@@ -328,6 +355,44 @@ def test_bad_descriptors_are_reported_and_walked_so_the_engine_stays_in_step(see
     for i, (g_, w) in enumerate(zip(got, want)):
         assert g_ == w, f"word {i}: {g_} != {w}"
     assert rejects == expected
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_descriptor_without_a_channel_or_scales_reads_no_stale_location_entry(seed):
+    """Issue 28's hang in the feeder alone: the location table's entry of what a bad
+    descriptor did not fetch (channel 0 of one selecting none, the scale block of one without
+    `scales`) is stale, left by an earlier step, and names a line this step never writes
+    (`filled` stays below it). Before, the walker sent that item to the line reader, which
+    waited for the line for good (40,000 cycles here, the GATE_UP ports short of words). Now
+    the engine gets a column of zeros as channel 0 (with `last` and `end`) or a scale block of
+    zeros instead, nothing waits, each is reported, and the good descriptors around them, in
+    both lanes, are exact."""
+    rng = random.Random(seed)
+    g = EmaGeometry(LAYOUT, 64, 4096, 4)
+    dut = Feeder(g, BANKS, 1)
+    # `_walked` allocates below g.lines - 16 + 12 beats: `filled` never reaches the last line
+    stale = g.lines - 1
+    gu, down = Matrix.GATE_UP, Matrix.DOWN
+    # (slot, matrix, channels, scales) in command order; the bad ones in slots 1-3, whose
+    # entries of what they do not fetch are stale
+    plan = [(0, gu, {3, 33}, 1), (1, gu, set(), 1), (0, down, {0, 5}, 1),
+            (2, down, {0, 7}, 0), (3, gu, set(), 0), (0, gu, {0, 39}, 1), (0, down, {2}, 1)]
+    lines = {g.chan_stride + 0: stale, 2 * g.chan_stride + g.scale_entry: stale,
+             3 * g.chan_stride + 0: stale, 3 * g.chan_stride + g.scale_entry: stale}
+    buffer, jobs, dones, words = {}, deque(), [], []
+    for slot, matrix, chans, scales in plan:
+        jobs.extend(_descriptor_words(g, slot, matrix, chans, scales))
+        dones.append({"tag": slot, "slot": slot, "status": EmaStatus.OK})
+        words += _walked(rng, g, slot, matrix, chans, lines, buffer, bool(scales))
+    assert stale > max(buffer)
+    want = _by_port(words)
+    got, counts, rejects = _play_feeder(dut, rng, jobs, dones, lines, buffer, want)
+    for name in want:
+        assert got[name] == want[name], f"{name}: {len(got[name])} words for {len(want[name])}"
+    assert counts["ended"] == len(plan) and counts["moved"] == len(words)
+    assert [code for lane, code in rejects if lane == gu] == [TopError.NO_CHANNEL,
+                                                              TopError.NO_SCALES]
+    assert [code for lane, code in rejects if lane == down] == [TopError.NO_SCALES]
 
 
 def _play_feeder(dut, rng, jobs: deque, dones: list, lines: dict, buffer: dict, want: dict,

@@ -227,13 +227,13 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
 
 def run_fuzz(sequences: int, seed: int = 20261203, case: str = "ci",
              simulator: str | None = "verilator", directed: str | None = None,
-             known_hangs: bool = False, waves: bool | None = None) -> SimResult:
+             waves: bool | None = None) -> SimResult:
     """The top fuzz bench (fuzz.py) on `sequences` random sequences drawn from `seed`
-    (fuzz_vectors.py; `known_hangs`: with the faults that hang the feeder today), on hardware
-    set `case`. `directed` instead: "dcu_rejects" (issue 28's rejected DCU jobs) or a
-    `FEEDER_HANGS` kind (its shortest case). The build is the top bench's on the same case
+    (fuzz_vectors.py), on hardware set `case`. `directed` instead: "dcu_rejects" (issue 28's
+    rejected DCU jobs) or "bad_descriptors" (the shortest cases of the feeder's former hang,
+    each followed by a good sequence). The build is the top bench's on the same case
     (`run_bench`'s folder: one Verilator build serves both)."""
-    from .fuzz_vectors import directed_sequences, feeder_hang_sequences, write_sequences
+    from .fuzz_vectors import bad_descriptor_sequences, directed_sequences, write_sequences
 
     hw = hardware(case)
     files = prepare_vectors()
@@ -241,13 +241,13 @@ def run_fuzz(sequences: int, seed: int = 20261203, case: str = "ci",
     folder = build_root() / "bench" / "top"
     if directed == "dcu_rejects":
         vectors = directed_sequences(trace, hw, seed, folder / f"fuzz-directed-{seed}.json")
+    elif directed == "bad_descriptors":
+        vectors = bad_descriptor_sequences(trace, hw, folder / "fuzz-bad-descriptors.json")
     elif directed is not None:
-        vectors = feeder_hang_sequences(trace, hw, directed, folder / f"fuzz-{directed}.json")
+        raise ValueError(f"directed = {directed!r}: accepted dcu_rejects, bad_descriptors")
     else:
-        hangs = "-hangs" if known_hangs else ""
         vectors = write_sequences(trace, hw, sequences, seed,
-                                  folder / f"fuzz-{case}-{seed}-{sequences}{hangs}.json",
-                                  known_hangs=known_hangs)
+                                  folder / f"fuzz-{case}-{seed}-{sequences}.json")
     top = Design(AcceleratorTop, (trace.layout,), hw)
     return run_cocotb(top, toplevel="accelerator_top", test_module=FUZZ_MODULE,
                       case=f"{case}-ci", params={**hw, **files, "vectors": str(vectors),

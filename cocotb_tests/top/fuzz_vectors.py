@@ -12,7 +12,8 @@ at a random coalescing ratio. Every expected output is golden's
 (reference.py `groups_outputs`: golden/integer/intops.py and golden/blocks/dcu.py on the
 checkpoint's weights); the bench compares and computes nothing.
 
-Bad commands (`FAULTS`), at most one per DCU job, each with what the contract says happens
+Bad commands (`FAULTS`), at most one per DCU job and one per host descriptor (the top
+reports a job's or descriptor's first bad field only), each with what the contract says happens
 (docs/contracts.md, "The top's commands: accepted ranges", "DCU jobs: accepted ranges",
 docs/blocks/top.md "A rejected DCU job"):
 
@@ -28,16 +29,16 @@ docs/blocks/top.md "A rejected DCU job"):
   are the top's) with g = 65537 or a reserved bit: `WEIGHT`, `RESERVED`, the matrix whole;
 - `stray_mask` (host modes): a MASK word where a DESCRIPTOR belongs: `STRAY_MASK` (the feeder
   drops it) and the EMA's BAD_COMMAND, which stops the EMA; the sequence's outputs are then not
-  meaningful (*poison*: the bench counts them, compares none of the sequence's, and resets
-  after it);
-- `no_scales`, `no_channel` (host modes; `FEEDER_HANGS`, drawn only with `known_hangs`): a
-  descriptor without its scale block, or with every mask word 0: `NO_SCALES`, `NO_CHANNEL`,
-  poison. Both hang the feeder today: it walks the slot's scale item (or channel 0) anyway,
-  and when the location table's entry for it is stale (a line this step does not write) the
-  line reader waits for it for good (found by the long run, sequence 466 of seed 20261203;
-  `feeder_hang_sequences` is the shortest case);
+  meaningful (*poison*: the bench counts them, compares none of the sequence's) and the host
+  resets after it (`recover`: the EMA stopped);
+- `no_scales`, `no_channel` (host modes; `BAD_DESCRIPTORS`): a descriptor without its scale
+  block, or with every mask word 0: `NO_SCALES`, `NO_CHANNEL`, poison (the feeder gives the
+  engine zeros for what the descriptor did not fetch, hw/top/feeder.py `MaskWalker`); the EMA
+  does not stop, so no reset follows and the next sequence is compared as any. Until
+  2026-12-03 both hung the feeder, which read a stale location entry for them (found by the
+  long run, sequence 466 of seed 20261203; `bad_descriptor_sequences` is the shortest case);
 - `bus_error`: SLVERR or DECERR on a beat of the sequence's first or second burst: the EMA's
-  STATUS (poison, reset after);
+  STATUS (poison, `recover`);
 - `reset`: a reset after a random number of the sequence's beats (its outputs discarded).
 
 Every valid command (group, flush) of a sequence without poison is checked bit for bit; every
@@ -46,8 +47,9 @@ invalid one is counted in the CSR the contract names.
 The file (JSON, `write_sequences`): {"seed", "hardware", "sequences": [...]}, each sequence
 with its `beats` (hex), `rows`, `groups` ([expert, [[row, slot], ...]]), golden's arrays
 (`hidden_q`, `hidden_m`, `hidden_e`, `expert_out_q16`, `moe_out_q16`, nested lists), the
-`faults`, the rejections due (`command`, `dcu`: [code, tag] lists), `poison`, `reset_after`
-(beats) and `bus_error` ({"burst", "beat", "resp"}).
+`faults`, the rejections due (`command`, `dcu`: [code, tag] lists), `poison`, `recover` (the
+EMA stops: the host resets after the sequence), `reset_after` (beats) and `bus_error`
+({"burst", "beat", "resp"}).
 """
 
 from __future__ import annotations
@@ -69,23 +71,28 @@ from edgexpert.hw.top import command_layout
 
 from .host import batch_commands, expert_groups, plan_batches
 
-__all__ = ["MODES", "FAULTS", "FEEDER_HANGS", "REJECTED_JOBS", "FuzzTrace", "make_sequence",
-           "write_sequences", "directed_sequences", "feeder_hang_sequences"]
+__all__ = ["MODES", "FAULTS", "BAD_DESCRIPTORS", "REJECTED_JOBS", "FuzzTrace", "make_sequence",
+           "write_sequences", "directed_sequences", "bad_descriptor_sequences"]
 
 #: the mask modes (host.py, cocotb_tests/top/__init__.py MASKS) and the DCU modes' job orders
 MODES = {"naive_sd": None, "edgexpert": None, "dcu": "ahead", "dcu_inline": "inline"}
 #: coalescing ratios drawn per masked sequence: the default policy's 0.5 (configs/default.yaml
 #: policies.coalescing_ratio) and the ablation's ends (docs/policies.md)
 RATIOS = (0.25, 0.5, 0.75)
+#: the host's descriptors the feeder rejects but the EMA fetches (module doc)
+BAD_DESCRIPTORS = ("no_scales", "no_channel")
+#: per kind, the n of the draws random.Random(f"probe-{kind}-{n}") whose bad descriptor's
+#: stale location entry names a line past its step's last: the first such n (a hang of the
+#: feeder before 2026-12-03, checked on main at c90605c; n 0..4 of no_scales read a line the
+#: step writes, or no stale entry)
+HUNG = {"no_scales": 5, "no_channel": 0}
 #: bad commands by mode kind (module doc)
 FAULTS = {"any": ("op", "stray_x", "bus_error", "reset"),
           "dcu": ("down_count", "keep_zero", "keep_above", "prune_reserved", "entry_weight",
                   "entry_reserved"),
-          "host": ("stray_mask",)}
-#: faults that stop the EMA (its STATUS keeps the first error)
+          "host": ("stray_mask",) + BAD_DESCRIPTORS}
+#: faults that stop the EMA (its STATUS keeps the first error; the host resets after)
 EMA_ERRORS = ("bus_error", "stray_mask")
-#: the host faults that hang the feeder (module doc): drawn only on request
-FEEDER_HANGS = ("no_scales", "no_channel")
 #: the DCU job faults whose job the DCU rejects (its matrix then fetched whole)
 REJECTED_JOBS = ("keep_zero", "keep_above", "prune_reserved", "entry_weight", "entry_reserved")
 #: ops the top without a PRU does not have (TopOp: 7 and 10-15 unused, 8 and 9 the PRU's)
@@ -181,7 +188,7 @@ class _Beats:
 def make_sequence(trace, engine, hw: dict, index: int, rng: random.Random, *,
                   mode: str | None = None, faults: list[dict] | None = None,
                   rows: int | None = None, pool: int | None = None, choices: int | None = None,
-                  layer: int | None = None, known_hangs: bool = False) -> dict:
+                  layer: int | None = None) -> dict:
     """Sequence `index` (module doc), drawn from `rng`; the keyword arguments fix what is
     otherwise drawn (`faults`: dicts {"kind", "group", "matrix"} for the job faults)."""
     from .reference import groups_outputs
@@ -211,7 +218,7 @@ def make_sequence(trace, engine, hw: dict, index: int, rng: random.Random, *,
     ratio = rng.choice(RATIOS) if masked else 1.0
     groups = expert_groups(ft, list(range(n)), candidates, by_depth=masked)
     if faults is None:
-        faults = _draw_faults(rng, mode, len(groups), known_hangs)
+        faults = _draw_faults(rng, mode, len(groups))
     whole = {(f["group"], f["matrix"]) for f in faults if f["kind"] in REJECTED_JOBS}
     from edgexpert.golden.policies.edgexpert import selected_count
     chans = (layout.d_model, layout.expert_ffn)
@@ -228,7 +235,8 @@ def make_sequence(trace, engine, hw: dict, index: int, rng: random.Random, *,
                            dcu=keep if dcu else None, order=MODES[mode] or "ahead")
     seq = {"index": index, "mode": mode, "layer": layer, "ratio": ratio, "rows": real,
            "groups": [[g.expert, [list(c) for c in g.cands]] for g in batch.groups],
-           "faults": faults, "command": [], "dcu": [], "poison": False, "reset_after": None,
+           "faults": faults, "command": [], "dcu": [], "poison": False,
+           "recover": any(f["kind"] in EMA_ERRORS for f in faults), "reset_after": None,
            "bus_error": None}
     beats = _apply_faults(seq, beats, rng, layout, hw)
     seq["beats"] = [f"{b:x}" for b in beats]
@@ -237,12 +245,10 @@ def make_sequence(trace, engine, hw: dict, index: int, rng: random.Random, *,
     return seq
 
 
-def _draw_faults(rng: random.Random, mode: str, groups: int, known_hangs: bool) -> list[dict]:
+def _draw_faults(rng: random.Random, mode: str, groups: int) -> list[dict]:
     if rng.random() >= FAULT_SHARE:
         return []
     kinds = FAULTS["any"] + FAULTS["dcu" if MODES[mode] is not None else "host"]
-    if known_hangs and MODES[mode] is None:
-        kinds += FEEDER_HANGS
     faults, jobs = [], set()
     for _ in range(rng.randint(1, MAX_FAULTS)):
         kind = rng.choices(kinds, [WEIGHTS.get(k, 2) for k in kinds])[0]
@@ -260,6 +266,9 @@ def _draw_faults(rng: random.Random, mode: str, groups: int, known_hangs: bool) 
             continue
         if kind in EMA_ERRORS and any(f["kind"] in EMA_ERRORS for f in faults):
             continue          # one EMA error a sequence: the first stops the EMA, STATUS names it
+        if kind in BAD_DESCRIPTORS and sum(f["kind"] in BAD_DESCRIPTORS
+                                           for f in faults) == 2 * groups:
+            continue          # one a descriptor (_apply_faults): each host group has two
         faults.append(fault)
     return faults
 
@@ -272,6 +281,7 @@ def _apply_faults(seq: dict, beats: list[int], rng: random.Random, layout, hw: d
     headers = at.headers(beats)
     descriptors = at.descriptors(beats)
     inserts, jobs = [], []
+    spoilt = set()              # the descriptors a BAD_DESCRIPTORS fault has taken
     for f in seq["faults"]:
         kind = f["kind"]
         tag = (2 * f["group"] + f["matrix"]) % 256
@@ -300,17 +310,19 @@ def _apply_faults(seq: dict, beats: list[int], rng: random.Random, layout, hw: d
             else:
                 beats[i] = _with(beats[i], at.header["keep"], 0 if kind == "keep_zero" else c + 1)
                 jobs.append((i, [int(DcuError.KEEP), tag]))
-        elif kind == "no_scales":
-            i = descriptors[rng.randrange(len(descriptors))]
-            beats[i] = _with(beats[i], at.scales, 0)
-            seq["command"].append([int(TopError.NO_SCALES), int(TopOp.EMA)])
-            seq["poison"] = True
-        elif kind == "no_channel":
-            i = descriptors[rng.randrange(len(descriptors))]
-            words = -(-layout.in_channels(Matrix(at.get(beats[i], at.matrix))) // LANES)
-            for w in range(i + 1, i + 1 + words):
-                beats[w] = _with(beats[w], at.mask, 0)
-            seq["command"].append([int(TopError.NO_CHANNEL), int(TopOp.EMA)])
+        elif kind in BAD_DESCRIPTORS:
+            # one fault a descriptor: the feeder reports a descriptor's first bad field only
+            free = [d for d in descriptors if d not in spoilt]
+            i = free[rng.randrange(len(free))]
+            spoilt.add(i)
+            if kind == "no_scales":
+                beats[i] = _with(beats[i], at.scales, 0)
+                seq["command"].append([int(TopError.NO_SCALES), int(TopOp.EMA)])
+            else:
+                words = -(-layout.in_channels(Matrix(at.get(beats[i], at.matrix))) // LANES)
+                for w in range(i + 1, i + 1 + words):
+                    beats[w] = _with(beats[w], at.mask, 0)
+                seq["command"].append([int(TopError.NO_CHANNEL), int(TopOp.EMA)])
             seq["poison"] = True
         elif kind == "stray_mask":
             inserts.append((descriptors[rng.randrange(len(descriptors))],
@@ -351,13 +363,12 @@ def _engine(trace):
     return IntModel(load_checkpoint(checkpoint and Path(checkpoint)).model.eval())
 
 
-def write_sequences(trace, hw: dict, count: int, seed: int, path: Path,
-                    known_hangs: bool = False) -> Path:
+def write_sequences(trace, hw: dict, count: int, seed: int, path: Path) -> Path:
     """`count` random sequences (sequence i drawn from random.Random(f"{seed}-{i}"), so any one
-    can be drawn again alone) to `path`; `known_hangs`: the `FEEDER_HANGS` faults too."""
+    can be drawn again alone) to `path`."""
     engine = _engine(trace)
-    seqs = [make_sequence(trace, engine, hw, i, random.Random(f"{seed}-{i}"),
-                          known_hangs=known_hangs) for i in range(count)]
+    seqs = [make_sequence(trace, engine, hw, i, random.Random(f"{seed}-{i}"))
+            for i in range(count)]
     return _write(path, seed, hw, seqs)
 
 
@@ -376,18 +387,21 @@ def directed_sequences(trace, hw: dict, seed: int, path: Path) -> Path:
     return _write(path, seed, hw, seqs)
 
 
-def feeder_hang_sequences(trace, hw: dict, kind: str, path: Path) -> Path:
-    """The shortest case of a `FEEDER_HANGS` fault: a sequence of whole experts (its step
-    writes the location table far into the buffer), then a sequence with the host's masks
-    whose GATE_UP descriptor has the fault (its slot's stale entry names a line the step does
-    not write)."""
-    if kind not in FEEDER_HANGS:
-        raise ValueError(f"kind = {kind!r}: accepted {', '.join(FEEDER_HANGS)}")
+def bad_descriptor_sequences(trace, hw: dict, path: Path) -> Path:
+    """The shortest case of each `BAD_DESCRIPTORS` fault, which hung the feeder until
+    2026-12-03: a sequence of whole experts (its step writes the location table far into the
+    buffer), then a sequence with the host's masks with the fault on one of its descriptors
+    (its slot's stale entry names a line the step does not write), then a good sequence of
+    the host's masks (no reset before it: compared as any)."""
     engine = _engine(trace)
-    rng = random.Random(f"probe-{kind}-0")
-    seqs = [make_sequence(trace, engine, hw, 0, rng, mode="naive_sd", faults=[], rows=3),
-            make_sequence(trace, engine, hw, 1, rng, mode="edgexpert", rows=2, faults=[
-                {"kind": kind, "group": 0, "matrix": int(Matrix.GATE_UP)}])]
+    seqs = []
+    for kind in BAD_DESCRIPTORS:
+        rng = random.Random(f"probe-{kind}-{HUNG[kind]}")
+        fault = {"kind": kind, "group": 0, "matrix": int(Matrix.GATE_UP)}
+        for mode, rows, faults in (("naive_sd", 3, []), ("edgexpert", 2, [fault]),
+                                   ("edgexpert", 3, [])):
+            seqs.append(make_sequence(trace, engine, hw, len(seqs), rng, mode=mode, rows=rows,
+                                      faults=faults))
     return _write(path, 0, hw, seqs)
 
 

@@ -85,11 +85,11 @@ class TopError(enum.IntEnum, shape=4):
     #: `last` not on the group's n x beats-th X beat (of its last candidate), or the group's X
     #: beats cut short by the next CAND
     LAST = 7
-    #: a DESCRIPTOR without `scales` (the engine needs the scale block: it is walked anyway)
+    #: a DESCRIPTOR without `scales` (the engine needs the scale block: it gets one of zeros)
     NO_SCALES = 8
     #: a MASK bit past the matrix's last channel (not walked; the EMA's BAD_DESCRIPTOR too)
     MASK_TAIL = 9
-    #: a descriptor selecting no channel (walked as channel 0 alone: the engine needs a column)
+    #: a descriptor selecting no channel (the engine needs a column: it gets channel 0 as zeros)
     NO_CHANNEL = 10
     #: a MASK word where a DESCRIPTOR belongs (dropped; the EMA's BAD_COMMAND too)
     STRAY_MASK = 11

@@ -12,7 +12,8 @@ Five small components joined by streams, one item per cycle each:
 2. `Locator`: the location-table entry of each item (slot * chan_stride + channel, or the slot's
    scale entry): the buffer line where it starts;
 3. `LineReader`: each item's buffer words (column_beats lines of a column, scale_beats of a
-   scale block), one line per cycle, through the bank arbiter (lanes.py);
+   scale block), one line per cycle, through the bank arbiter (lanes.py); as many words of 0
+   for a `zero` item (what a bad descriptor did not fetch: `MaskWalker`);
 4. `Router`: each word of the lane's matrix to the engine port of its kind.
 """
 
@@ -176,10 +177,21 @@ class MaskWalker(wiring.Component):
     so that the engine stays in step: a MASK word where a descriptor is expected is dropped
     (STRAY_MASK; the EMA fails it as BAD_COMMAND); mask bits past the matrix's last channel are
     not walked (MASK_TAIL; the EMA fails the descriptor as BAD_DESCRIPTOR); a descriptor
-    without `scales` is walked as usual, its scale item whatever the table holds (NO_SCALES);
-    one selecting no channel is walked as channel 0 alone (NO_CHANNEL: the engine needs a
-    column to end the matrix). `rejected` gives the first of them (op EMA) with the
-    descriptor's last mask word, or with the stray word.
+    without `scales` gets a `zero` scale item (NO_SCALES); one selecting no channel is walked
+    as channel 0 alone, a `zero` item (NO_CHANNEL: the engine needs a column to end the
+    matrix). `rejected` gives the first of them (op EMA) with the descriptor's last mask word,
+    or with the stray word.
+
+    Why `zero` items: the EMA writes location entries only for what a descriptor fetches (its
+    scale block with `scales`, its selected channels; residency is per step), so the entry of
+    a scale block or channel 0 the descriptor did not ask for may be stale, naming a line this
+    step never fills, and a reader waiting for it would wait for good (issue 28, found by the
+    top's fuzz bench). Every item the walker sends to the buffer is therefore one the
+    descriptor fetched: its entry is written before the notice, and its lines come below the
+    EMA's `filled` (or, after an EMA error, `filled` covers the buffer); the rest, which the
+    engine needs only to end the matrix, is a `zero` item that the `LineReader` makes without
+    a read. A rejected descriptor's outputs are not meaningful either way; zeros make them the
+    same whatever the buffer holds.
 
     `awaiting` is high while a descriptor waits for its notice; `hungry` while the walker
     waits for a descriptor and none is queued.
@@ -206,6 +218,8 @@ class MaskWalker(wiring.Component):
                  for mat in Matrix}
         error = Signal(TopError)            # the descriptor's first bad field so far
         any_channel = Signal()              # a channel selected by its mask words so far
+        no_scales = Signal()                # the descriptor has no scale block: a zero item
+        empty = Signal()                    # it selects no channel: channel 0, a zero item
         m.d.comb += [self.rejected.payload.tag.eq(TopOp.EMA)]
         width = n_words * MASK_BITS
         words = [Signal(MASK_BITS, name=f"mask{k}") for k in range(n_words)]
@@ -231,7 +245,8 @@ class MaskWalker(wiring.Component):
                 descriptor = self.jobs.payload.arg.descriptor
                 with m.If(self.jobs.valid & (self.jobs.payload.op == EmaOp.DESCRIPTOR)):
                     m.d.sync += [matrix.eq(descriptor.matrix), k.eq(0), mask.eq(0),
-                                 any_channel.eq(0),
+                                 any_channel.eq(0), no_scales.eq(~descriptor.scales),
+                                 empty.eq(0),
                                  error.eq(Mux(descriptor.scales, TopError.NONE,
                                               TopError.NO_SCALES))]
                     m.next = "Issued"
@@ -265,11 +280,11 @@ class MaskWalker(wiring.Component):
                         m.d.comb += [self.rejected.valid.eq(code != TopError.NONE),
                                      self.rejected.payload.code.eq(code)]
                         with m.If(~any_channel & ~kept.any()):
-                            m.d.sync += words[0].eq(1)      # channel 0 alone
+                            m.d.sync += [words[0].eq(1), empty.eq(1)]   # channel 0 alone
                         m.next = "Scale"
             with m.State("Scale"):
                 m.d.comb += [self.channels.valid.eq(1), out.scale.eq(1), out.last.eq(1),
-                             out.end.eq(mask == 0)]
+                             out.end.eq(mask == 0), out.zero.eq(no_scales)]
                 with m.If(self.channels.ready):
                     with m.If(mask == 0):
                         m.next = "Descriptor"
@@ -277,7 +292,7 @@ class MaskWalker(wiring.Component):
                         m.next = "Walk"
             with m.State("Walk"):
                 m.d.comb += [self.channels.valid.eq(1), out.channel.eq(Cat(*index)),
-                             out.last.eq(rest == 0), out.end.eq(rest == 0)]
+                             out.last.eq(rest == 0), out.end.eq(rest == 0), out.zero.eq(empty)]
                 with m.If(self.channels.ready):
                     m.d.sync += mask.eq(rest)
                     with m.If(rest == 0):
@@ -289,7 +304,8 @@ class Locator(wiring.Component):
     """Each item's location-table entry: the buffer line its column (or scale block) starts at.
     The table's read port answers one cycle after the address; the output register holds the
     item while the next stage stalls, and the address stays on that item's entry meanwhile, so
-    the line read with it stays valid. One item per cycle."""
+    the line read with it stays valid. One item per cycle. A `zero` item's entry is read too
+    and passed on unused (the reader does not read its lines)."""
 
     def __init__(self, geometry: EmaGeometry):
         self._g = g = geometry
@@ -305,7 +321,7 @@ class Locator(wiring.Component):
         item = self.channels.payload
         full = Signal()
         held = Signal(self.loc.addr.shape())
-        fields = ("matrix", "scale", "channel", "last", "end")
+        fields = ("matrix", "scale", "channel", "last", "end", "zero")
         regs = {f: Signal(len(getattr(item, f)), name=f"reg_{f}") for f in fields}
         take = Signal()
         entry = Mux(item.scale, g.scale_entry, item.channel)
@@ -341,7 +357,9 @@ class LineReader(wiring.Component):
     line is not written yet. The read port is shared with the other word stream's reader: a
     line is taken when its request is granted, and its word, which comes a cycle later, is
     kept in `held` if the engine does not take it then (the bank may serve the other reader
-    next, so the address cannot be held instead)."""
+    next, so the address cannot be held instead). A `zero` item (MaskWalker: what its
+    descriptor did not fetch) gives as many words of 0, one per cycle, with no request and no
+    wait on `filled`."""
 
     def __init__(self, geometry: EmaGeometry):
         self._g = g = geometry
@@ -371,19 +389,23 @@ class LineReader(wiring.Component):
         fields = ("matrix", "scale", "channel")
         regs = {f: Signal(len(getattr(item, f)), name=f"reg_{f}") for f in fields}
         last, end = Signal(), Signal()
-        written = line < self.filled
+        written = item.zero | (line < self.filled)
         m.d.comb += [self.waiting.eq(self.lines.valid & ~written),
                      request.eq(self.lines.valid & written & (~full | self.words.ready)),
-                     take.eq(request & self.buf.grant),
-                     self.buf.request.eq(request), self.buf.line.eq(line),
+                     take.eq(request & (self.buf.grant | item.zero)),
+                     self.buf.request.eq(request & ~item.zero), self.buf.line.eq(line),
                      self.lines.ready.eq(take & final),
                      self.words.valid.eq(full),
                      self.words.payload.data.eq(Mux(fresh, self.buf.data, held)),
                      self.words.payload.last.eq(last), self.words.payload.end.eq(end)]
         for f in fields:
             m.d.comb += getattr(self.words.payload, f).eq(regs[f])
-        m.d.sync += fresh.eq(take)
-        with m.If(fresh):
+        m.d.sync += fresh.eq(take & ~item.zero)
+        # a word taken now replaces the one out, which the engine takes this cycle (a take
+        # needs ~full | ready)
+        with m.If(take & item.zero):
+            m.d.sync += held.eq(0)
+        with m.Elif(fresh):
             m.d.sync += held.eq(self.buf.data)
         with m.If(take):
             m.d.sync += [full.eq(1), i.eq(Mux(final, 0, i + 1)), last.eq(item.last & final),

@@ -56,13 +56,16 @@ def _item(channels: int, extra: dict) -> data.StructLayout:
 
 
 def channel_layout(channels: int, slot_bits: int) -> data.StructLayout:
-    """A selected channel of a fetched matrix (or, with `scale`, its scale block) and its slot."""
-    return _item(channels, {"slot": unsigned(slot_bits)})
+    """A selected channel of a fetched matrix (or, with `scale`, its scale block) and its slot;
+    `zero`: an item the descriptor did not fetch (the scale block of one without `scales`, the
+    channel 0 of one selecting none), fed as zeros without a buffer read (hw/top/feeder.py)."""
+    return _item(channels, {"slot": unsigned(slot_bits), "zero": 1})
 
 
 def line_layout(channels: int, line_bits: int) -> data.StructLayout:
-    """The same, with the buffer line where its column (or scale block) starts."""
-    return _item(channels, {"line": unsigned(line_bits)})
+    """The same, with the buffer line where its column (or scale block) starts (not read for a
+    `zero` item)."""
+    return _item(channels, {"line": unsigned(line_bits), "zero": 1})
 
 
 def word_layout(channels: int, word_bits: int) -> data.StructLayout:
