@@ -23,8 +23,8 @@ from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "FUZZ_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
            "prepare_masked", "prompt_vectors", "trace_vectors", "run_name", "step_rows",
-           "check_hardware", "bench_tests", "run_bench", "run_fuzz", "prefill_hardware",
-           "run_prefill"]
+           "check_hardware", "bench_tests", "step_filter", "run_bench", "time_simulators",
+           "run_fuzz", "prefill_hardware", "run_prefill"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
 FUZZ_MODULE = "edgexpert.cocotb_tests.top.fuzz"
@@ -233,6 +233,38 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
                               "latency": LATENCY, "memory": memory or {"memory": "latency"}},
                       simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
                       progress_total=progress_total)
+
+
+def step_filter(masks: list[str], quick: bool) -> str:
+    """cocotb's test filter of `trace_step` runs: these masks, without pauses when `quick`."""
+    return (f"trace_step/masks=({'|'.join(masks)})/"
+            + ("mode=none" if quick else "mode=(none|random)"))
+
+
+def time_simulators(runs: int, seed: int) -> dict:
+    """Wall time of the bench's simulation (its `wall_s`: the command beats, the outputs' checks
+    and the simulator, without the build) of the same rows on Icarus and Verilator: the first
+    decoding step's draft passes with whole experts, `runs` times each in turn; the
+    ratio of the medians. Both must give the same cycle count."""
+    import statistics
+
+    walls = {"icarus": [], "verilator": []}
+    cycles = set()
+    for _ in range(runs):
+        for simulator in walls:
+            run = run_bench("bundled", simulator, seed=seed, selection="drafts",
+                            test_filter="masks=naive_sd/mode=none")
+            entry = run.report["tests"]["trace_step/naive_sd/none"]
+            walls[simulator].append(entry["wall_s"])
+            cycles.add(entry["cycles"])
+    if len(cycles) != 1:
+        raise RuntimeError(f"Icarus and Verilator disagree on the cycle count: {sorted(cycles)}")
+    count = cycles.pop()
+    median = {sim: statistics.median(w) for sim, w in walls.items()}
+    return {"selection": "drafts", "cycles": count, "runs": runs,
+            **{sim: {"simulation_s": w, "median_s": median[sim],
+                     "cycles_per_s": round(count / median[sim])} for sim, w in walls.items()},
+            "icarus_over_verilator": round(median["icarus"] / median["verilator"], 2)}
 
 
 def run_fuzz(sequences: int, seed: int = 20261203, case: str = "ci",
