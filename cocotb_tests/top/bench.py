@@ -145,7 +145,7 @@ async def play(dut, batches: list, masks: str, source: StreamSource,
         await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=limit)
         end, last_beat = monitor.cycle, len(monitor.beat_cycles)
         await task
-        layer_macs = sum(len(g.cands) * (len(g.gate_up) * 2 * F + len(g.down) * D)
+        layer_macs = sum(LAYOUT.group_macs(len(g.cands), len(g.gate_up), len(g.down))
                          for batch in parts for g in batch.groups)
         macs += layer_macs
         after = await read_counters(dut, COUNTERS)
