@@ -95,7 +95,7 @@ def _write_vectors(trace_path: Path, image_path: Path, text: str, decode: Decode
     checkpoint = load_bundled(model)
     torch.manual_seed(decode.seed)
     # the process's one quantized model of the checkpoint: the masked outputs reuse it
-    engine = load_int_model(checkpoint.path)
+    engine = load_int_model(checkpoint.path, checkpoint.model)
     room = checkpoint.model.cfg.max_seq_len - decode.max_new_tokens - decode.max_depth
     prompt, = text_prompts([text], checkpoint.tokenizer, max(room, 0))
     run = decode_speculative(engine, prompt, decode, keep_traces=True)

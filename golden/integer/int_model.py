@@ -17,7 +17,6 @@ reproduces plain decoding exactly.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -334,13 +333,18 @@ def quantize_model(model: MoEModel) -> IntModel:
     return IntModel(model)
 
 
-def load_int_model(checkpoint: str | Path | None = None) -> IntModel:
-    """The integer model of a checkpoint folder (default: the bundled one), quantized once per
-    process: the benches' vectors (the trace's decode, the memory image, the masked outputs)
-    all read the same one, and quantizing takes seconds. Callers must not change it."""
-    return _int_model(Path(checkpoint or bundled_checkpoint_dir()).resolve())
+#: `load_int_model`'s models by resolved checkpoint folder (a process holds a few at most)
+_INT_MODELS: dict[Path, IntModel] = {}
 
 
-@functools.lru_cache(maxsize=2)
-def _int_model(checkpoint: Path) -> IntModel:
-    return IntModel(load_checkpoint(checkpoint).model.eval())
+def load_int_model(checkpoint: str | Path | None = None,
+                   model: MoEModel | None = None) -> IntModel:
+    """The integer model of a checkpoint folder (default: the bundled one), loaded and
+    quantized once per process: the benches' vectors (the trace's decode, the memory image, the
+    masked outputs) all read the same one, and quantizing takes seconds. `model`: the folder's
+    float model, when the caller has loaded it already. Callers must not change the result."""
+    path = Path(checkpoint or bundled_checkpoint_dir()).resolve()
+    if path not in _INT_MODELS:
+        model = load_checkpoint(path).model if model is None else model
+        _INT_MODELS[path] = IntModel(model.eval())
+    return _INT_MODELS[path]
