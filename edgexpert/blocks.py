@@ -21,7 +21,7 @@ from .contracts.pru import tau_q16
 from .contracts.weight_layout import WeightLayout
 from .hw.dcu import Dcu
 from .hw.ema import EmaController, EmaSystem
-from .contracts.top import outputs_per_beat
+from .contracts.top import EXPERT_OUT_VALUES, outputs_per_beat
 from .hw.engine import ExpertEngine
 from .hw.engine.column_mac import ColumnMac
 from .hw.engine.combine import Combine
@@ -175,13 +175,14 @@ def _engine_part(build: Callable[[dict], object]) -> Callable[[Config], object]:
 
 #: the engine's arithmetic parts, each timed alone (docs/blocks/engine.md, "Timing")
 ENGINE_PARTS = {
-    "engine_down_mac": ("the DOWN MAC array with its accumulators and its two-output drain",
+    "engine_down_mac": ("the DOWN MAC array with its accumulators and its four-output drain",
                         lambda p: ColumnMac(p["expert_ffn"], p["d_model"], p["candidates"],
-                                            p["lanes"], p["word_bits"], 1, parts=2,
-                                            split="pairs")),
-    "engine_requant": ("the DOWN requantizer, two outputs a cycle in four stages",
+                                            p["lanes"], p["word_bits"], 1,
+                                            parts=EXPERT_OUT_VALUES, split="neighbours",
+                                            early=True)),
+    "engine_requant": ("the DOWN requantizer, four outputs a cycle in four stages",
                        lambda p: Requant(p["candidates"], p["d_model"], p["word_bits"],
-                                         parts=2, split="pairs")),
+                                         parts=EXPERT_OUT_VALUES, split="neighbours")),
     "engine_swiglu": ("SiLU(gate) x up in four stages",
                       lambda p: SwiGlu(p["candidates"], p["expert_ffn"])),
     "engine_quantizer": ("quantize_vec of each candidate's hidden vector: collector, dividers, "

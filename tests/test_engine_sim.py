@@ -183,9 +183,9 @@ def check_outputs(got: dict, want: dict, lay: dict) -> None:
 
 
 @pytest.mark.parametrize("d_model, ffn, cands, lanes, word_bits, pressure", [
-    (10, 3, 3, 2, 32, 0.5),    # padding nibbles in GATE_UP words, two words per DOWN column
+    (12, 3, 3, 2, 32, 0.5),    # padding nibbles in GATE_UP words, two words per DOWN column
     (8, 8, 2, 16, 64, 0.0),    # one chunk per word, full speed
-    (6, 4, 1, 8, 32, 0.3),     # a single candidate
+    (20, 4, 1, 8, 32, 0.3),    # a single candidate, three words per DOWN column
     (8, 8, 2, 128, 512, 0.3),  # engine_l128's lanes and word: one chunk, most lanes padding
 ])
 def test_engine_matches_golden(d_model, ffn, cands, lanes, word_bits, pressure):
@@ -201,14 +201,14 @@ def test_engine_matches_golden(d_model, ffn, cands, lanes, word_bits, pressure):
     assert all(overlapped) if pressure == 0 else any(overlapped), (marks, overlapped)
 
 
-@pytest.mark.parametrize("reset_after, pressure", [(4, 0.0), (20, 0.3), (37, 0.0)])
+@pytest.mark.parametrize("reset_after, pressure", [(2, 0.0), (12, 0.3), (22, 0.0)])
 def test_a_reset_mid_step_leaves_no_partial_sums(reset_after, pressure):
-    """A reset while groups are in flight, counted in expert-output beats (two outputs each):
+    """A reset while groups are in flight, counted in expert-output beats (four outputs each):
     after the first group's first outputs (its DOWN drain, the next group's GATE_UP MACs),
     after two groups' worth combined, mid-way through the fourth group; then the same groups
     from the start come out exact, as from a new engine: no accumulator row and no MoE sum
     keeps what it held before the reset."""
-    d_model, ffn, cands, lanes, word_bits, slots = 10, 3, 3, 2, 32, 4
+    d_model, ffn, cands, lanes, word_bits, slots = 12, 3, 3, 2, 32, 4
     seed = 20261201 + reset_after
     inputs, want = random_groups(d_model, ffn, cands, word_bits, slots, seed)
     assert reset_after < len(want["expert_out"])
@@ -224,7 +224,7 @@ def test_flushes_queue_behind_their_groups(pressure):
     no wait for the outputs: every MoE sum holds exactly its own batch's terms (a flush reads
     its slot once the groups before it are combined and before any later group adds to it),
     and without pauses the second batch's groups start before the first batch's sums are out."""
-    d_model, ffn, cands, lanes, word_bits, slots = 10, 3, 3, 2, 32, 4
+    d_model, ffn, cands, lanes, word_bits, slots = 12, 3, 3, 2, 32, 4
     first = random_groups(d_model, ffn, cands, word_bits, slots, 20261203)
     second = random_groups(d_model, ffn, cands, word_bits, slots, 20261204)
     inputs = {name: first[0][name] + second[0][name] for name in INPUTS}
@@ -240,22 +240,24 @@ def test_flushes_queue_behind_their_groups(pressure):
         assert marks["start"][6] < marks["flushed"][slots - 1], marks
 
 
-@pytest.mark.parametrize("after", [0, 10])
+@pytest.mark.parametrize("after", [0, 13])
 def test_the_down_array_keeps_a_hidden_scale_per_group_it_holds(after):
     """The DOWN array holds the hidden vectors of more groups than the one draining, the one
     multiplying and the one loading: with its outputs held (expert_out not ready for 3,000
     cycles; in the top a drain of four candidates behind groups of one did the same) the first
-    group stops in its drain
-    (`after` = 0: at its first output; 10 of its 15: with its last sum in the drain's register
-    and the requantizer's pipeline full, so the next group is handed over and drains too), the
+    group stops in its drain (`after` = 0: at its first output; 13 of its 18 beats: with its last
+    sum in the drain's register and the requantizer's pipeline full, so the next group is
+    handed over and drains too), the
     next one's MAC ends and waits to hand its sums over (its input bank free again), and the
     groups after it load into the two banks: four groups' hidden scales held, five with
-    `after` = 10. Each group is requantized with its own: with room for three (H_QUEUE = 3
+    `after` = 13. Each group is requantized with its own: with room for three (H_QUEUE = 3
     before issue 28's fix) the fourth group's record was dropped and it took the third's scale
     (the top bench's DCU run at DCU_LEAD = 3: one group's expert_out wrong); with four, the
-    `after` = 10 case still failed."""
-    d_model, ffn, cands, lanes, word_bits, slots = 10, 3, 3, 2, 32, 4
-    seed = 20261228
+    second case still failed."""
+    # groups of 3, 2, 1, 3, 3 and 2 candidates, six beats a candidate: the first one's drain
+    # outlasts the requantizer's pipeline, and the fourth group's outputs depend on its scale
+    d_model, ffn, cands, lanes, word_bits, slots = 24, 3, 3, 2, 32, 4
+    seed = 20261229
     inputs, want = random_groups(d_model, ffn, cands, word_bits, slots, seed)
     engine = ExpertEngine(d_model, ffn, cands, lanes, word_bits, slots)
     got, _, marks = run_engine(engine, inputs, seed, 0.0, hold=("expert_out", after, 3000))
@@ -269,7 +271,7 @@ def test_the_down_array_keeps_a_hidden_scale_per_group_it_holds(after):
     ({"word_bits": 48}, "word_bits must be a power of two"),
     ({"candidates": 0}, "candidates must be an integer in 1..64"),
     ({"tokens": 0}, "tokens must be an integer in 1..4096"),
-    ({"d_model": 9}, "d_model must be even"),
+    ({"d_model": 10}, "d_model must be a multiple of 4"),
 ])
 def test_parameters_are_checked(kwargs, message):
     params = {"d_model": 8, "expert_ffn": 4, "candidates": 2, "lanes": 4, "word_bits": 32,
@@ -292,12 +294,12 @@ def test_input_beats_follow_the_contract():
 
 
 def test_output_beats_follow_the_contract():
-    """docs/contracts.md, "The engine's output beats": expert outputs 2j and 2j + 1 in beat j;
-    MoE sums in beats of max(2, word_bits / 32), channel d value d % W of beat d // W, the last
+    """docs/contracts.md, "The engine's output beats": expert outputs 4j .. 4j + 3 in beat j;
+    MoE sums in beats of max(4, word_bits / 32), channel d value d % W of beat d // W, the last
     beat padded with zeros."""
-    y = list(range(-3, 3))
-    assert value_beats(y, EXPERT_OUT_VALUES) == [[-3, -2], [-1, 0], [1, 2]]
-    assert [outputs_per_beat(w) for w in (16, 32, 64, 256, 1024)] == [2, 2, 2, 8, 32]
+    y = list(range(-4, 4))
+    assert value_beats(y, EXPERT_OUT_VALUES) == [[-4, -3, -2, -1], [0, 1, 2, 3]]
+    assert [outputs_per_beat(w) for w in (16, 32, 64, 256, 1024)] == [4, 4, 4, 8, 32]
     beats = value_beats(list(range(10)), outputs_per_beat(256))
     assert beats == [list(range(8)), [8, 9, 0, 0, 0, 0, 0, 0]]
 
@@ -356,7 +358,7 @@ def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
     assert out_at[-1] <= ffn + cands * (ffn + 24) + 4, out_at[-1]
 
 
-@pytest.mark.parametrize("split", ["halves", "pairs"])
+@pytest.mark.parametrize("split", ["halves", "neighbours"])
 def test_a_mac_array_multiplies_the_next_group_while_it_drains(split):
     """ColumnMac alone, three groups (2, 1 and 2 candidates, masked channels, columns in any
     order), the sums taken one cycle in three: every sum equal to numpy's, and the arrays'
@@ -385,7 +387,7 @@ def test_a_mac_array_multiplies_the_next_group_while_it_drains(split):
                               }).as_bits() for k, j in enumerate(order)]
         groups.append((beats, words))
         acc = x[:, order] @ w[order]
-        pick = (lambda o, p: 2 * o + p) if split == "pairs" else (lambda o, p: p * 4 + o)
+        pick = (lambda o, p: 2 * o + p) if split == "neighbours" else (lambda o, p: p * 4 + o)
         want += [(c, o, [int(acc[c, pick(o, p)]) for p in range(2)]) for c in range(n)
                  for o in range(outputs // 2)]
     acts = deque(b for beats, _ in groups for b in beats)
@@ -424,6 +426,136 @@ def test_a_mac_array_multiplies_the_next_group_while_it_drains(split):
     assert col_taken[second_cols - 1] < sum_out[first_sums - 1], (col_taken, sum_out)
 
 
+@pytest.mark.parametrize("pause", [False, True])
+def test_the_down_mac_starts_while_the_last_candidate_loads(pause):
+    """ColumnMac with `early` (the DOWN array) alone: groups of 1-3 candidates whose inputs come
+    one value per beat, candidate-major and in channel order (the quantizer's order), the last
+    candidate's beats marked; columns a random subset in any order, every word offered at
+    once. Every sum equals numpy's (a column whose row is not yet written would read the group
+    before's input), and a group's MAC takes columns before its last candidate's last beat is
+    in (without `early` its first column waits for it), while its last column waits for that
+    beat. With `pause` the inputs and the sums stall at random."""
+    from edgexpert.hw.engine.column_mac import ColumnMac
+    from edgexpert.hw.engine.layouts import column_layout, sum_layout, x_layout
+    channels, outputs, cands, lanes, word_bits = 8, 8, 3, 4, 32
+    mac = ColumnMac(channels, outputs, cands, lanes, word_bits, 1, parts=2, split="neighbours",
+                    early=True)
+    rng = np.random.default_rng(20261205 + pause)
+    lay_x, lay_c = x_layout(cands, channels, 1), column_layout(channels, word_bits)
+    lay_s = sum_layout(cands, outputs, 2)
+    groups, want = [], []
+    for n in (1, 3, 2, 3, 1):
+        x = rng.integers(-128, 128, (n, channels))
+        w = rng.integers(-8, 8, (channels, outputs))
+        order = rng.permutation(channels)[:int(rng.integers(1, channels + 1))]
+        if rng.random() < 0.5:
+            order = np.sort(order)
+        beats = [(lay_x.const({"candidate": c, "beat": j, "values": [int(x[c, j])],
+                               "last": int(c == n - 1 and j == channels - 1)}).as_bits(),
+                  int(c == n - 1)) for c in range(n) for j in range(channels)]
+        words = [lay_c.const({"channel": int(j), "last": int(k == len(order) - 1),
+                              "data": sum((int(w[j, o]) & 15) << (4 * o) for o in range(outputs))
+                              }).as_bits() for k, j in enumerate(order)]
+        groups.append((beats, words))
+        acc = x[:, order] @ w[order]
+        want += [(c, o, [int(acc[c, 2 * o + p]) for p in range(2)]) for c in range(n)
+                 for o in range(outputs // 2)]
+    acts = deque(b for beats, _ in groups for b in beats)
+    cols = deque((g, wd) for g, (_, words) in enumerate(groups) for wd in words)
+    got, col_at, last_beat_at = [], {}, []
+    pick = random.Random(20261205)
+
+    async def tb(ctx):
+        for cycle in range(2000):
+            act_on = bool(acts) and not (pause and pick.random() < 0.3)
+            ctx.set(mac.act.valid, act_on)
+            if acts:
+                ctx.set(mac.act.payload.as_value(), acts[0][0])
+                ctx.set(mac.act_final, acts[0][1])
+            ctx.set(mac.columns.valid, bool(cols))
+            if cols:
+                ctx.set(mac.columns.payload.as_value(), cols[0][1])
+            ctx.set(mac.sums.ready, not (pause and pick.random() < 0.5))
+            if act_on and ctx.get(mac.act.ready):
+                if unpack(lay_x, acts[0][0])["last"]:
+                    last_beat_at.append(cycle)
+                acts.popleft()
+            if cols and ctx.get(mac.columns.ready):
+                col_at.setdefault(cols[0][0], []).append(cycle)
+                cols.popleft()
+            if ctx.get(mac.sums.valid) and ctx.get(mac.sums.ready):
+                item = unpack(lay_s, ctx.get(mac.sums.payload.as_value()))
+                got.append((item["candidate"], item["index"], item["value"]))
+            await ctx.tick()
+            if len(got) == len(want):
+                break
+
+    sim = Simulator(mac)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert got == want
+    for g, (beats, words) in enumerate(groups):
+        assert col_at[g][-1] > last_beat_at[g], (g, col_at[g], last_beat_at[g])
+    early = [g for g in range(len(groups)) if col_at[g][0] < last_beat_at[g]]
+    assert early, (col_at, last_beat_at)
+
+
+def test_candidates_of_one_group_take_their_own_down_masks():
+    """Three groups whose candidates come from different depth groups: each candidate's DOWN
+    mask in its CAND item, the group's DOWN columns their union (docs/contracts.md, "Candidates
+    of several depth groups in one engine group"). Every hidden value is the candidate's whole
+    vector's, and every expert output the one golden gives on the candidate's own mask (a
+    hidden channel outside it enters no DOWN sum). An engine that ignores the masks fails."""
+    d_model, ffn, cands, lanes, word_bits, slots = 16, 8, 3, 4, 32, 4
+    rng = np.random.default_rng(20261207)
+    layout = WeightLayout(n_layers=1, n_experts=2, d_model=d_model, expert_ffn=ffn)
+    weights = {(0, e): ExpertWeights(
+        gate=rng.integers(-8, 8, (ffn, d_model), dtype=np.int8),
+        up=rng.integers(-8, 8, (ffn, d_model), dtype=np.int8),
+        down=rng.integers(-8, 8, (d_model, ffn), dtype=np.int8),
+        scales_gate_up=scale_words(rng, 2 * ffn), scales_down=scale_words(rng, d_model))
+        for e in range(2)}
+    image = memory_image(layout, weights, junk_seed=1)
+    inputs = {name: [] for name in INPUTS}
+    want = {name: [] for name in OUTPUTS}
+    moe = np.zeros((slots, d_model), dtype=np.int64)
+    for expert, n in ((0, 3), (1, 2), (0, 2)):
+        tokens = rng.choice(slots, n, replace=False)
+        x8 = torch.from_numpy(rng.integers(-127, 128, (n, d_model))).to(I64)
+        sx = Dyadic(torch.from_numpy(rng.integers(8192, 32768, n)).to(I64),
+                    torch.from_numpy(rng.integers(24, 30, n)).to(I64))
+        g = rng.integers(0, 65537, n)
+        own = [np.flatnonzero(rng.random(ffn) < 0.6) for _ in range(n)]
+        union = sorted(set().union(*(set(o.tolist()) for o in own)))
+        items = group_items(layout, image, 0, expert, x8.numpy(), sx.m.numpy(), sx.e.numpy(),
+                            tokens, g, candidates=cands, word_bits=word_bits, token_slots=slots,
+                            down_channels=union, cand_down_channels=own)
+        for name, values in items.items():
+            inputs[name] += values
+        every = np.ones(d_model, dtype=bool)
+        outs = []
+        for c in range(n):
+            mask = np.zeros(ffn, dtype=bool)
+            mask[own[c]] = True
+            outs.append(IntModel.expert(x8[c:c + 1], Dyadic(sx.m[c:c + 1], sx.e[c:c + 1]),
+                                        *image_weights(weights[0, expert]), every, mask))
+        y = torch.cat([o[0] for o in outs])
+        h8 = torch.cat([o[1] for o in outs])
+        sh = Dyadic(torch.cat([o[2].m for o in outs]), torch.cat([o[2].e for o in outs]))
+        for name, group_want in group_outputs(h8, sh.m, sh.e, y).items():
+            want[name] += group_want
+        for c in range(n):
+            moe[tokens[c]] += rshift(y[c] * int(g[c]), 16).numpy()
+    inputs["flush"] = flush_items(slots, range(slots))
+    want["moe_out"] = [item for t in range(slots) for item in moe_items(t, moe[t], word_bits)]
+    inputs["_expert_out_count"] = want["expert_out"]
+    inputs["_moe_count"] = len(want["moe_out"])
+    engine = ExpertEngine(d_model, ffn, cands, lanes, word_bits, slots)
+    got, _, _ = run_engine(engine, inputs, 20261206, 0.3)
+    check_outputs(got, want, layouts(d_model, ffn, cands, word_bits, slots))
+
+
 def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
     """Requant alone, two groups (two candidates each, pairs of outputs), the sums offered one
     cycle in four and every scale word at once: each output equal to golden's
@@ -435,7 +567,7 @@ def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
     from edgexpert.hw.engine.layouts import scale_words_layout, sum_layout
     from edgexpert.hw.engine.requant import Requant
     cands, outputs, word_bits = 2, 8, 32
-    rq = Requant(cands, outputs, word_bits, parts=2, split="pairs")
+    rq = Requant(cands, outputs, word_bits, parts=2, split="neighbours")
     rng = np.random.default_rng(20261204)
     lay_s, lay_w = sum_layout(cands, outputs, 2), scale_words_layout(word_bits)
     per = word_bits // 16

@@ -37,7 +37,7 @@ WEIGHT_PORTS = ("gate_up", "gate_up_scales", "down", "down_scales")
 
 
 def build():
-    disp = Dispatcher(TOKENS, CANDS, D, WORD)
+    disp = Dispatcher(TOKENS, CANDS, D, F, WORD)
     engine = ExpertEngine(D, F, CANDS, LANES, WORD, TOKENS)
     checks = RejectRegisters(TopError, OP_BITS)
     regs = TopRegisters()
@@ -67,7 +67,7 @@ class Script:
             scales_gate_up=scale_words(self.rng, 2 * F), scales_down=scale_words(self.rng, D))
             for e in range(3)}
         self.image = memory_image(self.layout, self.weights, junk_seed=seed)
-        self.lay = command_layout(TOKENS, CANDS, D, WORD)
+        self.lay = command_layout(TOKENS, CANDS, D, WORD, expert_ffn=F)
         self.eng = layouts(D, F, CANDS, WORD, TOKENS)
         self.beats, self.rejects = [], []
         self.weight_items = {name: [] for name in WEIGHT_PORTS}
@@ -106,7 +106,8 @@ class Script:
             if exact and slots[c] < TOKENS and weights[c] <= 65536:
                 self.moe[slots[c]] += rshift(y[c] * weights[c], 16).numpy()
         cands = [{"x": {"m": int(sx.m[c]), "e": int(sx.e[c])}, "token": slots[c],
-                  "weight": weights[c], "last": int(c == n - 1)} for c in range(n)]
+                  "weight": weights[c], "down": (1 << F) - 1, "last": int(c == n - 1)}
+                 for c in range(n)]
         xs = [{"candidate": c, "beat": 0, "values": x8[c].tolist(), "last": int(c == n - 1)}
               for c in range(n)]
         return cands, xs
@@ -114,7 +115,7 @@ class Script:
     def send_good(self, cands, xs):
         for f in cands:
             self.cand(cand_item(f["x"]["m"], f["x"]["e"], f["token"], f["weight"], f["last"],
-                                TOKENS))
+                                TOKENS, F))
         for f in xs:
             self.x(x_item(f["candidate"], f["beat"], f["values"], f["last"], len(cands), D,
                           WORD))
@@ -255,10 +256,13 @@ def test_bad_command_beats_are_rejected_and_the_good_groups_are_exact(pressure):
 
 def test_command_encoders_refuse_out_of_range_fields():
     with pytest.raises(ValueError, match=r"^token slot = 3 is out of range: accepted 0\.\.2$"):
-        cand_item(1, 2, 3, 0, True, tokens=3)
+        cand_item(1, 2, 3, 0, True, tokens=3, ffn=8)
     with pytest.raises(ValueError, match=r"^routing weight = 65537 is out of range: "
                                          r"accepted 0\.\.65536$"):
-        cand_item(1, 2, 0, 65537, True, tokens=3)
+        cand_item(1, 2, 0, 65537, True, tokens=3, ffn=8)
+    with pytest.raises(ValueError, match=r"^DOWN mask channel = 8 is out of range: "
+                                         r"accepted 0\.\.7$"):
+        cand_item(1, 2, 0, 0, True, tokens=3, ffn=8, down_channels=[0, 8])
     with pytest.raises(ValueError, match=r"^X candidate = 2 is out of range: accepted 0\.\.1$"):
         x_item(2, 0, [0] * 8, True, 2, 8, 64)
     with pytest.raises(ValueError, match=r"^X beat = 1 is out of range: accepted 0\.\.0$"):

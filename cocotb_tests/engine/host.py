@@ -32,7 +32,7 @@ OUTPUTS = ("hidden", "hidden_scale", "expert_out", "moe_out")
 def layouts(d_model: int, expert_ffn: int, candidates: int, word_bits: int, tokens: int) -> dict:
     """Payload layout of every port (hw/engine/layouts.py)."""
     return {
-        "cand": cand_layout(tokens),
+        "cand": cand_layout(tokens, expert_ffn),
         "x": x_layout(candidates, d_model, inputs_per_beat(word_bits)),
         "gate_up": column_layout(d_model, word_bits), "down": column_layout(expert_ffn, word_bits),
         "gate_up_scales": scale_words_layout(word_bits),
@@ -70,19 +70,24 @@ def group_items(layout: WeightLayout, image, layer: int, expert: int, x_q, x_m: 
                 x_e: Sequence[int], tokens: Sequence[int], weights: Sequence[int], *,
                 candidates: int, word_bits: int, token_slots: int,
                 gate_up_channels: Sequence[int] | None = None,
-                down_channels: Sequence[int] | None = None) -> dict[str, list[int]]:
+                down_channels: Sequence[int] | None = None,
+                cand_down_channels: Sequence[Sequence[int]] | None = None
+                ) -> dict[str, list[int]]:
     """Every input item of one group (candidates x_q[i] with scale (x_m[i], x_e[i]), token slot
     and Q.16 routing weight) for one expert, as packed payload integers per port. The columns
     are read from `image` (bytes from `layout.base_address`) at the layout's addresses; only
-    the given channels are sent (default: all), in increasing order."""
+    the given channels are sent (default: all), in increasing order. `cand_down_channels`:
+    each candidate's DOWN mask in its CAND item (default: every channel)."""
     lay = layouts(layout.d_model, layout.expert_ffn, candidates, word_bits, token_slots)
     n = len(x_q)
     if not 1 <= n <= candidates:
         raise ValueError(f"a group holds 1..{candidates} candidates, not {n}")
     word_bytes = word_bits // 8
     base = layout.base_address
+    own = cand_down_channels or [None] * n
     items = {"cand": [lay["cand"].const(cand_item(x_m[i], x_e[i], tokens[i], weights[i],
-                                                  i == n - 1, token_slots)).as_bits()
+                                                  i == n - 1, token_slots, layout.expert_ffn,
+                                                  own[i])).as_bits()
                       for i in range(n)]}
     items["x"] = []
     for i in range(n):

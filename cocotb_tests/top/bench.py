@@ -100,7 +100,7 @@ def rows(selection: str) -> list[int]:
 
 def plan(masks: str, selection: str) -> list:
     return plan_batches(TRACE, None if masks == "naive_sd" else MASKED, rows(selection), CANDS,
-                        SLOTS, GEOMETRY)
+                        SLOTS, GEOMETRY, merge_depths=masks == "edgexpert")
 
 
 def commands(batch, masks: str) -> list[int]:

@@ -266,7 +266,8 @@ def _draw_faults(rng: random.Random, mode: str, groups: int, known_hangs: bool) 
 
 def _apply_faults(seq: dict, beats: list[int], rng: random.Random, layout, hw: dict) -> list[int]:
     """Edit `beats` for the sequence's faults and note in `seq` what each must give."""
-    lay = command_layout(hw["tokens"], hw["candidates"], layout.d_model, hw["ema"]["data_width"])
+    lay = command_layout(hw["tokens"], hw["candidates"], layout.d_model, hw["ema"]["data_width"],
+                         expert_ffn=layout.expert_ffn)
     at = _Beats(lay)
     headers = at.headers(beats)
     descriptors = at.descriptors(beats)

@@ -2,8 +2,10 @@
 outputs they must produce.
 
 Per batch (the rows of one pass and layer, at most `tokens` of them, one token slot each) the
-host forms the engine's groups (naive: each chosen expert with up to `candidates` of its
-(token, slot) choices; EdgeXpert: the same within each depth group), packs them into EMA steps
+host forms the engine's groups (each chosen expert with up to `candidates` of its (token, slot)
+choices; the DCU's masks: the same within each depth group, the DCU selecting per group; the
+host's masks: candidates of several depth groups together, each on its own depth group's
+masks, `merge_depths`), packs them into EMA steps
 that fit the slots and the buffer, and sends per step either (host masks) a NEW_STEP, then per
 group its two descriptors (GATE_UP, DOWN, with the scale blocks and the group's masks), the
 GATE_UP `HOST_LEAD` groups ahead (GU(g+1) and D(g) before g's CAND and X beats at 1);
@@ -52,8 +54,13 @@ DCU_LEAD = 2
 class Group:
     expert: int
     cands: list                  # (row, k) in row order
-    gate_up: tuple               # selected input channels
+    gate_up: tuple               # selected input channels (merged depth groups: the union)
     down: tuple
+    # per candidate its own (gate_up, down) channels when the group merges depth groups: its X
+    # beats are 0 off its GATE_UP channels and its CAND carries its DOWN channels, so the
+    # group's one walk of the union gives each candidate its own masked sums
+    # (docs/contracts.md, "Candidates of several depth groups in one engine group")
+    own: list | None = None
 
 
 @dataclass
@@ -99,9 +106,11 @@ def top_groups(trace, tokens: int, candidates: int):
 
 
 def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, tokens: int,
-                 geometry: EmaGeometry) -> list[Batch]:
+                 geometry: EmaGeometry, merge_depths: bool = False) -> list[Batch]:
     """Batches of the given rows (sorted by prompt, pass, layer) with their groups and steps.
-    `masks`: None for whole experts, else golden's masked arrays (`prepare_masked`)."""
+    `masks`: None for whole experts, else golden's masked arrays (`prepare_masked`), one mask
+    per depth group and expert; `merge_depths`: an engine group takes an expert's candidates of
+    every depth group, each on its own masks (the host's masks; the DCU selects per group)."""
     t = trace
     selected = set(rows_of)
     batches = []
@@ -114,15 +123,21 @@ def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, toke
             part = rows[i:i + tokens]
             batch = Batch(prompt, index, PassKind(int(t["row_kind"][part[0]])), layer, part)
             # one mask per (depth group, expert): naive masks are every channel (depth ignored)
-            for e, cands in expert_groups(t, part, candidates, by_depth=masks is not None):
+            by_depth = masks is not None and not merge_depths
+            for e, cands in expert_groups(t, part, candidates, by_depth=by_depth):
                 if masks is None:
                     gu, dn = tuple(range(t.layout.d_model)), tuple(range(t.layout.expert_ffn))
+                    batch.groups.append(Group(e, cands, gu, dn))
+                elif merge_depths:
+                    own = [(_channels(masks["gate_up_mask"][row, k]),
+                            _channels(masks["down_mask"][row, k])) for row, k in cands]
+                    gu, dn = (tuple(sorted(set().union(*(o[m] for o in own)))) for m in range(2))
+                    batch.groups.append(Group(e, cands, gu, dn, own))
                 else:
                     # one mask per group of the top (`top_groups`): its first candidate's
                     row, k = cands[0]
-                    gu = _channels(masks["gate_up_mask"][row, k])
-                    dn = _channels(masks["down_mask"][row, k])
-                batch.groups.append(Group(e, cands, gu, dn))
+                    batch.groups.append(Group(e, cands, _channels(masks["gate_up_mask"][row, k]),
+                                              _channels(masks["down_mask"][row, k])))
             batch.steps = _pack_steps(batch.groups, geometry)
             batches.append(batch)
     return batches
@@ -178,8 +193,9 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
     if order not in ("ahead", "inline"):
         raise ValueError(f"order = {order!r}: accepted 'ahead' or 'inline'")
     t, layout = trace, trace.layout
-    lay = command_layout(tokens, candidates, layout.d_model, word_bits)
-    eng = {"cand": cand_layout(tokens),
+    lay = command_layout(tokens, candidates, layout.d_model, word_bits,
+                         expert_ffn=layout.expert_ffn)
+    eng = {"cand": cand_layout(tokens, layout.expert_ffn),
            "x": x_layout(candidates, layout.d_model, inputs_per_beat(word_bits)),
            "flush": flush_layout(tokens)}
     slot_of = {row: i for i, row in enumerate(batch.rows)}
@@ -198,12 +214,18 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
     def inputs(i: int) -> list[int]:
         grp = batch.groups[i]
         n = len(grp.cands)
+        own = grp.own or [(None, None)] * n
         out = [_beat(lay, cand_op, eng["cand"].const(cand_item(
             t["x_m"][row], t["x_e"][row], slot_of[row], t["weights_q16"][row, k], c == n - 1,
-            tokens)).as_bits())
+            tokens, layout.expert_ffn, own[c][1])).as_bits())
             for c, (row, k) in enumerate(grp.cands)]
         for c, (row, _) in enumerate(grp.cands):
-            xs = input_beats(t["x_q"][row], word_bits)
+            x = np.array(t["x_q"][row])
+            if own[c][0] is not None:
+                off = np.ones(len(x), bool)
+                off[list(own[c][0])] = False
+                x[off] = 0
+            xs = input_beats(x, word_bits)
             out += [_beat(lay, TopOp.X, eng["x"].const(x_item(
                 c, b, v, c == n - 1 and b == len(xs) - 1, n, layout.d_model,
                 word_bits)).as_bits())

@@ -61,18 +61,20 @@ def groups_from_routes(routes: list[dict], candidates: int) -> list[PrefillGroup
 
 
 def group_beats(lay, trace_rows: dict, layer: int, groups: list[PrefillGroup], *,
-                candidates: int, tokens: int, d_model: int, word_bits: int) -> list[int]:
+                candidates: int, tokens: int, d_model: int, expert_ffn: int,
+                word_bits: int) -> list[int]:
     """CAND and X beats of every group (token t of the chunk in token slot t), then a FLUSH of
     each token slot. `trace_rows`: the prompt's token arrays (PrefillTrace.prompt); `word_bits`:
     the engine's word, which sets the X beat's inputs."""
-    cand, flush = cand_layout(tokens), flush_layout(tokens)
+    cand, flush = cand_layout(tokens, expert_ffn), flush_layout(tokens)
     act = x_layout(candidates, d_model, inputs_per_beat(word_bits))
     x_q, x_m, x_e = trace_rows["x_q"], trace_rows["x_m"], trace_rows["x_e"]
     beats = []
     for grp in groups:
         n = len(grp.cands)
         beats += [_beat(lay, TopOp.CAND, cand.const(cand_item(
-            x_m[tok, layer], x_e[tok, layer], tok, weight, c == n - 1, tokens)).as_bits())
+            x_m[tok, layer], x_e[tok, layer], tok, weight, c == n - 1, tokens,
+            expert_ffn)).as_bits())
             for c, (tok, _, weight) in enumerate(grp.cands)]
         for c, (tok, _, _) in enumerate(grp.cands):
             xs = input_beats(x_q[tok, layer], word_bits)

@@ -49,7 +49,7 @@ TRACE = read_prefill_trace(Path(PARAMS["trace"]))
 LAYOUT = TRACE.layout
 D, F = LAYOUT.d_model, LAYOUT.expert_ffn
 LAYOUTS = layouts(D, F, CANDS, EMA["data_width"], SLOTS)
-CMD = command_layout(SLOTS, CANDS, D, EMA["data_width"], PRU)
+CMD = command_layout(SLOTS, CANDS, D, EMA["data_width"], PRU, expert_ffn=F)
 #: counters read before and after every layer (bench.py reads the same per batch)
 COUNTERS = {"busy": TopCsr.BUSY_CYCLES, "memory_wait": TopCsr.MEMORY_WAIT_CYCLES,
             "compute": TopCsr.COMPUTE_CYCLES, "words": TopCsr.WORDS, "beats": EmaCsr.BEATS,
@@ -93,7 +93,7 @@ async def prefill_chunk(dut, mode: str):
             want[p] += expect[p]
         want["moe_out"] += expected_moe(rows, layer, t, EMA["data_width"])
         beats = group_beats(CMD, rows, layer, groups, candidates=CANDS, tokens=SLOTS, d_model=D,
-                            word_bits=EMA["data_width"])
+                            expert_ffn=F, word_bits=EMA["data_width"])
         task = cocotb.start_soon(feed(source, beats))
         words = len(groups) * (D * 2 + F) + 2000
         bound = 40 * (len(beats) + words) + 8 * PARAMS["latency"] * len(groups) + 20_000

@@ -125,7 +125,8 @@ def test_top_on_lpddr4x():
 def _same_as_host_masks(host: dict, dcu: dict) -> None:
     """The DCU in the top selects what the host's masks select: the same outputs (both equal
     the reference, item for item, in the bench) and the same fetches; a GATE_UP and a DOWN job
-    per group, none in the host's run."""
+    per group, none in the host's run. (The CI rows give each expert one depth group's
+    candidates, so the host's groups, which merge depth groups, are the DCU's.)"""
     assert dcu["items_checked"] == host["items_checked"]
     assert dcu["mismatches"] == host["mismatches"]
     assert dcu["ar_digest"] == host["ar_digest"] and dcu["beats"] == host["beats"]

@@ -111,14 +111,20 @@ def _in_range(name: str, value, lo: int, hi: int) -> int:
     return int(value)
 
 
-def cand_item(x_m: int, x_e: int, token: int, weight: int, last: bool, tokens: int) -> dict:
-    """A CAND (or DCU_CAND) beat's fields for an engine of `tokens` token slots: the candidate's
-    input scale (m 0..2^15 - 1, e int16: every value, the requantization shifts by any amount),
-    its token slot and its Q.16 routing weight."""
+def cand_item(x_m: int, x_e: int, token: int, weight: int, last: bool, tokens: int, ffn: int,
+              down_channels=None) -> dict:
+    """A CAND (or DCU_CAND) beat's fields for an engine of `tokens` token slots and a model of
+    `ffn` hidden channels: the candidate's input scale (m 0..2^15 - 1, e int16: every value, the
+    requantization shifts by any amount), its token slot, its Q.16 routing weight and its DOWN
+    mask: the hidden channels (0..ffn - 1) its DOWN sums take, every one when None (docs/
+    contracts.md, "Candidates of several depth groups in one engine group")."""
+    channels = range(ffn) if down_channels is None else down_channels
     return {"x": {"m": _in_range("x scale m", x_m, 0, 2**15 - 1),
                   "e": _in_range("x scale e", x_e, -2**15, 2**15 - 1)},
             "token": _in_range("token slot", token, 0, tokens - 1),
-            "weight": _in_range("routing weight", weight, 0, WEIGHT_MAX), "last": int(last)}
+            "weight": _in_range("routing weight", weight, 0, WEIGHT_MAX),
+            "down": sum(1 << _in_range("DOWN mask channel", f, 0, ffn - 1) for f in set(channels)),
+            "last": int(last)}
 
 
 def x_item(candidate: int, beat: int, values, last: bool, group: int, d_model: int,
@@ -154,15 +160,16 @@ def input_beats(x_q, word_bits: int) -> list[list[int]]:
     return value_beats(x_q, inputs_per_beat(word_bits))
 
 
-#: output channels an `expert_out` beat carries: the DOWN drain's two a cycle, 2j and 2j + 1 in
-#: beat j (docs/contracts.md, "The engine's output beats")
-EXPERT_OUT_VALUES = 2
+#: output channels an `expert_out` beat carries: the DOWN drain's four a cycle, 4j .. 4j + 3 in
+#: beat j (docs/contracts.md, "The engine's output beats"; four since 2026-12-03: a layer's last
+#: group drains with nothing behind it, D / 4 cycles per candidate instead of D / 2)
+EXPERT_OUT_VALUES = 4
 
 
 def outputs_per_beat(word_bits: int) -> int:
     """int32 MoE sums a `moe_out` beat carries: a weight word's bits of them (word_bits / 32),
-    at least the two a DOWN drain cycle adds, so a flush reads a token out at a word per cycle
-    (docs/contracts.md, "The engine's output beats")."""
+    at least the EXPERT_OUT_VALUES a DOWN drain cycle adds, so a flush reads a token out at a
+    word per cycle (docs/contracts.md, "The engine's output beats")."""
     return max(EXPERT_OUT_VALUES, inputs_per_beat(word_bits) // 4)
 
 

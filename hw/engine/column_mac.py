@@ -27,7 +27,13 @@ class ColumnMac(wiring.Component):
     1. Load: `act` beats (candidate, beat, `act_values` int8 of channels beat * act_values ..)
        into one of two banks of the activation memory until `last`, one beat per cycle; the
        last beat's candidate is the group's last (candidates are 0..n-1). A bank takes the next
-       group once the MAC has read the one before out of it.
+       group once the MAC has read the one before out of it. With `early` (the DOWN array, whose
+       inputs are the quantizer's values, one per beat, candidate-major and in channel order),
+       `act_final` marks the beats of the group's last candidate, and the MAC starts on the
+       bank while that candidate still loads: a column whose channel's row that candidate has
+       written may go in (every candidate before it is loaded whole), the group's last column
+       only once the bank is loaded. The last candidate's F cycles of loading then overlap its
+       MAC instead of preceding it (a layer's last group has nothing else to overlap).
     2. Mac: per column word, per `lanes`-wide chunk of it, `lanes` products
        act[c][j] * w[o..o+lanes-1] for *every* candidate c of the group at once, added into the
        int32 accumulators (wrapping, as int32 registers do): `lanes` x `candidates` multipliers.
@@ -38,11 +44,11 @@ class ColumnMac(wiring.Component):
        has let the group before go, and the next group's Mac may start.
     3. Drain: every (candidate, output) held sum, candidate-major, on `sums` (a register,
        latency 1): one output
-       per cycle, or with `parts` = 2 two side by side, by `split` (layouts.SPLITS): "halves",
-       output o and o + outputs / 2 (GATE_UP's gate and up of one hidden channel, so the SwiGLU
-       needs no memory of gates and the drain takes F cycles per candidate, not 2F), or
-       "pairs", outputs 2o and 2o + 1 (DOWN: two expert outputs a cycle, D / 2 cycles per
-       candidate, out of one accumulator row).
+       per cycle, or `parts` side by side, by `split` (layouts.SPLITS): "halves", output o and
+       o + outputs / 2 (GATE_UP's gate and up of one hidden channel, so the SwiGLU needs no
+       memory of gates and the drain takes F cycles per candidate, not 2F), or "neighbours",
+       outputs parts x o .. parts x o + parts - 1 (DOWN: four expert outputs a cycle, D / 4
+       cycles per candidate, out of one accumulator row).
 
     The activation memory (a row per beat: `act_values` int8 of every candidate, written one
     candidate's beat at a time) has an asynchronous read port: a chunk's cycle reads every
@@ -64,12 +70,9 @@ class ColumnMac(wiring.Component):
     """
 
     def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int,
-                 act_values: int, parts: int = 1, split: str = "halves"):
+                 act_values: int, parts: int = 1, split: str = "halves", early: bool = False):
         check_positive("channels", channels)
         check_positive("outputs", outputs)
-        check_positive("parts", parts, 1, 2)
-        if outputs % parts:
-            raise TypeError(f"parts must divide the {outputs} outputs, not {parts!r}")
         check_positive("candidates", candidates, 1, 64)
         check_word(lanes, word_bits)
         # a beat of inputs is at most a word of int8 (edgexpert.contracts.top.inputs_per_beat),
@@ -80,9 +83,11 @@ class ColumnMac(wiring.Component):
                             f"not {act_values!r}")
         self._n, self._o, self._c = channels, outputs, candidates
         self._p, self._w, self._v, self._parts = lanes, word_bits, act_values, parts
-        self._split = check_split(split)
+        self._split = check_split(split, parts, outputs)
+        self._early = early
         super().__init__({
             "act": In(stream.Signature(x_layout(candidates, channels, act_values))),
+            **({"act_final": In(1)} if early else {}),
             "columns": In(stream.Signature(column_layout(channels, word_bits))),
             "sums": Out(stream.Signature(sum_layout(candidates, outputs, parts))),
         })
@@ -161,6 +166,17 @@ class ColumnMac(wiring.Component):
                 with m.If(load_bank == b):
                     m.d.sync += [loaded[b].eq(1), bank_last[b].eq(item.candidate)]
 
+        # `early`: rows of the loading bank the group's last candidate has written (its beats
+        # come in order), readable from the cycle after each write; 0 until that candidate's
+        # first beat and again once the group's last beat is in
+        final_rows = Signal(range(rows_per_bank + 1))
+        final_cand = Signal(index_bits(cands))
+        if self._early:
+            with m.If(self.act.valid & self.act.ready & self.act_final):
+                m.d.sync += [final_rows.eq(item.beat + 1), final_cand.eq(item.candidate)]
+                with m.If(item.last):
+                    m.d.sync += final_rows.eq(0)
+
         last_cand = Signal(index_bits(cands))    # the MAC's group's last candidate
         chunk = Signal(index_bits(cpw))
         word = Signal(index_bits(wpc))
@@ -197,17 +213,17 @@ class ColumnMac(wiring.Component):
         cand = Signal(index_bits(cands))
         half = outs // self._parts
         out = Signal(index_bits(half))
-        pairs = self._split == "pairs"
+        neighbours = self._split == "neighbours"
 
         def output_of(p, o):
             """The output a drain step `o` reads in part `p`."""
-            return o * self._parts + p if pairs else p * half + o
+            return o * self._parts + p if neighbours else p * half + o
 
         # the drain's lane of each part as a one-hot register (lane = output % lanes): each bit
         # selects its lane's 32 bits, where a binary lane number would drive all 2,048 of them;
-        # a step moves it one output on (halves) or `parts` (pairs)
+        # a step moves it one output on (halves) or `parts` (neighbours)
         first_lane = [output_of(p, 0) % lanes for p in range(self._parts)]
-        lane_step = self._parts if pairs else 1
+        lane_step = self._parts if neighbours else 1
         lane_hot = [Signal(lanes, init=1 << first_lane[p], name=f"lane_hot_{p}")
                     for p in range(self._parts)]
 
@@ -225,7 +241,7 @@ class ColumnMac(wiring.Component):
         for p in range(self._parts):
             chunk_p = Signal(range(n_chunks), name=f"drain_chunk_{p}")
             m.d.comb += chunk_p.eq(output_of(p, out) >> shift)
-            if pairs and lanes % self._parts == 0 and p > 0:
+            if neighbours and lanes % self._parts == 0 and p > 0:
                 # neighbours share a chunk, so every part reads the first part's row
                 drained.append(Mux(held_fresh.bit_select(chunk_p, 1), 0,
                                    lane_of(first_row, lane_hot[p])))
@@ -266,11 +282,21 @@ class ColumnMac(wiring.Component):
                     with m.If(cand == drain_last):
                         m.d.sync += [cand.eq(0), draining.eq(0)]
 
+        bank_loaded = loaded.bit_select(mac_bank, 1)
+        # the bank the MAC reads is still loading its group's last candidate (`early` only)
+        loading = (mac_bank == load_bank) & (final_rows != 0)
+        # the column's input row is in: the bank is loaded, or the last candidate wrote it (and
+        # the group's last column waits for the whole group, so the MAC never ends on a bank
+        # that is still loading)
+        row_in = bank_loaded | (loading & ~col.last & ((col.channel >> per_bits) < final_rows))
         with m.FSM(name="phase"):
             with m.State("Wait"):
-                with m.If(loaded.bit_select(mac_bank, 1)):
+                with m.If(bank_loaded):
                     m.d.sync += [last_cand.eq(Mux(mac_bank, bank_last[1], bank_last[0])),
                                  chunk.eq(0), word.eq(0)]
+                    m.next = "Mac"
+                with m.Elif(loading):
+                    m.d.sync += [last_cand.eq(final_cand), chunk.eq(0), word.eq(0)]
                     m.next = "Mac"
             with m.State("Mac"):
                 # stage 1: the chunk's weights and every candidate's input of the column are
@@ -279,13 +305,14 @@ class ColumnMac(wiring.Component):
                 chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
                 m.d.comb += act_rd.addr.eq(Mux(mac_bank, rows_per_bank, 0)
                                            + (col.channel >> per_bits))
-                m.d.sync += [mac_valid.eq(self.columns.valid & (g < n_chunks)),
+                take = self.columns.valid & row_in
+                m.d.sync += [mac_valid.eq(take & (g < n_chunks)),
                              mac_row.eq(g), mac_w.eq(chunk_bits[:4 * lanes])]
                 for c in range(cands):
                     x = act_rd.data[c][col.channel[:per_bits]] if per > 1 else act_rd.data[c][0]
                     m.d.sync += mac_x[c].eq(x)
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
-                with m.If(self.columns.valid):
+                with m.If(take):
                     with m.If(word_done):
                         m.d.comb += self.columns.ready.eq(1)
                         m.d.sync += [chunk.eq(0), word.eq(Mux(word == wpc - 1, 0, word + 1))]

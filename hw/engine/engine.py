@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -92,15 +92,15 @@ class ExpertEngine(wiring.Component):
         check_positive("d_model", d_model)
         check_positive("expert_ffn", expert_ffn)
         if d_model % EXPERT_OUT_VALUES:
-            raise TypeError(f"d_model must be even (the DOWN drain gives two outputs a cycle), "
-                            f"not {d_model!r}")
+            raise TypeError(f"d_model must be a multiple of {EXPERT_OUT_VALUES} (the DOWN drain "
+                            f"gives {EXPERT_OUT_VALUES} outputs a cycle), not {d_model!r}")
         check_positive("candidates", candidates, 1, 64)
         check_positive("tokens", tokens, 1, 4096)
         check_word(lanes, word_bits)
         self._d, self._f, self._c = d_model, expert_ffn, candidates
         self._p, self._w, self._t = lanes, word_bits, tokens
         super().__init__({
-            "cand": In(stream.Signature(cand_layout(tokens))),
+            "cand": In(stream.Signature(cand_layout(tokens, expert_ffn))),
             "x": In(stream.Signature(x_layout(candidates, d_model, inputs_per_beat(word_bits)))),
             "gate_up": In(stream.Signature(column_layout(d_model, word_bits))),
             "gate_up_scales": In(stream.Signature(scale_words_layout(word_bits))),
@@ -131,13 +131,13 @@ class ExpertEngine(wiring.Component):
         m.submodules.quantizer = quant = Quantizer(c, f)
         m.submodules.hidden_copy = hidden_copy = Broadcast(act_layout(c, f))
         # the DOWN MAC's inputs come from the quantizer, one value per cycle: beats of one value;
-        # it drains outputs 2j and 2j + 1 together, D / 2 cycles per candidate, into a combine
-        # that adds both in one row of its memory
-        pair = EXPERT_OUT_VALUES
-        m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w, 1, parts=pair,
-                                                   split="pairs")
-        m.submodules.down_requant = dn_rq = Requant(c, d, w, parts=pair, split="pairs")
-        m.submodules.out_copy = out_copy = Broadcast(sum_layout(c, d, pair))
+        # it drains outputs 4j .. 4j + 3 together, D / 4 cycles per candidate, into a combine
+        # that adds them in one row of its memory
+        beat = EXPERT_OUT_VALUES
+        m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w, 1, parts=beat,
+                                                   split="neighbours", early=True)
+        m.submodules.down_requant = dn_rq = Requant(c, d, w, parts=beat, split="neighbours")
+        m.submodules.out_copy = out_copy = Broadcast(sum_layout(c, d, beat))
         m.submodules.combine = comb = Combine(c, d, self._t, outputs_per_beat(w))
 
         connect = wiring.connect
@@ -171,19 +171,22 @@ class ExpertEngine(wiring.Component):
         x_scale = Signal(data.ArrayLayout(dyadic_layout, c))
         token = Signal(data.ArrayLayout(index_bits(self._t), c))
         weight = Signal(data.ArrayLayout(WEIGHT_BITS, c))
+        down_mask = Signal(data.ArrayLayout(f, c))
         count = Signal(index_bits(c))
         x_open = Signal()
         # this cycle's candidate written over the group's registers: the record pushed with the
         # group's last candidate includes it
         item = self.cand.payload
         x_now, token_now, weight_now = Signal.like(x_scale), Signal.like(token), Signal.like(weight)
-        m.d.comb += [x_now.eq(x_scale), token_now.eq(token), weight_now.eq(weight)]
+        mask_now = Signal.like(down_mask)
+        m.d.comb += [x_now.eq(x_scale), token_now.eq(token), weight_now.eq(weight),
+                     mask_now.eq(down_mask)]
         take = self.cand.valid & self.cand.ready
         with m.If(take):
             m.d.comb += [x_now[count].eq(item.x), token_now[count].eq(item.token),
-                         weight_now[count].eq(item.weight)]
+                         weight_now[count].eq(item.weight), mask_now[count].eq(item.down)]
             m.d.sync += [x_scale.eq(x_now), token.eq(token_now), weight.eq(weight_now),
-                         count.eq(count + 1)]
+                         down_mask.eq(mask_now), count.eq(count + 1)]
         pushed = take & (item.last | (count == c - 1))
         with m.If(pushed):
             m.d.sync += [count.eq(0), x_open.eq(1)]
@@ -198,6 +201,10 @@ class ExpertEngine(wiring.Component):
                               comb.group_done)
         h_head, _ = _queue(m, "hidden_scales", quant.scales.shape(), H_QUEUE,
                               last_of(dn_mac.act), quant.scales, last_of(dn_mac.sums))
+        # the DOWN masks, from a group's candidates until its DOWN inputs are in (never more
+        # groups than the slots' queue holds: a group leaves this one first)
+        mask_head, _ = _queue(m, "down_masks", mask_now.shape(), GROUP_QUEUE, pushed, mask_now,
+                              last_of(dn_mac.act))
         m.d.comb += [gu_rq.act_scale.eq(x_head), dn_rq.act_scale.eq(h_head),
                      comb.token.eq(t_head), comb.weight.eq(w_head)]
         # a new group once the previous one's inputs are in and both queues have room
@@ -219,11 +226,15 @@ class ExpertEngine(wiring.Component):
                      comb.flush.payload.eq(flushes.r.payload.token),
                      flushes.r.ready.eq(comb.flush.ready & due)]
         hidden = hidden_copy.a.payload
+        # a hidden channel outside the candidate's DOWN mask enters its DOWN sums as 0, which is
+        # what the mask means (docs/contracts.md); `hidden` itself keeps every value
+        masked_in = mask_head[hidden.candidate].bit_select(hidden.channel, 1)
         m.d.comb += [dn_mac.act.valid.eq(hidden_copy.a.valid),
                      dn_mac.act.payload.candidate.eq(hidden.candidate),
                      dn_mac.act.payload.beat.eq(hidden.channel),
-                     dn_mac.act.payload.values[0].eq(hidden.value),
+                     dn_mac.act.payload.values[0].eq(Mux(masked_in, hidden.value, 0)),
                      dn_mac.act.payload.last.eq(hidden.last),
+                     dn_mac.act_final.eq(quant.hidden_final),
                      hidden_copy.a.ready.eq(dn_mac.act.ready)]
         m.d.comb += [gu_mac.act.valid.eq(self.x.valid & x_open),
                      gu_mac.act.payload.eq(self.x.payload),

@@ -86,17 +86,18 @@ def scale_words_layout(word_bits: int) -> data.StructLayout:
     return data.StructLayout({"data": word_bits, "last": 1})
 
 
-#: how a drain of two parts pairs its outputs: "halves" drains output `index` and `index` +
-#: outputs / 2 (GATE_UP's gate and up of one hidden channel), "pairs" outputs 2 `index` and
-#: 2 `index` + 1 (DOWN's neighbours: two expert outputs a cycle into the combine)
-SPLITS = ("halves", "pairs")
+#: how a drain of several parts picks its outputs: "halves" (two parts) drains output `index`
+#: and `index` + outputs / 2 (GATE_UP's gate and up of one hidden channel), "neighbours" outputs
+#: parts x `index` .. parts x `index` + parts - 1 (DOWN: EXPERT_OUT_VALUES expert outputs a
+#: cycle into the combine)
+SPLITS = ("halves", "neighbours")
 
 
 def sum_layout(candidates: int, outputs: int, parts: int = 1) -> data.StructLayout:
     """An int32 value of one candidate's output channel `index` (sums, then Q.16 values).
 
-    With `parts` = 2 two outputs travel side by side, `value[p]` one of them (which ones: the
-    producer's split, SPLITS); `index` counts to outputs / 2."""
+    With `parts` > 1 that many outputs travel side by side, `value[p]` one of them (which ones:
+    the producer's split, SPLITS); `index` counts to outputs / parts."""
     value = signed(ACC_WIDTH) if parts == 1 else data.ArrayLayout(signed(ACC_WIDTH), parts)
     return data.StructLayout({"candidate": index_bits(candidates),
                               "index": index_bits(outputs // parts), "value": value, "last": 1})
@@ -107,10 +108,12 @@ def h_layout(candidates: int, ffn: int) -> data.StructLayout:
                               "value": signed(H_WIDTH), "last": 1})
 
 
-def cand_layout(tokens: int) -> data.StructLayout:
-    """One candidate of a group: its MoE input's scale, its token slot and routing weight."""
+def cand_layout(tokens: int, ffn: int) -> data.StructLayout:
+    """One candidate of a group: its MoE input's scale, its token slot, routing weight and DOWN
+    mask (bit f: hidden channel f enters its DOWN sums; the group's DOWN columns are the union
+    of its candidates' masks, so candidates of several depth groups share one walk)."""
     return data.StructLayout({"x": dyadic_layout, "token": index_bits(tokens),
-                              "weight": unsigned(WEIGHT_BITS), "last": 1})
+                              "weight": unsigned(WEIGHT_BITS), "down": ffn, "last": 1})
 
 
 def hidden_scale_layout(candidates: int) -> data.StructLayout:
@@ -129,9 +132,18 @@ def moe_layout(tokens: int, d_model: int, values: int) -> data.StructLayout:
                               "values": data.ArrayLayout(signed(Q16_WIDTH), values), "last": 1})
 
 
-def check_split(split: str) -> str:
+#: the most parts a split drains side by side: gate and up (halves); the DOWN drain's
+#: EXPERT_OUT_VALUES (neighbours)
+MAX_PARTS = {"halves": 2, "neighbours": 4}
+
+
+def check_split(split: str, parts: int, outputs: int) -> str:
+    """The split, once `parts` suits it and divides the `outputs`; TypeError naming the range."""
     if split not in SPLITS:
         raise TypeError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    check_positive("parts", parts, 1, MAX_PARTS[split])
+    if outputs % parts:
+        raise TypeError(f"parts must divide the {outputs} outputs, not {parts!r}")
     return split
 
 

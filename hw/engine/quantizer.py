@@ -60,6 +60,9 @@ class Quantizer(wiring.Component):
             "hidden": Out(stream.Signature(act_layout(candidates, ffn))),
             "scale": Out(stream.Signature(hidden_scale_layout(candidates))),
             "scales": Out(data.ArrayLayout(dyadic_layout, candidates)),
+            # with each `hidden` item: its candidate is the group's last (the DOWN MAC starts
+            # on that candidate's values as they come, hw/engine/column_mac.py `early`)
+            "hidden_final": Out(1),
         })
 
     def elaborate(self, platform):
@@ -186,7 +189,8 @@ class Quantizer(wiring.Component):
                                      self.hidden.payload.candidate.eq(cand),
                                      self.hidden.payload.channel.eq(b_index),
                                      self.hidden.payload.value.eq(Mux(b_neg, -q, q)),
-                                     self.hidden.payload.last.eq(last & (b_index == ffn - 1))]
+                                     self.hidden.payload.last.eq(last & (b_index == ffn - 1)),
+                                     self.hidden_final.eq(last)]
                     m.d.sync += [m_valid.eq(issue < ffn), m_index.eq(issue), m_neg.eq(v < 0),
                                  m_mag.eq(magnitude(v)),
                                  r_valid.eq(m_valid), r_index.eq(m_index), r_neg.eq(m_neg),

@@ -31,9 +31,10 @@ class Requant(wiring.Component):
     adds at most 2**57 (the right shift is capped at 58), so no intermediate wraps. The result
     keeps its low 32 bits: Q.16 gate, up and expert outputs are int32 in the contract (number
     formats table); a value beyond it would wrap here while the golden model keeps int64.
-    One sum per cycle (with `parts` = 2, two, each with its own scale read and product: output
-    `index` and `index` + outputs / 2 by `split` "halves", 2 `index` and 2 `index` + 1 by
-    "pairs", as ColumnMac drains them), back-pressure passes through.
+    One sum per cycle, or `parts` side by side, each with its own scale read and product
+    (output `index` and `index` + outputs / 2 by `split` "halves", parts x `index` .. parts x
+    `index` + parts - 1 by "neighbours", as ColumnMac drains them); back-pressure passes
+    through.
     Latency 4: the sum times m_x; times m_w in two parts; their sum with the rounding term;
     the shift, each ending at a register, the four moving together while the output is free; `act_scale` is read as the
     sum is taken, so the caller may move on to the next group's scales once its last sum is.
@@ -43,12 +44,9 @@ class Requant(wiring.Component):
                  split: str = "halves"):
         check_positive("candidates", candidates, 1, 64)
         check_positive("outputs", outputs)
-        check_positive("parts", parts, 1, 2)
-        if outputs % parts:
-            raise TypeError(f"parts must divide the {outputs} outputs, not {parts!r}")
         check_word(1, word_bits)
         self._c, self._o, self._w, self._parts = candidates, outputs, word_bits, parts
-        self._split = check_split(split)
+        self._split = check_split(split, parts, outputs)
         super().__init__({
             "sums": In(stream.Signature(sum_layout(candidates, outputs, parts))),
             "scales": In(stream.Signature(scale_words_layout(word_bits))),
@@ -107,7 +105,7 @@ class Requant(wiring.Component):
             # each part reads its output's scale through a read port of its own
             rd = rd if part == 0 else mem.read_port(domain="comb")
             index = Signal(range(self._o), name=f"index_{part}")
-            at = item.index * self._parts + part if self._split == "pairs" \
+            at = item.index * self._parts + part if self._split == "neighbours" \
                 else item.index + part * half
             m.d.comb += [index.eq(at), rd.addr.eq(Mux(use_bank, words, 0) + (index >> shift))]
             word = rd.data.word_select(index[:shift], 16) if shift else rd.data[:16]

@@ -54,18 +54,19 @@ class Dispatcher(wiring.Component):
     `passed` pulses with every good beat taken.
     """
 
-    def __init__(self, tokens: int, candidates: int, d_model: int, word_bits: int, pru=None):
+    def __init__(self, tokens: int, candidates: int, d_model: int, expert_ffn: int,
+                 word_bits: int, pru=None):
         pru_ports = {} if pru is None else {"score": Out(stream.Signature(pru.score_layout)),
                                             "logit": Out(stream.Signature(pru.logit_layout))}
         self._pru = pru
         self._sizes = (tokens, candidates, -(-d_model // inputs_per_beat(word_bits)))
         super().__init__({
             "cmd": In(stream.Signature(command_layout(tokens, candidates, d_model, word_bits,
-                                                      pru))),
+                                                      pru, expert_ffn=expert_ffn))),
             "ema": Out(stream.Signature(ema_command_layout)),
             "route": Out(stream.Signature(route_item_layout)),
             "data": Out(stream.Signature(data_item_layout)),
-            "cand": Out(stream.Signature(cand_item_layout(tokens))),
+            "cand": Out(stream.Signature(cand_item_layout(tokens, expert_ffn))),
             "x": Out(stream.Signature(x_layout(candidates, d_model,
                                                inputs_per_beat(word_bits)))),
             "flush": Out(stream.Signature(flush_layout(tokens))),

@@ -61,10 +61,10 @@ class CandidateTap(wiring.Component):
     `marks`, all three at once (each `valid` waits for the others' `ready`); with a feedback
     group's last candidate also the group's count to `groups` (its DOWN job's, `DownJobs`)."""
 
-    def __init__(self, tokens: int):
+    def __init__(self, tokens: int, ffn: int):
         super().__init__({
-            "cand": In(stream.Signature(cand_item_layout(tokens))),
-            "engine": Out(stream.Signature(cand_layout(tokens))),
+            "cand": In(stream.Signature(cand_item_layout(tokens, ffn))),
+            "engine": Out(stream.Signature(cand_layout(tokens, ffn))),
             "weights": Out(stream.Signature(weight_record_layout)),
             "marks": Out(stream.Signature(mark_layout)),
             "groups": Out(stream.Signature(group_layout)),

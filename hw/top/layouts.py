@@ -21,18 +21,18 @@ route_item_layout = data.StructLayout({"beat": dcu_route_layout, "last": 1})
 data_item_layout = data.StructLayout({"beat": dcu_data_layout, "last": 1})
 
 
-def cand_item_layout(tokens: int) -> data.StructLayout:
+def cand_item_layout(tokens: int, ffn: int) -> data.StructLayout:
     """A candidate on its way to the engine, and whether the DCU makes its group's DOWN job."""
-    return data.StructLayout({"cand": cand_layout(tokens), "feedback": 1})
+    return data.StructLayout({"cand": cand_layout(tokens, ffn), "feedback": 1})
 
 
 def command_layout(tokens: int, candidates: int, d_model: int, word_bits: int,
-                   pru=None) -> data.StructLayout:
+                   pru=None, *, expert_ffn: int) -> data.StructLayout:
     """One beat of the host's command stream: the op and its argument (an EMA command word,
     one of the engine's `cand`, `x` (a beat of word_bits / 8 inputs), `flush` items, or a DCU
     route or data beat with `last`; with `pru`, a PruParams, also the PRU's `score` and `logit`
     items)."""
-    arms = {"ema": ema_command_layout, "cand": cand_layout(tokens),
+    arms = {"ema": ema_command_layout, "cand": cand_layout(tokens, expert_ffn),
             "x": x_layout(candidates, d_model, inputs_per_beat(word_bits)),
             "flush": flush_layout(tokens),
             "route": route_item_layout, "data": data_item_layout}

@@ -98,7 +98,7 @@ class AcceleratorTop(wiring.Component):
         super().__init__({
             **members,
             "cmd": In(stream.Signature(command_layout(tokens, candidates, d, g.data_width,
-                                                      pru))),
+                                                      pru, expert_ffn=layout.expert_ffn))),
             # the engine's outputs, as it makes them
             **{name: self._engine.signature.members[name]
                for name in ("hidden", "hidden_scale", "expert_out", "moe_out")},
@@ -127,7 +127,7 @@ class AcceleratorTop(wiring.Component):
         engine = m.submodules.engine = self._engine
         g = ema.geometry
         disp = m.submodules.dispatcher = Dispatcher(tokens, candidates, lay.d_model,
-                                                    g.data_width, self._pru)
+                                                    lay.expert_ffn, g.data_width, self._pru)
         # the EMA's commands: the host's EMA words (source 0), the DCU's (source 1) and with a
         # PRU its fetch words (source 2), a whole command at a time, then to the EMA and the
         # feeder's job queue
@@ -208,7 +208,7 @@ class AcceleratorTop(wiring.Component):
         records_q = m.submodules.job_queue = StreamFIFO(job_record_layout, ORDER_QUEUE_DEPTH)
         whole = m.submodules.whole_on_reject = WholeOnReject(lay.d_model, lay.expert_ffn,
                                                               ORDER_QUEUE_DEPTH)
-        tap = m.submodules.cand_tap = CandidateTap(tokens)
+        tap = m.submodules.cand_tap = CandidateTap(tokens, lay.expert_ffn)
         scales = m.submodules.scale_tap = ScaleTap(candidates)
         packer = m.submodules.packer = HiddenPacker(candidates, lay.expert_ffn)
         down = m.submodules.down_jobs = DownJobs()

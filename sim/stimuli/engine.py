@@ -27,7 +27,7 @@ def _group(rng: random.Random, p: dict) -> dict[str, list]:
     items: dict[str, list] = {}
     items["cand"] = [{"x": {"m": rng.randrange(1 << 13, 1 << 15), "e": rng.randint(18, 20)},
                       "token": rng.randrange(t), "weight": rng.randrange(1 << 16),
-                      "last": int(i == c - 1)} for i in range(c)]
+                      "down": (1 << f) - 1, "last": int(i == c - 1)} for i in range(c)]
     items["x"] = []
     for i in range(c):
         xs = input_beats([max(-127, min(127, round(rng.gauss(0, GAUSSIAN_SIGMA["act"]))))
@@ -54,7 +54,7 @@ def _group(rng: random.Random, p: dict) -> dict[str, list]:
 
 async def drive_engine(ctx, dut, rng: random.Random, cycles: int) -> int:
     p = dut.parameters
-    layouts = {"cand": cand_layout(p["tokens"]),
+    layouts = {"cand": cand_layout(p["tokens"], p["expert_ffn"]),
                "x": x_layout(p["candidates"], p["d_model"], inputs_per_beat(p["word_bits"])),
                "gate_up": column_layout(p["d_model"], p["word_bits"]),
                "down": column_layout(p["expert_ffn"], p["word_bits"]),

@@ -33,8 +33,9 @@ LATENCY = 20
 
 
 def _step(rng: random.Random, layout, tokens: int, candidates: int, word_bits: int) -> list[int]:
-    lay = command_layout(tokens, candidates, layout.d_model, word_bits)
-    cand, flush = cand_layout(tokens), flush_layout(tokens)
+    lay = command_layout(tokens, candidates, layout.d_model, word_bits,
+                         expert_ffn=layout.expert_ffn)
+    cand, flush = cand_layout(tokens, layout.expert_ffn), flush_layout(tokens)
     x = x_layout(candidates, layout.d_model, inputs_per_beat(word_bits))
 
     def beat(op: TopOp, bits: int) -> int:
@@ -57,6 +58,7 @@ def _step(rng: random.Random, layout, tokens: int, candidates: int, word_bits: i
         beats += [beat(TopOp.CAND, cand.const({
             "x": {"m": rng.randrange(1 << 13, 1 << 15), "e": rng.randint(18, 20)},
             "token": c, "weight": rng.randrange(1 << 16),
+            "down": (1 << layout.expert_ffn) - 1,
             "last": int(c == candidates - 1)}).as_bits()) for c in range(candidates)]
         for c in range(candidates):
             xs = input_beats([max(-127, min(127, round(rng.gauss(0, GAUSSIAN_SIGMA["act"]))))
