@@ -53,11 +53,11 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
 
 def test_bench_memory_names_are_taken_in_any_case():
     import types
-    from edgexpert.cli.hw import _memory
+    from edgexpert.cli.bench import memory_of
     from edgexpert.contracts.config import load_config
     config = load_config()
-    named = _memory(types.SimpleNamespace(memory="LPDDR4X"), config)
-    assert named == _memory(types.SimpleNamespace(memory="lpddr4x"), config)
+    named = memory_of(types.SimpleNamespace(memory="LPDDR4X"), config)
+    assert named == memory_of(types.SimpleNamespace(memory="lpddr4x"), config)
     assert named["memory"] == "lpddr4x" and named["dram"]["type"] == "LPDDR4X"
 
 
@@ -304,7 +304,7 @@ def test_the_chosen_calibration_pastes_into_set():
 
 
 def test_the_utilization_table_keeps_its_columns():
-    from edgexpert.cli.hw import utilization_table
+    from edgexpert.cli.bench import utilization_table
     sources = {"dense": "all channels", "trace": "golden, random weights (depth-group coalesced)",
                "random50": "random, seed 1"}
     utilization = {case: {"20": 0.5, "100": 0.25} for case in sources}

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 # (constructors rejected on purpose leave their component unused)
-"""The expert engine in Amaranth's simulator against numbers from golden/integer/intops.py on small random
+"""The expert engine in Amaranth's simulator against numbers from golden/integer/ on small random
 parameters: hidden values and scales, expert outputs and MoE sums bit for bit, with masked
 columns, partial groups, an all-zero input, padding in column words and random back-pressure.
 
@@ -17,12 +17,13 @@ from amaranth.hdl import Module, ResetInserter, Signal
 from amaranth.sim import Simulator
 
 from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, group_items,
-                                                group_outputs, layouts, moe_items, unpack)
+                                                group_outputs, layouts, moe_items, scale_words,
+                                                unpack)
 from edgexpert.contracts.top import (EXPERT_OUT_VALUES, input_beats, inputs_per_beat,
                                      outputs_per_beat, value_beats)
 from edgexpert.contracts.weight_image import ExpertWeights, memory_image
 from edgexpert.contracts.weight_layout import WeightLayout
-from edgexpert.cocotb_tests.engine.reference import expert_reference, scale_words
+from edgexpert.golden.integer.int_model import IntModel, image_weights
 from edgexpert.golden.integer.intops import I64, Dyadic, quantize_vec, rshift
 from edgexpert.hw.engine import ExpertEngine
 
@@ -126,7 +127,7 @@ def random_groups(d_model: int, ffn: int, cands: int, word_bits: int, slots: int
     """Six groups (two per expert of three) of random int4 weights, float16 scale words with
     subnormals, masked GATE_UP and DOWN channels, partial groups, an all-zero input and token
     slots shared by several experts, then a flush of every slot: the engine's input items and
-    the outputs golden/integer/intops.py gives for them."""
+    the outputs golden's integer expert (`IntModel.expert`) gives for them."""
     rng = np.random.default_rng(seed)
     slots = 4
     layout = WeightLayout(n_layers=1, n_experts=3, d_model=d_model, expert_ffn=ffn)
@@ -160,7 +161,8 @@ def random_groups(d_model: int, ffn: int, cands: int, word_bits: int, slots: int
                                 down_channels=np.flatnonzero(dn_mask))
             for name, values in items.items():
                 inputs[name] += values
-            h8, sh, y = expert_reference(x8, sx, weights[0, expert], gu_mask, dn_mask)
+            y, h8, sh = IntModel.expert(x8, sx, *image_weights(weights[0, expert]), gu_mask,
+                                         dn_mask)
             for name, items in group_outputs(h8, sh.m, sh.e, y).items():
                 want[name] += items
             for c in range(n):
@@ -536,11 +538,11 @@ def test_candidates_of_one_group_take_their_own_down_masks():
         for c in range(n):
             mask = np.zeros(ffn, dtype=bool)
             mask[own[c]] = True
-            outs.append(expert_reference(x8[c:c + 1], Dyadic(sx.m[c:c + 1], sx.e[c:c + 1]),
-                                         weights[0, expert], every, mask))
-        h8 = torch.cat([o[0] for o in outs])
-        sh = Dyadic(torch.cat([o[1].m for o in outs]), torch.cat([o[1].e for o in outs]))
-        y = torch.cat([o[2] for o in outs])
+            outs.append(IntModel.expert(x8[c:c + 1], Dyadic(sx.m[c:c + 1], sx.e[c:c + 1]),
+                                        *image_weights(weights[0, expert]), every, mask))
+        y = torch.cat([o[0] for o in outs])
+        h8 = torch.cat([o[1] for o in outs])
+        sh = Dyadic(torch.cat([o[2].m for o in outs]), torch.cat([o[2].e for o in outs]))
         for name, group_want in group_outputs(h8, sh.m, sh.e, y).items():
             want[name] += group_want
         for c in range(n):
@@ -560,7 +562,7 @@ def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
     requant, and the second group's scale block is all in before the first group's last sum is
     taken (with one block the weight stream stood at the next matrix's scale words for a whole
     drain: docs/blocks/engine.md, Cycles)."""
-    from edgexpert.cocotb_tests.engine.reference import decode
+    from edgexpert.golden.integer.int_model import scale_words_dyadic
     from edgexpert.golden.integer.intops import requant
     from edgexpert.hw.engine.layouts import scale_words_layout, sum_layout
     from edgexpert.hw.engine.requant import Requant
@@ -584,7 +586,7 @@ def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
                 for c in range(cands) for j in range(outputs // 2)]
         groups.append((blocks, sums, xm, xe))
         q = requant(torch.from_numpy(acc), Dyadic(torch.from_numpy(xm), torch.from_numpy(xe)),
-                    decode(words), 16)
+                    scale_words_dyadic(words), 16)
         want += [(c, j, [int(q[c, 2 * j]), int(q[c, 2 * j + 1])]) for c in range(cands)
                  for j in range(outputs // 2)]
     scales = deque(b for blocks, *_ in groups for b in blocks)

@@ -2,7 +2,8 @@
 hw/ and golden/ above them and blind to each other, golden/'s subpackages in one order; sim/'s
 performance model above golden/ and blind to hw/, its RTL stimuli above both; synth/ and the
 benches above sim/; the formal property wrappers above hw/ alone; the block registry above
-those; the command line on top. The test reads every module's imports with `ast`
+those; the command line on top. A bench imports none of golden's integer primitives: it takes
+every expected value from golden/ or contracts/. The test reads every module's imports with `ast`
 (function-local ones included, so a cycle cannot hide behind one) and fails on an import that
 is not allowed and on any cycle between modules."""
 
@@ -48,6 +49,11 @@ ALLOWED = {
                               "edgexpert.formal", "edgexpert.blocks"} | _GOLDEN | _SIM,
     "edgexpert.__main__": {"edgexpert.cli"},
 }
+#: a bench drives the RTL and compares with golden's values; it computes none itself (docs/
+#: architecture.md, "Layers"), so it never needs the integer primitives an expected value is made
+#: of: it imports golden's functions that give the values (golden/integer/int_model.py,
+#: golden/traces/expert_outputs.py, golden/blocks/) instead
+BENCH_FORBIDDEN = {"edgexpert.golden.integer.intops"}
 
 
 def _folder(package: str) -> Path:
@@ -120,6 +126,19 @@ def test_no_import_goes_up_or_sideways():
     assert not bad, "\n".join(bad)
 
 
+def bench_arithmetic(modules: dict[str, Path]) -> list[str]:
+    """The bench modules that import a module of BENCH_FORBIDDEN."""
+    return [f"{name} imports {target}" for name, path in sorted(modules.items())
+            if unit_of(name) == "edgexpert.cocotb_tests"
+            for target in sorted(imports_of(name, path, modules)) if target in BENCH_FORBIDDEN]
+
+
+def test_no_bench_computes_an_expected_value():
+    bad = bench_arithmetic(project_modules())
+    assert not bad, ("a bench imports golden's integer primitives (take the expected value "
+                     "from golden/ or contracts/ instead):\n" + "\n".join(bad))
+
+
 def test_no_import_cycle_between_modules():
     modules = project_modules()
     graph = {name: imports_of(name, path, modules) & modules.keys()
@@ -154,3 +173,13 @@ def test_the_checker_sees_a_planted_upward_import(tmp_path):
     modules = {"edgexpert.golden.lm.model": planted}
     assert imports_of("edgexpert.hw.planted", planted, modules) == {"edgexpert.golden.lm.model"}
     assert unit_of("edgexpert.golden.lm.model") not in ALLOWED[unit_of("edgexpert.hw.planted")]
+
+
+def test_the_checker_sees_a_bench_computing_an_expected_value(tmp_path):
+    """A bench importing intops, even inside a function, is refused."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f():\n    from edgexpert.golden.integer.intops import requant\n")
+    modules = {"edgexpert.cocotb_tests.top.planted": planted,
+               "edgexpert.golden.integer.intops": planted}
+    assert bench_arithmetic(modules) == ["edgexpert.cocotb_tests.top.planted imports "
+                                         "edgexpert.golden.integer.intops"]

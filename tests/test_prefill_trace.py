@@ -52,10 +52,11 @@ def test_bundled_trace_reads_back_and_routes_by_the_contract(bundled_trace):
 
 
 def test_bundled_trace_moe_layer_matches_an_independent_reference(bundled_trace):
-    """The MoE arrays (version 2) equal whole experts recomputed from golden intops on the
-    trace's own inputs and routes (cocotb_tests/top/reference.py), not the model's code path;
-    a changed input changes the reference, so the comparison can fail."""
-    from cocotb_tests.top.reference import prefill_outputs
+    """The MoE arrays (version 2) equal whole experts recomputed by the integer model's expert
+    on the trace's own inputs and routes (golden/traces/expert_outputs.py), not through the
+    model's step and the trace's assembly; a changed input changes the reference, so the
+    comparison can fail."""
+    from edgexpert.golden.traces.expert_outputs import prefill_outputs
 
     trace = read_prefill_trace(bundled_trace)
     assert trace.header["version"] == 2

@@ -16,8 +16,8 @@ from amaranth.lib.wiring import connect
 from amaranth.sim import Simulator
 
 from edgexpert.cocotb_tests.engine.host import (OUTPUTS, group_items, group_outputs, layouts,
-                                                moe_items, unpack)
-from edgexpert.cocotb_tests.engine.reference import expert_reference, scale_words
+                                                moe_items, scale_words, unpack)
+from edgexpert.golden.integer.int_model import IntModel, image_weights
 from edgexpert.contracts.top import (OP_BITS, TopCsr, TopError, TopOp, cand_item, flush_item,
                                      top_status_layout, x_item)
 from edgexpert.contracts.weight_image import ExpertWeights, memory_image
@@ -99,7 +99,7 @@ class Script:
                             token_slots=TOKENS)
         for name in WEIGHT_PORTS:
             self.weight_items[name] += items[name]
-        h8, sh, y = expert_reference(x8, sx, self.weights[0, expert], *every)
+        y, h8, sh = IntModel.expert(x8, sx, *image_weights(self.weights[0, expert]), *every)
         for name, outs in group_outputs(h8, sh.m, sh.e, y).items():
             self.want[name] += outs if exact else [None] * len(outs)
         for c in range(n):

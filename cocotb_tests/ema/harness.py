@@ -20,7 +20,7 @@ from edgexpert.contracts.ema import Completion, Descriptor, encode_step
 from edgexpert.golden.blocks.ema import SCALE, EmaReference, StepResult
 from edgexpert.hw.ema import EmaGeometry
 from edgexpert.contracts.ema import (MASK_BITS, SLOT_BITS, TAG_BITS, EmaCsr, EmaError, EmaStatus,
-                                  ema_status_layout)
+                                  ema_status_layout, mask_words)
 from edgexpert.cocotb_tests.runner import bench_params
 from edgexpert.contracts.weight_image import (column_values, memory_image, random_weights, scale_values,
                                     unpack_int4)
@@ -290,9 +290,7 @@ class EmaTB:
                                              f"{got_line}: {got.tolist()} != {want.tolist()}")
             checked += size
         for slot, channels in result.resident.items():
-            for word in range(g.res_words_per_slot):
-                want = sum(1 << (c - MASK_BITS * word) for c in channels
-                           if MASK_BITS * word <= c < MASK_BITS * (word + 1))
+            for word, want in enumerate(mask_words(channels, g.res_words_per_slot * MASK_BITS)):
                 got = await self.read_residency(slot, word)
                 assert got == want, f"residency word {word} of slot {slot}: {got:#x} != {want:#x}"
         return checked

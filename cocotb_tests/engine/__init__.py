@@ -88,13 +88,14 @@ def _write_vectors(trace_path: Path, image_path: Path, text: str, decode: Decode
     from edgexpert.contracts.trace import write_trace
     from edgexpert.golden.lm.checkpoint import load_bundled
     from edgexpert.golden.decoding.decode import decode_speculative
-    from edgexpert.golden.integer.int_model import IntModel
+    from edgexpert.golden.integer.int_model import load_int_model
     from edgexpert.golden.lm.prompts import text_prompts
     from edgexpert.golden.traces.decode_trace import build_trace
 
     checkpoint = load_bundled(model)
     torch.manual_seed(decode.seed)
-    engine = IntModel(checkpoint.model.eval())
+    # the process's one quantized model of the checkpoint: the masked outputs reuse it
+    engine = load_int_model(checkpoint.path, checkpoint.model)
     room = checkpoint.model.cfg.max_seq_len - decode.max_new_tokens - decode.max_depth
     prompt, = text_prompts([text], checkpoint.tokenizer, max(room, 0))
     run = decode_speculative(engine, prompt, decode, keep_traces=True)
@@ -105,23 +106,14 @@ def _write_vectors(trace_path: Path, image_path: Path, text: str, decode: Decode
 
 
 def write_image(engine, image_path: Path, junk_seed: int) -> None:
-    """The memory image of an integer model's (`IntModel`) expert weights, packed by
-    `edgexpert.contracts.weight_image` (`junk_seed`: the bytes between the experts)."""
-    import numpy as np
-
-    from edgexpert.contracts.weight_image import ExpertWeights, memory_image
+    """The memory image of an integer model's (`IntModel.expert_weights`) expert weights,
+    packed by `edgexpert.contracts.weight_image` (`junk_seed`: the bytes between the experts)."""
+    from edgexpert.contracts.weight_image import memory_image
     from edgexpert.contracts.weight_layout import WeightLayout
 
-    layout = WeightLayout.for_model(engine.cfg)
-    weights = {}
-    for layer, w in enumerate(engine.layers):
-        for e in range(layout.n_experts):
-            weights[layer, e] = ExpertWeights(
-                gate=w["gate"].q[e].numpy(), up=w["up"].q[e].numpy(), down=w["down"].q[e].numpy(),
-                scales_gate_up=np.concatenate([w["gate"].words[e].numpy(),
-                                               w["up"].words[e].numpy()]).astype(np.uint16),
-                scales_down=w["down"].words[e].numpy().astype(np.uint16))
-    image_path.write_bytes(bytes(memory_image(layout, weights, junk_seed=junk_seed)))
+    image = memory_image(WeightLayout.for_model(engine.cfg), engine.expert_weights(),
+                         junk_seed=junk_seed)
+    image_path.write_bytes(bytes(image))
 
 
 def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,

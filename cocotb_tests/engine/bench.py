@@ -83,7 +83,7 @@ def build(selection: str):
             for name, values in group_outputs(t["hidden_q"][rk], t["hidden_m"][rk],
                                               t["hidden_e"][rk], t["expert_out_q16"][rk]).items():
                 want[name] += values
-            macs += n * (D * 2 * F + F * D)
+            macs += LAYOUT.group_macs(n)
             groups += 1
             candidates += n
         items["flush"] = flush_items(SLOTS, range(len(rows)))

@@ -20,8 +20,9 @@ from edgexpert.hw.engine.layouts import (act_layout, cand_layout, column_layout,
                                          hidden_scale_layout, moe_layout, scale_words_layout,
                                          sum_layout, x_layout)
 
-__all__ = ["INPUTS", "OUTPUTS", "layouts", "group_items", "flush_items", "unpack",
-           "words_per_column", "plan_groups", "group_outputs", "moe_items", "values_in"]
+__all__ = ["INPUTS", "OUTPUTS", "layouts", "scale_words", "group_items", "flush_items",
+           "unpack", "words_per_column", "plan_groups", "group_outputs", "moe_items",
+           "values_in"]
 
 #: the engine's input and output streams, by port name
 INPUTS = ("cand", "x", "gate_up", "gate_up_scales", "down", "down_scales", "flush")
@@ -41,6 +42,18 @@ def layouts(d_model: int, expert_ffn: int, candidates: int, word_bits: int, toke
         "expert_out": sum_layout(candidates, d_model, EXPERT_OUT_VALUES),
         "moe_out": moe_layout(tokens, d_model, outputs_per_beat(word_bits)),
     }
+
+
+def scale_words(rng, n: int):
+    """n random scale words (uint16) for the Amaranth-simulator tests of the engine and the
+    top's command path: positive finite float16 words with exponent 0..20 (subnormals
+    included), so that with their x scales gate and up span the sigmoid table's clamp on both
+    sides and stay in int32."""
+    import numpy as np
+    exp = rng.integers(0, 21, n)
+    frac = rng.integers(0, 1024, n)
+    frac = np.where((exp == 0) & (frac == 0), 1, frac)
+    return ((exp << 10) | frac).astype(np.uint16)
 
 
 def words_per_column(layout: WeightLayout, matrix: Matrix, word_bits: int) -> int:

@@ -3,8 +3,8 @@ that prepare its vectors and run it.
 
 The vectors are the engine bench's (cocotb_tests/engine: the bundled checkpoint's integer path
 decoding a short prompt speculatively, and the bundled weights' memory image) plus, for the
-EdgeXpert masks, the channels each depth group selects and the outputs the integer contract
-gives on them (`prepare_masked`).
+EdgeXpert masks, the channels each group selects and the outputs golden's integer model gives
+on them (`prepare_masked`, golden/traces/expert_outputs.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "FUZZ_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
            "prepare_masked", "prompt_vectors", "trace_vectors", "run_name", "step_rows",
-           "check_hardware", "bench_tests", "run_bench", "run_fuzz", "prefill_hardware",
-           "run_prefill"]
+           "check_hardware", "bench_tests", "step_filter", "run_bench", "time_simulators",
+           "run_fuzz", "prefill_hardware", "run_prefill"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
 FUZZ_MODULE = "edgexpert.cocotb_tests.top.fuzz"
@@ -46,10 +46,10 @@ BENCH_CASES = {
                 "candidates": 2, "lanes": 16, "tokens": 8},
 }
 #: where the channel masks come from: every channel (naive speculative decoding, the host's
-#: masks), EdgeXpert's selection computed by the host (the reference's, golden/blocks/dcu.py, in EMA
+#: masks), EdgeXpert's selection computed by the host (golden's, golden/blocks/dcu.py, in EMA
 #: descriptors), or the DCU in the top (the host sends DCU jobs: GATE_UP jobs whole, DOWN jobs'
 #: headers; `dcu` issues each group's DOWN job after the next group's GATE_UP job, `dcu_inline`
-#: right after its own); the last three select the same channels (reference.py)
+#: right after its own); the last three select the same channels (golden's, `prepare_masked`)
 MASKS = ("naive_sd", "edgexpert", "dcu", "dcu_inline")
 #: the memory's latency in cycles from AR to the first beat: the EMA bench's trace case
 LATENCY = 100
@@ -67,10 +67,11 @@ def bench_tests() -> list[str]:
 
 
 def prepare_masked(trace_path: Path, tokens: int, candidates: int, out: Path | None = None,
-                   ratio: float | None = None) -> str:
-    """Write (once) the EdgeXpert masks of every group the top runs (at most `candidates` of a
-    depth group and expert, in batches of at most `tokens` rows) and the outputs the integer
-    contract gives on them; return the file's path."""
+                   ratio: float | None = None, trace=None) -> str:
+    """Write (once) golden's EdgeXpert masks of every group the top runs (`top_groups`: at most
+    `candidates` of a depth group and expert, in batches of at most `tokens` rows) and the
+    outputs the integer model gives on them (golden/traces/expert_outputs.py); return the
+    file's path. `trace`: the file already read, if it was."""
     ratio = load_config().policies.coalescing_ratio if ratio is None else ratio
     out = Path(out) if out is not None else build_root() / "bench" / "top"
     path = out / f"masked-{tokens}x{candidates}.npz"
@@ -80,8 +81,15 @@ def prepare_masked(trace_path: Path, tokens: int, candidates: int, out: Path | N
     key = {"trace": digest, "ratio": ratio, "tokens": tokens, "candidates": candidates,
            "version": 2}
     if not (path.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == key):
-        from .reference import masked_outputs  # torch and the golden model load only here
-        masked_outputs(read_trace(trace_path), ratio, path, tokens, candidates)
+        import numpy as np
+
+        # torch and the golden model load only here
+        from edgexpert.golden.traces.expert_outputs import masked_outputs
+        from .host import top_groups
+        trace = read_trace(Path(trace_path)) if trace is None else trace
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path, **masked_outputs(trace, top_groups(trace, tokens, candidates),
+                                                   ratio))
         stamp.write_text(json.dumps(key, sort_keys=True))
     return str(path)
 
@@ -136,13 +144,13 @@ def trace_vectors(trace_file: Path) -> dict:
     key = {"weights": hashlib.sha256(weights.read_bytes()).hexdigest(),
            "seed": trace.header["decode"]["seed"], "version": 1}
     if not (image.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == key):
-        from edgexpert.golden.integer.int_model import IntModel  # torch loads only here
-        from edgexpert.golden.lm.checkpoint import load_checkpoint
-        model = load_checkpoint(Path(checkpoint)).model
-        if model.cfg != trace.model:
+        # torch loads only here; the masked outputs (`prepare_masked`) reuse the model
+        from edgexpert.golden.integer.int_model import load_int_model
+        engine = load_int_model(checkpoint)
+        if engine.cfg != trace.model:
             raise InputError(f"trace {trace_file} was not decoded by checkpoint {checkpoint} "
                              f"(its model differs): accepted the checkpoint the trace names")
-        write_image(IntModel(model.eval()), image, key["seed"])
+        write_image(engine, image, key["seed"])
         stamp.write_text(json.dumps(key, sort_keys=True))
     return {"trace": str(copy), "image": str(image), "folder": str(folder), "name": name}
 
@@ -207,13 +215,15 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     hw = hardware(case) if hw is None else hw
     ratio = load_config().policies.coalescing_ratio if ratio is None else ratio
     files = prepare_vectors() if vectors is None else {k: vectors[k] for k in ("trace", "image")}
+    # read once here for the Design and the masked outputs (a given top's caller read it)
+    trace = read_trace(Path(files["trace"])) if top is None else None
     files["masked"] = prepare_masked(Path(files["trace"]), hw["tokens"], hw["candidates"],
                                      out=None if vectors is None else Path(vectors["folder"]),
-                                     ratio=ratio)
+                                     ratio=ratio, trace=trace)
     if top is None:
         # a Design, not a built top: the cases of one hardware set elaborate it once
         # (hw/emit.py)
-        top = Design(AcceleratorTop, (read_trace(Path(files["trace"])).layout,), hw)
+        top = Design(AcceleratorTop, (trace.layout,), hw)
     # the memory is the bench's, not the RTL's: one build for every memory
     name = f"{case}-{selection}"
     if vectors is not None:
@@ -223,6 +233,38 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
                               "latency": LATENCY, "memory": memory or {"memory": "latency"}},
                       simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
                       progress_total=progress_total)
+
+
+def step_filter(masks: list[str], quick: bool) -> str:
+    """cocotb's test filter of `trace_step` runs: these masks, without pauses when `quick`."""
+    return (f"trace_step/masks=({'|'.join(masks)})/"
+            + ("mode=none" if quick else "mode=(none|random)"))
+
+
+def time_simulators(runs: int, seed: int) -> dict:
+    """Wall time of the bench's simulation (its `wall_s`: the command beats, the outputs' checks
+    and the simulator, without the build) of the same rows on Icarus and Verilator: the first
+    decoding step's draft passes with whole experts, `runs` times each in turn; the
+    ratio of the medians. Both must give the same cycle count."""
+    import statistics
+
+    walls = {"icarus": [], "verilator": []}
+    cycles = set()
+    for _ in range(runs):
+        for simulator in walls:
+            run = run_bench("bundled", simulator, seed=seed, selection="drafts",
+                            test_filter="masks=naive_sd/mode=none")
+            entry = run.report["tests"]["trace_step/naive_sd/none"]
+            walls[simulator].append(entry["wall_s"])
+            cycles.add(entry["cycles"])
+    if len(cycles) != 1:
+        raise RuntimeError(f"Icarus and Verilator disagree on the cycle count: {sorted(cycles)}")
+    count = cycles.pop()
+    median = {sim: statistics.median(w) for sim, w in walls.items()}
+    return {"selection": "drafts", "cycles": count, "runs": runs,
+            **{sim: {"simulation_s": w, "median_s": median[sim],
+                     "cycles_per_s": round(count / median[sim])} for sim, w in walls.items()},
+            "icarus_over_verilator": round(median["icarus"] / median["verilator"], 2)}
 
 
 def run_fuzz(sequences: int, seed: int = 20261203, case: str = "ci",

@@ -6,10 +6,10 @@ monitor watches the master. For each batch (one pass and layer's rows, at most `
 host model (host.py) sends the command beats: EMA steps with the groups' descriptors and masks,
 each group's candidates and inputs, a flush per token; every output is compared in order,
 bit for bit: `hidden` with hidden_q, `hidden_scale` with (hidden_m, hidden_e), `expert_out` with
-expert_out_q16, `moe_out` with moe_out_q16 - the trace's for whole experts (`naive_sd`), the
-masked reference's (reference.py) for EdgeXpert's masks, whether the host sends them
-(`edgexpert`) or the DCU in the top selects them (`dcu`, `dcu_inline`: the host sends DCU
-jobs). After each batch the host reads the
+expert_out_q16, `moe_out` with moe_out_q16 - the trace's for whole experts (`naive_sd`),
+golden's masked outputs (golden/traces/expert_outputs.py) for EdgeXpert's masks, whether the
+host sends them (`edgexpert`) or the DCU in the top selects them (`dcu`, `dcu_inline`: the host
+sends DCU jobs). After each batch the host reads the
 top's counters (busy, memory wait, compute cycles), so the report has them per pass. The bench
 fails on a mismatch, an X/Z, a stream-rule or AXI protocol violation, a hang, missing or extra
 items, a completion that is not OK, and a burst or word left in flight at the end.
@@ -145,7 +145,7 @@ async def play(dut, batches: list, masks: str, source: StreamSource,
         await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=limit)
         end, last_beat = monitor.cycle, len(monitor.beat_cycles)
         await task
-        layer_macs = sum(len(g.cands) * (len(g.gate_up) * 2 * F + len(g.down) * D)
+        layer_macs = sum(LAYOUT.group_macs(len(g.cands), len(g.gate_up), len(g.down))
                          for batch in parts for g in batch.groups)
         macs += layer_macs
         after = await read_counters(dut, COUNTERS)

@@ -9,8 +9,8 @@ row choosing 1..2 experts of a small random pool (so groups have several candida
 random Q.16 routing weights, in one of four mask modes: whole experts (`naive_sd`), the host's
 EdgeXpert masks (`edgexpert`), the DCU's in the top (`dcu`: the `ahead` order, `dcu_inline`),
 at a random coalescing ratio. Every expected output is golden's
-(reference.py `groups_outputs`: golden/integer/intops.py and golden/blocks/dcu.py on the
-checkpoint's weights); the bench compares and computes nothing.
+(golden/traces/expert_outputs.py `groups_outputs`: the integer model and golden/blocks/dcu.py
+on the checkpoint's weights); the bench compares and computes nothing.
 
 Bad commands (`FAULTS`), at most one per DCU job and one per host descriptor (the top
 reports a job's or descriptor's first bad field only), each with what the contract says happens
@@ -109,9 +109,9 @@ ERROR_RESPONSES = (2, 3)
 
 
 class FuzzTrace:
-    """A trace-like view (host.py and reference.py read `trace[name]` and `trace.layout`) of a
-    sequence's rows: row r is real trace row `rows[r]`'s MoE inputs with the sequence's
-    experts, routing weights and depth groups."""
+    """A trace-like view (host.py and golden's `groups_outputs` read `trace[name]` and
+    `trace.layout`) of a sequence's rows: row r is real trace row `rows[r]`'s MoE inputs with
+    the sequence's experts, routing weights and depth groups."""
 
     def __init__(self, trace, rows: list[int], experts, weights, depth):
         self.layout = trace.layout
@@ -191,7 +191,7 @@ def make_sequence(trace, engine, hw: dict, index: int, rng: random.Random, *,
                   layer: int | None = None) -> dict:
     """Sequence `index` (module doc), drawn from `rng`; the keyword arguments fix what is
     otherwise drawn (`faults`: dicts {"kind", "group", "matrix"} for the job faults)."""
-    from .reference import groups_outputs
+    from edgexpert.golden.traces.expert_outputs import groups_outputs
 
     layout = trace.layout
     tokens, candidates = hw["tokens"], hw["candidates"]
@@ -357,10 +357,9 @@ def _apply_faults(seq: dict, beats: list[int], rng: random.Random, layout, hw: d
 
 
 def _engine(trace):
-    from edgexpert.golden.integer.int_model import IntModel
-    from edgexpert.golden.lm.checkpoint import load_checkpoint
-    checkpoint = trace.header.get("source", {}).get("checkpoint")
-    return IntModel(load_checkpoint(checkpoint and Path(checkpoint)).model.eval())
+    # torch and the golden model load only here, not in the simulator (fuzz.py)
+    from edgexpert.golden.traces.expert_outputs import source_int_model
+    return source_int_model(trace)
 
 
 def write_sequences(trace, hw: dict, count: int, seed: int, path: Path) -> Path:

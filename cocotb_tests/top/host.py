@@ -16,7 +16,7 @@ g's CAND and X) or `inline` (GU(g), D(g), then g's CAND and X): `fetch_order`. A
 FLUSH of each token slot. Knows the contracts and the top's payload layouts, never the RTL's
 arithmetic.
 
-The steps are packed on the reference's selection in both mask modes, so both fetch alike (a
+The steps are packed on golden's selection in both mask modes, so both fetch alike (a
 host without it would pack on the upper bound, `keep` channels per matrix and group).
 """
 
@@ -38,8 +38,8 @@ from edgexpert.hw.engine.layouts import cand_layout, flush_layout, x_layout
 from edgexpert.hw.top import command_layout
 from edgexpert.hw.top.layouts import data_item_layout, route_item_layout
 
-__all__ = ["Group", "Batch", "expert_groups", "plan_batches", "batch_commands", "expected_outputs",
-           "fetch_order", "HOST_LEAD", "DCU_LEAD", "cycle_bound"]
+__all__ = ["Group", "Batch", "expert_groups", "top_groups", "plan_batches", "batch_commands",
+           "expected_outputs", "fetch_order", "HOST_LEAD", "DCU_LEAD", "cycle_bound"]
 
 #: GATE_UP descriptors the host sends ahead of a group's DOWN with its own masks, and GATE_UP
 #: jobs ahead of a DOWN job in the DCU's `ahead` order, as measured best (`edgexpert bench top
@@ -91,11 +91,25 @@ def expert_groups(trace, rows: list, candidates: int, by_depth: bool) -> list[tu
             for j in range(0, len(cands), candidates)]
 
 
+def top_groups(trace, tokens: int, candidates: int):
+    """(layer, [(row, slot), ...]) of every group the top runs with EdgeXpert's masks: per
+    (prompt, pass, layer) the rows in batches of at most `tokens`, in each batch the
+    `expert_groups` by depth group (the groups golden's masked outputs are computed on,
+    golden/traces/expert_outputs.py)."""
+    t = trace
+    keys = np.stack([t["row_prompt"], t["row_pass"], t["row_layer"]], 1)
+    for key in np.unique(keys, axis=0).tolist():
+        rows = np.flatnonzero((keys == key).all(1)).tolist()
+        for i in range(0, len(rows), tokens):
+            for _, cands in expert_groups(t, rows[i:i + tokens], candidates, by_depth=True):
+                yield key[2], cands
+
+
 def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, tokens: int,
                  geometry: EmaGeometry, merge_depths: bool = False) -> list[Batch]:
     """Batches of the given rows (sorted by prompt, pass, layer) with their groups and steps.
-    `masks`: None for whole experts, else the arrays of reference.masked_outputs, one mask per
-    depth group and expert; `merge_depths`: an engine group takes an expert's candidates of
+    `masks`: None for whole experts, else golden's masked arrays (`prepare_masked`), one mask
+    per depth group and expert; `merge_depths`: an engine group takes an expert's candidates of
     every depth group, each on its own masks (the host's masks; the DCU selects per group)."""
     t = trace
     selected = set(rows_of)
@@ -120,7 +134,7 @@ def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, toke
                     gu, dn = (tuple(sorted(set().union(*(o[m] for o in own)))) for m in range(2))
                     batch.groups.append(Group(e, cands, gu, dn, own))
                 else:
-                    # one mask per group of the top (reference.py): its first candidate's
+                    # one mask per group of the top (`top_groups`): its first candidate's
                     row, k = cands[0]
                     batch.groups.append(Group(e, cands, _channels(masks["gate_up_mask"][row, k]),
                                               _channels(masks["down_mask"][row, k])))
@@ -295,9 +309,9 @@ def fetch_order(groups: int, lead: int) -> list[tuple[str, int]]:
 
 
 def expected_outputs(values, batch: Batch, word_bits: int) -> dict[str, list]:
-    """The engine outputs of one batch, in order, from `values` (the trace, or the masked
-    reference's arrays): hidden, hidden_scale and expert_out per group, moe_out per token (the
-    engine's beats at `word_bits`, cocotb_tests/engine/host.py)."""
+    """The engine outputs of one batch, in order, from `values` (the trace, or golden's masked
+    arrays): hidden, hidden_scale and expert_out per group, moe_out per token (the engine's
+    beats at `word_bits`, cocotb_tests/engine/host.py)."""
     want = {"hidden": [], "hidden_scale": [], "expert_out": [], "moe_out": []}
     for grp in batch.groups:
         rk = tuple(zip(*grp.cands))

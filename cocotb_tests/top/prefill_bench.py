@@ -100,10 +100,10 @@ async def prefill_chunk(dut, mode: str):
         await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=bound)
         await task
         after = await read_counters(dut, COUNTERS)
-        # whole experts: per candidate every GATE_UP column (2F products) and DOWN column (D)
         layers.append({"layer": layer, "groups": len(groups),
                        "experts": len({g.expert for g in groups}),
-                       "macs": sum(len(g.cands) for g in groups) * (D * 2 * F + F * D),
+                       # whole experts: per candidate every GATE_UP and DOWN column
+                       "macs": LAYOUT.group_macs(sum(len(g.cands) for g in groups)),
                        "cycles": sinks["route"].cycles - start,
                        **{k: after[k] - before[k] for k in COUNTERS}})
         before = after

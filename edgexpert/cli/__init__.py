@@ -6,13 +6,13 @@ it is a terminal, so `--json` output on stdout stays clean). Bad input exits non
 line on stderr, no traceback: 2 for bad input (a configuration value, an argument, a checkpoint,
 a prompt or trace file), 1 when a tool, simulation or synthesis run fails.
 
-One module per command group: doctor, hw (rtl, synth, bench ema, bench fuzz), prove (SymbiYosys), golden
-(train, prune, decode, analyze, bench dispatch), policies (compare, ablate), prefill (prefill
-train / ablate, calibrate), draft (draft train: the EAGLE head), estimate (the performance model:
-estimate, sweep), routing (the full-size routing model fitted on a bundled model), report,
-trace (a Hugging Face checkpoint's measured passes under every policy; `hf tiny`, a small
-checkpoint to try it on), demo. Each command imports torch, the
-golden model, the simulators and the synthesis flow inside its own function, so that
+One module per command group: doctor, rtl, synth, bench (bench ema, pru, dcu, fuzz), bench_top
+(bench top), prove (SymbiYosys), golden (train, prune, decode, analyze, bench dispatch),
+policies (compare, ablate), prefill (prefill train / ablate, calibrate), draft (draft train: the
+EAGLE head), estimate (the performance model: estimate, sweep), routing (the full-size routing
+model fitted on a bundled model), report, trace (a Hugging Face checkpoint's measured passes
+under every policy; `hf tiny`, a small checkpoint to try it on), demo. Each command imports
+torch, the golden model, the simulators and the synthesis flow inside its own function, so that
 `edgexpert --help` and `edgexpert doctor` start in well under a second.
 """
 
@@ -23,8 +23,8 @@ import shlex
 import sys
 
 from ..contracts.errors import InputError
-from . import (demo, doctor, draft, estimate, golden, hw, policies, prefill, prove, report,
-               routing, trace)
+from . import (bench, bench_top, demo, doctor, draft, estimate, golden, policies, prefill, prove,
+               report, routing, rtl, synth, trace)
 from .common import quiet_requested, settings_options
 
 __all__ = ["main"]
@@ -36,7 +36,8 @@ def parser() -> argparse.ArgumentParser:
                      help="no progress bars (every command also takes --quiet)")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     doctor.register(sub)
-    hw.register(sub)
+    rtl.register(sub)
+    synth.register(sub)
     prove.register(sub)
     golden.register(sub)
     policies.register(sub)
@@ -53,7 +54,8 @@ def parser() -> argparse.ArgumentParser:
                             "fuzz` random valid and bad commands through it, `bench dispatch` "
                             "the golden model's expert dispatch")
     benches = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
-    hw.register_bench(benches)
+    bench.register(benches)
+    bench_top.register(benches)
     golden.register_bench(benches)
     demo.register(sub)
     return top
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     # what train, prune and prefill train record in their metadata
     args.command_line = "edgexpert " + shlex.join(argv)
     from ..support import provenance
-    # --quick is `quick` on the studies and `no_pauses` on `bench top` (cli/hw.py)
+    # --quick is `quick` on the studies and `no_pauses` on `bench top` (cli/bench_top.py)
     provenance.begin(args.command_line,
                      quick=getattr(args, "quick", False) or getattr(args, "no_pauses", False))
     try:

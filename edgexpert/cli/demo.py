@@ -9,7 +9,7 @@ import sys
 import time
 
 from .common import DEMO_SEED, golden_inputs, load, publish, settings_options
-from .hw import synth_block
+from .synth import synth_block
 
 __all__ = ["register", "top_summary"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = ["CYCLES_FORMAT", "CYCLES_VERSION", "by_kind", "peak_macs_per_cycle",
            "against_whole_experts", "SPLIT_PARTS", "split", "split_by_kind", "cycle_file",
-           "prefill_cycles"]
+           "runs_summary", "prefill_cycles"]
 
 #: where a layer's cycles went (`timeline`), in the order they fall in the layer
 SPLIT_PARTS = ("head", "bus", "gaps", "tail")
@@ -117,6 +117,14 @@ def cycle_file(report: dict, hw: dict) -> dict:
             "latency_cycles": report["latency"] if memory["memory"] == "latency" else None,
             "seed": report["seed"], "runs": runs, "against_whole_experts":
             against_whole_experts(runs)}
+
+
+def runs_summary(cycles: dict) -> dict:
+    """A cycle file's runs without their pass-by-pass, layer-by-layer and binned entries
+    (what `bench top`'s summary shows)."""
+    return {k: {key: v for key, v in run.items()
+                if key not in ("passes", "layers", "beats_per_bin")}
+            for k, run in cycles["runs"].items()}
 
 
 def prefill_cycles(report: dict) -> dict:

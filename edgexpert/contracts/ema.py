@@ -32,8 +32,8 @@ from .weight_layout import Matrix, WeightLayout
 __all__ = ["MASK_BITS", "TAG_BITS", "LAYER_BITS", "EXPERT_BITS", "SLOT_BITS", "CSR_ADDR_BITS",
            "CSR_DATA_BITS", "EmaOp", "EmaStatus", "EmaError", "EmaCsr",
            "ema_descriptor_layout", "ema_command_layout", "ema_completion_layout",
-           "ema_status_layout", "Descriptor", "Completion", "encode_descriptor", "encode_step",
-           "new_step_command"]
+           "ema_status_layout", "Descriptor", "Completion", "mask_words", "encode_descriptor",
+           "encode_step", "new_step_command"]
 
 #: channels per mask word
 MASK_BITS = 32
@@ -159,6 +159,14 @@ def new_step_command() -> int:
     return _command(EmaOp.NEW_STEP, {"mask": 0})
 
 
+def mask_words(channels, n_channels: int) -> list[int]:
+    """A channel set as MASK_BITS-bit words, bit i of word k for channel k * MASK_BITS + i: a
+    descriptor's MASK beats, and the residency words the controller keeps per slot."""
+    return [sum(1 << (ch - k * MASK_BITS) for ch in channels
+                if k * MASK_BITS <= ch < (k + 1) * MASK_BITS)
+            for k in range(-(-n_channels // MASK_BITS))]
+
+
 def encode_descriptor(layout: WeightLayout, d: Descriptor) -> list[int]:
     """The header and the mask words of one descriptor (fields checked against `layout`)."""
     d.check(layout)
@@ -167,12 +175,8 @@ def encode_descriptor(layout: WeightLayout, d: Descriptor) -> list[int]:
     words = [_command(EmaOp.DESCRIPTOR, {"descriptor": {
         "tag": d.tag, "layer": d.layer, "expert": d.expert, "matrix": int(d.matrix),
         "scales": int(d.scales)}})]
-    n_words = -(-layout.in_channels(d.matrix) // MASK_BITS)
-    for k in range(n_words):
-        mask = sum(1 << (ch - k * MASK_BITS) for ch in d.channels
-                   if k * MASK_BITS <= ch < (k + 1) * MASK_BITS)
-        words.append(_command(EmaOp.MASK, {"mask": mask}))
-    return words
+    return words + [_command(EmaOp.MASK, {"mask": mask})
+                    for mask in mask_words(d.channels, layout.in_channels(d.matrix))]
 
 
 def encode_step(layout: WeightLayout, descriptors: Iterable[Descriptor]) -> list[int]:

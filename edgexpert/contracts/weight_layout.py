@@ -100,6 +100,15 @@ class WeightLayout:
     def out_channels(self, matrix: Matrix) -> int:
         return 2 * self.expert_ffn if matrix == Matrix.GATE_UP else self.d_model
 
+    def group_macs(self, candidates: int, gate_up: int | None = None,
+                   down: int | None = None) -> int:
+        """Products of one engine group: each of `candidates` multiplies every fetched column,
+        `gate_up` and `down` channels of each matrix (None: all), by its out_channels values."""
+        gate_up = self.d_model if gate_up is None else gate_up
+        down = self.expert_ffn if down is None else down
+        return candidates * (gate_up * self.out_channels(Matrix.GATE_UP)
+                             + down * self.out_channels(Matrix.DOWN))
+
     def column_bytes(self, matrix: Matrix) -> int:
         """Bytes that hold one column's values (what a fetch of the column moves)."""
         return -(-self.out_channels(matrix) // 2)

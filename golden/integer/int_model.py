@@ -19,15 +19,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import torch
 
+from ...contracts.weight_image import ExpertWeights
 from .intops import (I64, Dyadic, dyadic_mul, fp16_dyadic, int_matmul, inv_rms, quantize_vec,
                      requant, rshift, sigmoid_q15, softmax_q16)
+from ..lm.checkpoint import bundled_checkpoint_dir, load_checkpoint
 from ..lm.model import KVCache, LayerTrace, MoEModel, Router, route
 
 __all__ = ["IntModel", "quantize_model", "quantize_weight", "quantize_gain", "weight_rows",
-           "RESIDUAL_FRAC", "INT4_MAX"]
+           "expert_hidden", "expert_down", "scale_words_dyadic", "image_weights",
+           "load_int_model", "RESIDUAL_FRAC", "INT4_MAX"]
 
 RESIDUAL_FRAC = 16   # the residual stream and every fixed-point activation: Q.16
 VALUE_FRAC = 12      # cached attention values: Q.12
@@ -84,6 +89,50 @@ def quantize_gain(weight: torch.Tensor, name: str) -> torch.Tensor:
 def weight_rows(w: QWeight, index) -> QWeight:
     """The rows `index` of a quantized weight, with their scales."""
     return QWeight(w.q[index], w.scale[index], w.words[index])
+
+
+def expert_hidden(x8: torch.Tensor, sx: Dyadic, gate: QWeight, up: QWeight,
+                  channels: torch.Tensor | None = None) -> tuple[torch.Tensor, Dyadic]:
+    """A SwiGLU expert's hidden vector on int8 rows x8 [T, D] (docs/contracts.md): Q.16 gate
+    and up, sigmoid from the table, h = silu(gate) * up in Q.16, re-quantized to int8 over all
+    F values: (h8 [T, F], its scale). `channels`: a 0/1 mask [D] of the GATE_UP input channels
+    that give products (a DCU's or host's selection); None: every channel."""
+    xm = x8 if channels is None else x8 * torch.as_tensor(channels, dtype=I64)
+    g = requant(int_matmul(xm, gate.f64), sx, gate.scale, RESIDUAL_FRAC)
+    u = requant(int_matmul(xm, up.f64), sx, up.scale, RESIDUAL_FRAC)
+    silu = rshift(g * sigmoid_q15(g), 15)
+    return quantize_vec(rshift(silu * u, RESIDUAL_FRAC), RESIDUAL_FRAC)
+
+
+def expert_down(h8: torch.Tensor, sh: Dyadic, down: QWeight,
+                channels: torch.Tensor | None = None) -> torch.Tensor:
+    """The expert's Q.16 output [T, D] from its hidden vectors; `channels`: a 0/1 mask [F] of
+    the DOWN input channels that give products (None: every channel)."""
+    hm = h8 if channels is None else h8 * torch.as_tensor(channels, dtype=I64)
+    return requant(int_matmul(hm, down.f64), sh, down.scale, RESIDUAL_FRAC)
+
+
+def scale_words_dyadic(words) -> Dyadic:
+    """float16 scale words (uint16, as the weight image holds them) as their exact values
+    (`fp16_dyadic`); ValueError for a word that is not a positive finite float16."""
+    words = np.asarray(words)
+    half = torch.from_numpy(words.astype(np.int16)).view(torch.float16)
+    bits, scale = fp16_dyadic(half.to(torch.float32))
+    if not bool((bits == torch.from_numpy(words.astype(np.int64))).all()):
+        raise ValueError("scale words must be positive finite float16 values")
+    return scale
+
+
+def image_weights(w: ExpertWeights) -> tuple[QWeight, QWeight, QWeight]:
+    """An expert's gate, up and down as the weight image holds them (int4 values, float16 scale
+    words: edgexpert.contracts.weight_image), for `IntModel.expert`."""
+    f = w.gate.shape[0]
+    gu, dn = scale_words_dyadic(w.scales_gate_up), scale_words_dyadic(w.scales_down)
+    gu_words = torch.as_tensor(np.asarray(w.scales_gate_up, np.int64))
+    return (QWeight(torch.as_tensor(np.asarray(w.gate, np.int64)), gu[:f], gu_words[:f]),
+            QWeight(torch.as_tensor(np.asarray(w.up, np.int64)), gu[f:], gu_words[f:]),
+            QWeight(torch.as_tensor(np.asarray(w.down, np.int64)), dn,
+                    torch.as_tensor(np.asarray(w.scales_down, np.int64))))
 
 
 class IntModel:
@@ -149,15 +198,29 @@ class IntModel:
             rows.append(self.rope_cache[p])
         return torch.stack([c for c, _ in rows]), torch.stack([s for _, s in rows])
 
-    def expert(self, x8: torch.Tensor, sx: Dyadic, gate: QWeight, up: QWeight, down: QWeight):
+    @staticmethod
+    def expert(x8: torch.Tensor, sx: Dyadic, gate: QWeight, up: QWeight, down: QWeight,
+               gate_up_channels=None, down_channels=None):
         """One SwiGLU expert on int8 rows: Q.16 gate and up, sigmoid from the table,
-        h = silu(gate) * up in Q.16, h re-quantized to int8, down projection to Q.16.
-        Returns (output Q.16 [T, D], hidden int8 [T, F], its scale)."""
-        g = requant(int_matmul(x8, gate.f64), sx, gate.scale, RESIDUAL_FRAC)
-        u = requant(int_matmul(x8, up.f64), sx, up.scale, RESIDUAL_FRAC)
-        silu = rshift(g * sigmoid_q15(g), 15)
-        h8, sh = quantize_vec(rshift(silu * u, RESIDUAL_FRAC), RESIDUAL_FRAC)
-        return requant(int_matmul(h8, down.f64), sh, down.scale, RESIDUAL_FRAC), h8, sh
+        h = silu(gate) * up in Q.16, h re-quantized to int8, down projection to Q.16; only the
+        input channels the 0/1 masks select give products (`expert_hidden`, `expert_down`;
+        None: every channel). Returns (output Q.16 [T, D], hidden int8 [T, F], its scale)."""
+        h8, sh = expert_hidden(x8, sx, gate, up, gate_up_channels)
+        return expert_down(h8, sh, down, down_channels), h8, sh
+
+    def expert_weights(self) -> dict[tuple[int, int], ExpertWeights]:
+        """Every routed expert's weights per (layer, expert) as the weight image holds them
+        (`edgexpert.contracts.weight_image.memory_image` packs them)."""
+        out = {}
+        for layer, w in enumerate(self.layers):
+            for e in range(w["gate"].q.shape[0]):
+                out[layer, e] = ExpertWeights(
+                    gate=w["gate"].q[e].numpy(), up=w["up"].q[e].numpy(),
+                    down=w["down"].q[e].numpy(),
+                    scales_gate_up=np.concatenate([w["gate"].words[e].numpy(),
+                                                   w["up"].words[e].numpy()]).astype(np.uint16),
+                    scales_down=w["down"].words[e].numpy().astype(np.uint16))
+        return out
 
     def routing_weights_q16(self, z: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Q.16 weights of the chosen experts idx [T, j] (-1: none) from Q.16 logits z [T, E]."""
@@ -268,3 +331,20 @@ class IntModel:
 
 def quantize_model(model: MoEModel) -> IntModel:
     return IntModel(model)
+
+
+#: `load_int_model`'s models by resolved checkpoint folder (a process holds a few at most)
+_INT_MODELS: dict[Path, IntModel] = {}
+
+
+def load_int_model(checkpoint: str | Path | None = None,
+                   model: MoEModel | None = None) -> IntModel:
+    """The integer model of a checkpoint folder (default: the bundled one), loaded and
+    quantized once per process: the benches' vectors (the trace's decode, the memory image, the
+    masked outputs) all read the same one, and quantizing takes seconds. `model`: the folder's
+    float model, when the caller has loaded it already. Callers must not change the result."""
+    path = Path(checkpoint or bundled_checkpoint_dir()).resolve()
+    if path not in _INT_MODELS:
+        model = load_checkpoint(path).model if model is None else model
+        _INT_MODELS[path] = IntModel(model.eval())
+    return _INT_MODELS[path]
