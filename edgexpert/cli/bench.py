@@ -213,12 +213,10 @@ def cmd_bench_fuzz(args) -> int:
         print(f"edgexpert bench fuzz: {args.sequences} sequences, seed {args.seed}, the CI "
               "hardware set, verilator ...", file=sys.stderr)
     wall = time.time()
-    report = run_fuzz(args.sequences, seed=args.seed, known_hangs=args.known_hangs,
-                      waves=args.waves).report
+    report = run_fuzz(args.sequences, seed=args.seed, waves=args.waves).report
     summary = {"bench": "fuzz", "simulator": "verilator", "hardware": "ci",
                "sequences": args.sequences, "seed": args.seed,
-               "command": f"edgexpert bench fuzz --sequences {args.sequences} --seed {args.seed}"
-                          + (" --known-hangs" if args.known_hangs else ""),
+               "command": f"edgexpert bench fuzz --sequences {args.sequences} --seed {args.seed}",
                "counts": report["counts"], "faults": report["faults"], "modes": report["modes"],
                "wall_s": round(time.time() - wall, 1)}
 
@@ -232,9 +230,7 @@ def cmd_bench_fuzz(args) -> int:
         print(f"simulated in {counts['wall_s']} s, {summary['wall_s']} s with the vectors and "
               f"the build; summary {path}")
 
-    hangs = "-hangs" if args.known_hangs else ""
-    publish(args, summary, ("bench", "top", f"fuzz-{args.seed}-{args.sequences}{hangs}.json"),
-            table)
+    publish(args, summary, ("bench", "top", f"fuzz-{args.seed}-{args.sequences}.json"), table)
     return 0
 
 
@@ -299,9 +295,6 @@ def register(benches) -> None:
     p.add_argument("--seed", type=int, default=FUZZ_SEED, metavar="S",
                    help=f"the sequences' seed (default {FUZZ_SEED}); sequence i is drawn from "
                         "random.Random(f'{S}-{i}')")
-    p.add_argument("--known-hangs", action="store_true",
-                   help="also draw the bad descriptors that hang the feeder today (no scale "
-                        "block, no channel: docs/blocks/top.md, Limits)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     waves_option(p)
     p.set_defaults(func=cmd_bench_fuzz)
