@@ -116,8 +116,8 @@ def test_engine_parts_are_blocks_of_the_configured_engine():
     assert set(ENGINE_PARTS) <= set(BLOCKS)
     assert "module \\swiglu" in rtlil.convert(BLOCKS["engine_swiglu"].build(config), name="swiglu")
     combine = BLOCKS["engine_combine"].build(config)
-    # a word of MoE sums per flush beat (256 bits: 8), two expert outputs per combine item
-    assert len(combine.moe_out.payload.values) == 8 and len(combine.y.payload.value) == 2
+    # a word of MoE sums per flush beat (256 bits: 8), four expert outputs per combine item
+    assert len(combine.moe_out.payload.values) == 8 and len(combine.y.payload.value) == 4
     rtlil.convert(combine, name="combine")
     bad = load_config(overrides=["hardware.ema.axi_data_width=64", "hardware.engine.lanes=64"])
     with pytest.raises(ConfigError, match="hardware.engine: lanes must be an integer in 1..16"):
