@@ -168,14 +168,15 @@ class ColumnMac(wiring.Component):
 
         # `early`: rows of the loading bank the group's last candidate has written (its beats
         # come in order), readable from the cycle after each write; 0 until that candidate's
-        # first beat and again once the group's last beat is in
+        # first beat and again once the group's last beat is in. The bank's last candidate is
+        # known from that first beat on (the MAC reads it only once it may start on the bank)
         final_rows = Signal(range(rows_per_bank + 1))
-        final_cand = Signal(index_bits(cands))
         if self._early:
             with m.If(self.act.valid & self.act.ready & self.act_final):
-                m.d.sync += [final_rows.eq(item.beat + 1), final_cand.eq(item.candidate)]
-                with m.If(item.last):
-                    m.d.sync += final_rows.eq(0)
+                m.d.sync += final_rows.eq(Mux(item.last, 0, item.beat + 1))
+                for b in range(2):
+                    with m.If(load_bank == b):
+                        m.d.sync += bank_last[b].eq(item.candidate)
 
         last_cand = Signal(index_bits(cands))    # the MAC's group's last candidate
         chunk = Signal(index_bits(cpw))
@@ -291,12 +292,9 @@ class ColumnMac(wiring.Component):
         row_in = bank_loaded | (loading & ~col.last & ((col.channel >> per_bits) < final_rows))
         with m.FSM(name="phase"):
             with m.State("Wait"):
-                with m.If(bank_loaded):
+                with m.If(bank_loaded | loading):
                     m.d.sync += [last_cand.eq(Mux(mac_bank, bank_last[1], bank_last[0])),
                                  chunk.eq(0), word.eq(0)]
-                    m.next = "Mac"
-                with m.Elif(loading):
-                    m.d.sync += [last_cand.eq(final_cand), chunk.eq(0), word.eq(0)]
                     m.next = "Mac"
             with m.State("Mac"):
                 # stage 1: the chunk's weights and every candidate's input of the column are

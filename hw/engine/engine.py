@@ -11,9 +11,9 @@ from .broadcast import Broadcast
 from .column_mac import ColumnMac
 from .combine import Combine
 from ..streams import StreamFIFO
-from .layouts import (WEIGHT_BITS, act_layout, cand_layout, check_positive, check_word,
-                      column_layout, dyadic_layout, flush_layout, hidden_scale_layout, index_bits,
-                      moe_layout, scale_words_layout, sum_layout, x_layout)
+from .layouts import (act_layout, cand_layout, check_positive, check_word, column_layout,
+                      flush_layout, hidden_scale_layout, index_bits, moe_layout,
+                      scale_words_layout, sum_layout, x_layout)
 from .quantizer import Quantizer
 from .requant import Requant
 from .swiglu import SwiGlu
@@ -168,45 +168,46 @@ class ExpertEngine(wiring.Component):
         def last_of(port):
             return port.valid & port.ready & port.payload.last
 
-        x_scale = Signal(data.ArrayLayout(dyadic_layout, c))
-        token = Signal(data.ArrayLayout(index_bits(self._t), c))
-        weight = Signal(data.ArrayLayout(WEIGHT_BITS, c))
-        down_mask = Signal(data.ArrayLayout(f, c))
+        # the group's record: each CAND field (but `last`) of every candidate
+        fields = ("x", "token", "weight", "down")
+        cand_fields = self.cand.payload.shape()
+        record_layout = data.StructLayout({name: data.ArrayLayout(cand_fields[name].shape, c)
+                                           for name in fields})
+        record = Signal(record_layout)
         count = Signal(index_bits(c))
         x_open = Signal()
         # this cycle's candidate written over the group's registers: the record pushed with the
         # group's last candidate includes it
         item = self.cand.payload
-        x_now, token_now, weight_now = Signal.like(x_scale), Signal.like(token), Signal.like(weight)
-        mask_now = Signal.like(down_mask)
-        m.d.comb += [x_now.eq(x_scale), token_now.eq(token), weight_now.eq(weight),
-                     mask_now.eq(down_mask)]
+        now = Signal(record_layout)
+        m.d.comb += now.eq(record)
         take = self.cand.valid & self.cand.ready
         with m.If(take):
-            m.d.comb += [x_now[count].eq(item.x), token_now[count].eq(item.token),
-                         weight_now[count].eq(item.weight), mask_now[count].eq(item.down)]
-            m.d.sync += [x_scale.eq(x_now), token.eq(token_now), weight.eq(weight_now),
-                         down_mask.eq(mask_now), count.eq(count + 1)]
+            m.d.comb += [now[name][count].eq(item[name]) for name in fields]
+            m.d.sync += [record.eq(now), count.eq(count + 1)]
         pushed = take & (item.last | (count == c - 1))
         with m.If(pushed):
             m.d.sync += [count.eq(0), x_open.eq(1)]
         with m.If(last_of(self.x)):
             m.d.sync += x_open.eq(0)
 
-        x_head, x_full = _queue(m, "x_scales", x_now.shape(), X_QUEUE, pushed, x_now,
-                                   last_of(gu_mac.sums))
-        t_head, t_full = _queue(m, "slots", token_now.shape(), GROUP_QUEUE, pushed,
-                                       token_now, comb.group_done)
-        w_head, _ = _queue(m, "weights", weight_now.shape(), GROUP_QUEUE, pushed, weight_now,
-                              comb.group_done)
+        x_head, x_full = _queue(m, "x_scales", now.x.shape(), X_QUEUE, pushed, now.x,
+                                last_of(gu_mac.sums))
+        # the token slots and weights, both the combine's until the group is combined
+        slots_layout = data.StructLayout({"token": record_layout["token"].shape,
+                                          "weight": record_layout["weight"].shape})
+        slots_now = Signal(slots_layout)
+        m.d.comb += [slots_now.token.eq(now.token), slots_now.weight.eq(now.weight)]
+        c_head, t_full = _queue(m, "slots", slots_layout, GROUP_QUEUE, pushed, slots_now,
+                                comb.group_done)
         h_head, _ = _queue(m, "hidden_scales", quant.scales.shape(), H_QUEUE,
                               last_of(dn_mac.act), quant.scales, last_of(dn_mac.sums))
         # the DOWN masks, from a group's candidates until its DOWN inputs are in (never more
         # groups than the slots' queue holds: a group leaves this one first)
-        mask_head, _ = _queue(m, "down_masks", mask_now.shape(), GROUP_QUEUE, pushed, mask_now,
+        mask_head, _ = _queue(m, "down_masks", now.down.shape(), GROUP_QUEUE, pushed, now.down,
                               last_of(dn_mac.act))
         m.d.comb += [gu_rq.act_scale.eq(x_head), dn_rq.act_scale.eq(h_head),
-                     comb.token.eq(t_head), comb.weight.eq(w_head)]
+                     comb.token.eq(c_head.token), comb.weight.eq(c_head.weight)]
         # a new group once the previous one's inputs are in and both queues have room
         m.d.comb += self.cand.ready.eq(~x_open & ~x_full & ~t_full)
         # a flush waits in its queue for the groups taken before it (its ticket), and no longer:
