@@ -9,7 +9,13 @@ Flow: Amaranth component -> RTLIL -> (memories cut out, synth/memories.py) -> Yo
 
 scripts/abc.script is Yosys's liberty-mapping script in its `-constr` form, which buffers and
 sizes after mapping (`buffer -p; upsize; dnsize`): the plain form does not buffer high-fanout
-nets, and one net cost 1.6 ns here. `&fraig -x` is left out: on an 8-pair lane it took 47 of the
+nets, and one net cost 1.6 ns here. scripts/abc.constr is that form's constraint file: ABC takes
+the inputs of the logic it maps (flip-flop outputs, cut memories' read data, ports) as ideal
+drivers unless it names a driving cell, and then `buffer -p` leaves their fan-out unbuffered (one
+flip-flop drove 5,669 loads of the whole engine in 65.9 ns, FLOW_VERSION 2). The driving cell is
+BUFX2, whose delay per load (0.87 ns/pF from 0.15 to 0.3 pF, osu018 liberty) matches DFFPOSX1's
+Q (0.90 ns/pF from 0.075 to 0.15 pF); the load is the output load STA puts on ports, about one
+flip-flop's D pin (8.8 fF). `&fraig -x` is left out: on an 8-pair lane it took 47 of the
 48 s of the run, for 0.1% of area and no timing gain.
 
 Results are cached under build/synth/<top>/<key>/ where the key hashes everything that can change
@@ -46,7 +52,9 @@ __all__ = ["SynthResult", "synthesize", "parse_stat", "parse_sta_report", "name_
            "parse_power_report"]
 
 #: version of the result format and of this flow; bump it to invalidate old cache entries
-FLOW_VERSION = 2
+FLOW_VERSION = 3
+#: the cell ABC assumes drives each input of the logic it maps (a flip-flop's Q, module doc)
+ABC_DRIVING_CELL = "BUFX2"
 #: the clock port every block has (Amaranth's default domain)
 CLOCK = "clk"
 
@@ -167,8 +175,10 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
               "netlist_json": "NETLIST_JSON", "memory_cut": "MEMORY_CUT",
               "power_netlist": "POWER_NETLIST", "activity_tcl": "ACTIVITY_TCL",
               "pad_prefix": PAD_PREFIX, "delay_ps": round(options.clock_period_ns * 1000),
-              "clock_period_ns": options.clock_period_ns, "output_load_pf": options.output_load_pf}
-    scripts = ["synth.ys", "abc.script", "sta.tcl"] + (["power.tcl"] if stimulus else [])
+              "clock_period_ns": options.clock_period_ns, "output_load_pf": options.output_load_pf,
+              "abc_constr": "ABC_CONSTR", "abc_driving_cell": ABC_DRIVING_CELL,
+              "abc_load_ff": options.output_load_pf * 1000}
+    scripts = ["synth.ys", "abc.script", "abc.constr", "sta.tcl"] + (["power.tcl"] if stimulus else [])
     power_inputs = ([stimulus.fingerprint(), options.activity_cycles, options.activity_seed,
                      options.default_activity] if stimulus else ["no power"])
     # clock gating adds to the key only when on, so the keys of ungated runs stay as they were
@@ -191,6 +201,7 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
 
     work.mkdir(parents=True, exist_ok=True)
     files = {"rtlil": work / f"{top}.il", "abc_script": work / "abc.script",
+             "abc_constr": work / "abc.constr",
              "stat_json": work / "stat.json", "stat_txt": work / "stat.txt",
              "netlist": work / f"{top}_netlist.v", "netlist_json": work / f"{top}_netlist.json"}
     files["rtlil"].write_text(rtlil_text)
@@ -198,6 +209,7 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
     values.update({name: str(path) for name, path in files.items()}, liberty=str(liberty),
                   memory_cut=mem.cut_script(memories, top, work / "memory_stubs.v"))
     files["abc_script"].write_text(_script("abc.script").substitute(values))
+    files["abc_constr"].write_text(_script("abc.constr").substitute(values))
     (work / "synth.ys").write_text(_script("synth.ys").substitute(values))
     (work / "sta.tcl").write_text(_script("sta.tcl").substitute(values))
 
