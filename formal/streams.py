@@ -17,8 +17,11 @@ class StreamRulesCheck(PropertyWrapper):
     SETS = {"streams": "every output stream: valid held until ready, payload stable"}
 
     def __init__(self, component: wiring.Component, *, check: str | None = None,
-                 resets: bool = True):
+                 resets: bool = True, held_while: dict[str, str] | None = None):
+        """`held_while` {port: input stream}: the environment keeps that plain input port
+        unchanged while the stream offers an item (a rule of the block's contract)."""
         self._component = component
+        self._held_while = dict(held_while or {})
         outputs = [name for name, _, out in streams_of(component) if out]
         if not outputs:
             raise ValueError(f"{type(component).__name__} has no output stream to check")
@@ -29,6 +32,9 @@ class StreamRulesCheck(PropertyWrapper):
         m = self.begin()
         m.submodules.dut = self._component
         mirror(m, self, self._component)
+        for port, source in self._held_while.items():
+            offered = self.past(getattr(self, source).valid, name=f"{source}_offered")
+            self.assume(~offered | self.stable(getattr(self, port)))
         for _, iface, produced_here in streams_of(self):
             self.stream_rule(iface, produced_here, "streams")
             if produced_here:

@@ -4,12 +4,12 @@ from here, never from one another."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Shape, Signal, Value
+from amaranth.hdl import Cat, Module, Shape, Signal, Value, ValueLike
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ReadSignature", "StreamFIFO", "field_registers", "answer_reads", "bring_out"]
+__all__ = ["ReadSignature", "StreamFIFO", "field_registers", "answer_reads", "bring_out", "offer"]
 
 
 class ReadSignature(wiring.Signature):
@@ -50,6 +50,33 @@ def bring_out(m: Module, outer, inner) -> None:
             m.d.comb += a.eq(b)
         else:
             wiring.connect(m, wiring.flipped(a), b)
+
+
+def offer(m: Module, name: str, valid: ValueLike, outputs) -> Signal:
+    """Offers one item, present while `valid`, to several output streams, each taking it in its
+    own cycle; returns the source's `ready` (high in the cycle the last of them takes it or has
+    taken it). `outputs` is [(stream, wanted)]: `wanted`, a condition on the item, says whether
+    that output gets it at all. The caller drives each output's payload from the item.
+
+    Why not offer to all at once with each `valid` waiting for the others' `ready`: an output's
+    `valid` would then fall without a transfer when another's `ready` falls, which breaks the
+    stream rule (docs/architecture.md, Streams; `edgexpert prove` found it in four of the top's
+    parts). A flag per output remembers it has taken the item; the item stays offered to the
+    others until the last takes it. With every `ready` high it takes one cycle, as before."""
+    done, taken = [], []
+    for i, (port, wanted) in enumerate(outputs):
+        flag = Signal(name=f"{name}_taken{i}")
+        m.d.comb += port.valid.eq(valid & wanted & ~flag)
+        done.append(~wanted | flag | port.ready)
+        taken.append((flag, port))
+    ready = Signal(name=f"{name}_ready")
+    m.d.comb += ready.eq(Cat(*done).all())
+    for flag, port in taken:
+        with m.If(valid & ready):
+            m.d.sync += flag.eq(0)
+        with m.Elif(port.valid & port.ready):
+            m.d.sync += flag.eq(1)
+    return ready
 
 
 def field_registers(layout: data.StructLayout, name: str) -> data.View:

@@ -15,6 +15,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from edgexpert.formal.sby import run_job, write_job
+from edgexpert.hw.streams import offer
 from edgexpert.formal.streams import StreamRulesCheck
 from edgexpert.formal.targets import TARGETS, cover, prove
 
@@ -73,6 +74,71 @@ def test_whole_on_reject_command_stream_holds():
     assert result.passed and unreached == 0
 
 
+#: the parts checked under the stream rule alone (formal/targets.py `_PARTS`): each passes at
+#: the CI depth and reaches every output's handshake cover within its cover depth
+STREAM_PARTS = {"pru": 30, "dispatcher": CI_DEPTH, "command_merge": CI_DEPTH,
+                "command_fork": CI_DEPTH, "feeder": CI_DEPTH, "use_counter": CI_DEPTH,
+                "candidate_tap": CI_DEPTH, "scale_tap": CI_DEPTH, "hidden_packer": CI_DEPTH,
+                "down_jobs": CI_DEPTH, "data_mux": CI_DEPTH}
+#: the engine's first expert output is taken at step 42 and every output's at 52 (its
+#: covers): the full depth is the benchmark's, CI checks the first 20 cycles
+ENGINE_CI_DEPTH = 20
+ENGINE_COVER_DEPTH = 53
+
+
+@pytest.mark.parametrize("name", sorted(STREAM_PARTS))
+def test_part_keeps_the_stream_rule(name):
+    assert not _failures(prove(name, CI_DEPTH))
+    result, _, unreached = cover(name, STREAM_PARTS[name])
+    assert result.passed and unreached == 0
+
+
+def test_engine_keeps_the_stream_rule_to_the_ci_depth():
+    assert not _failures(prove("engine", ENGINE_CI_DEPTH))
+
+
+def test_every_target_is_a_prove_choice():
+    from edgexpert.cli.prove import TARGET_NAMES
+    assert sorted(TARGET_NAMES) == sorted(TARGETS)
+
+
+class _AllAtOnce(wiring.Component):
+    """The fork the top's parts had: an item to two outputs at once, each `valid` waiting for
+    the other's `ready`; a `ready` that falls withdraws the other's `valid`."""
+    def __init__(self):
+        super().__init__({"i": In(stream.Signature(8)), "a": Out(stream.Signature(8)),
+                          "b": Out(stream.Signature(8))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [self.a.payload.eq(self.i.payload), self.b.payload.eq(self.i.payload),
+                     self.a.valid.eq(self.i.valid & self.b.ready),
+                     self.b.valid.eq(self.i.valid & self.a.ready),
+                     self.i.ready.eq(self.a.ready & self.b.ready)]
+        return m
+
+
+class _Offered(wiring.Component):
+    """The same fork through `offer`: each output takes the item in its own cycle."""
+    def __init__(self):
+        super().__init__({"i": In(stream.Signature(8)), "a": Out(stream.Signature(8)),
+                          "b": Out(stream.Signature(8))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [self.a.payload.eq(self.i.payload), self.b.payload.eq(self.i.payload),
+                     self.i.ready.eq(offer(m, "fork", self.i.valid,
+                                           [(self.a, 1), (self.b, 1)]))]
+        return m
+
+
+def test_stream_rule_catches_an_all_at_once_fork_and_offer_keeps_it(tmp_path):
+    old = write_job(StreamRulesCheck(_AllAtOnce(), check="streams"), "all", tmp_path / "a", 6)
+    assert run_job(old, 6).status == "FAIL"
+    new = write_job(StreamRulesCheck(_Offered(), check="streams"), "offer", tmp_path / "b", 12)
+    assert run_job(new, 12).status == "PASS"
+
+
 class _Dropper(wiring.Component):
     """A producer that breaks the stream rule: it offers an item for one cycle and withdraws
     it whether taken or not."""
@@ -107,8 +173,10 @@ def test_prove_command_reports_each_set_and_refuses_an_unknown_mutant():
 @pytest.mark.benchmark
 def test_properties_hold_longer():
     """docs/formal.md's longer runs: the EMA to 20 cycles (ar_region to 16), the DCU to 17
-    (its step 17 alone took the solver over 2 minutes)."""
+    (its step 17 alone took the solver over 2 minutes), the engine past its last cover."""
     sets = [s for s in TARGETS["ema"].sets if s != "ar_region"]
     results = (prove("ema", LONG_DEPTH, sets=sets) + prove("ema", CI_DEPTH, sets=["ar_region"])
-               + prove("dcu", 17))
+               + prove("dcu", 17) + prove("engine", ENGINE_COVER_DEPTH + 1))
     assert not _failures(results)
+    result, steps, unreached = cover("engine", ENGINE_COVER_DEPTH)
+    assert unreached == 0 and max(steps) <= ENGINE_COVER_DEPTH

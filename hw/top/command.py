@@ -15,6 +15,7 @@ from ..ema.geometry import EmaGeometry
 from ...contracts.top import inputs_per_beat
 from ..engine.layouts import flush_layout, x_layout
 from ..rejects import reject_signature
+from ..streams import offer
 from .layouts import cand_item_layout, command_layout, data_item_layout, route_item_layout
 
 __all__ = ["Dispatcher", "CommandMerge", "CommandFork"]
@@ -228,11 +229,11 @@ class CommandMerge(wiring.Component):
 
 class CommandFork(wiring.Component):
     """The joined EMA commands to the EMA (`ema`) and, but for NEW_STEP, to the feeder's job
-    queue (`jobs`): offered to both at once, so `valid` on each waits for the other's `ready`
-    (both take it or neither: the feeder sees exactly what the EMA sees). NEW_STEP goes to `ema`
-    only, and only while `step_clear` (the feeder has finished every descriptor so far): a new
-    step reuses the buffer and the location table from the start, so the lines of the last step
-    must have been read."""
+    queue (`jobs`): offered to both, each taking it in its own cycle (`offer`), the next command
+    once both have (the feeder sees exactly what the EMA sees). NEW_STEP goes to `ema` only, and
+    is first offered only while `step_clear` (the feeder has finished every descriptor so far): a
+    new step reuses the buffer and the location table from the start, so the lines of the last
+    step must have been read. Once offered it stays offered until taken."""
 
     def __init__(self):
         super().__init__({"cmd": In(stream.Signature(ema_command_layout)), "step_clear": In(1),
@@ -242,12 +243,11 @@ class CommandFork(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cmd = self.cmd
+        step = cmd.payload.op == EmaOp.NEW_STEP
+        offered = Signal()          # a NEW_STEP offered to the EMA and not yet taken
         m.d.comb += [self.ema.payload.eq(cmd.payload), self.jobs.payload.eq(cmd.payload)]
-        with m.If(cmd.payload.op == EmaOp.NEW_STEP):
-            m.d.comb += [self.ema.valid.eq(cmd.valid & self.step_clear),
-                         cmd.ready.eq(self.ema.ready & self.step_clear)]
-        with m.Else():
-            m.d.comb += [self.ema.valid.eq(cmd.valid & self.jobs.ready),
-                         self.jobs.valid.eq(cmd.valid & self.ema.ready),
-                         cmd.ready.eq(self.ema.ready & self.jobs.ready)]
+        ready = offer(m, "fork", cmd.valid & (~step | self.step_clear | offered),
+                      [(self.ema, 1), (self.jobs, ~step)])
+        m.d.comb += cmd.ready.eq(ready & (~step | self.step_clear | offered))
+        m.d.sync += offered.eq(self.ema.valid & ~self.ema.ready & step)
         return m

@@ -36,6 +36,7 @@ from ...contracts.ema import TAG_BITS, EmaOp, ema_command_layout
 from ...contracts.top import OP_BITS, TopError, TopOp
 from ...contracts.weight_layout import Matrix
 from ..rejects import reject_signature
+from ..streams import offer
 from ..engine.layouts import WEIGHT_BITS, act_layout, cand_layout, hidden_scale_layout
 from .layouts import cand_item_layout, data_item_layout, route_item_layout
 
@@ -58,8 +59,8 @@ job_record_layout = data.StructLayout({name: dcu_header_layout.members[name] for
 
 class CandidateTap(wiring.Component):
     """Each candidate to `engine`, its routing weight and flag to `weights` and its flag to
-    `marks`, all three at once (each `valid` waits for the others' `ready`); with a feedback
-    group's last candidate also the group's count to `groups` (its DOWN job's, `DownJobs`)."""
+    `marks`, each taking it in its own cycle (`offer`); with a feedback group's last candidate
+    also the group's count to `groups` (its DOWN job's, `DownJobs`)."""
 
     def __init__(self, tokens: int, ffn: int):
         super().__init__({
@@ -75,18 +76,13 @@ class CandidateTap(wiring.Component):
         item = self.cand.payload
         seen = Signal(COUNT_BITS)         # the group's candidates taken before this one
         closes = item.feedback & item.cand.last
-        # `groups` joins only on a feedback group's last candidate
-        outs = (self.engine, self.weights, self.marks, self.groups)
-        ready = [o.ready | (~closes if o is self.groups else 0) for o in outs]
         m.d.comb += [self.engine.payload.eq(item.cand), self.weights.payload.g.eq(item.cand.weight),
                      self.weights.payload.feedback.eq(item.feedback),
                      self.marks.payload.feedback.eq(item.feedback),
-                     self.groups.payload.count.eq(seen + 1),
-                     self.cand.ready.eq(ready[0] & ready[1] & ready[2] & ready[3])]
-        for i, port in enumerate(outs):
-            others = [r for j, r in enumerate(ready) if j != i]
-            valid = self.cand.valid & others[0] & others[1] & others[2]
-            m.d.comb += port.valid.eq(valid & closes if port is self.groups else valid)
+                     self.groups.payload.count.eq(seen + 1)]
+        # `groups` takes only a feedback group's last candidate
+        m.d.comb += self.cand.ready.eq(offer(m, "tap", self.cand.valid, [
+            (self.engine, 1), (self.weights, 1), (self.marks, 1), (self.groups, closes)]))
         with m.If(self.cand.valid & self.cand.ready):
             m.d.sync += seen.eq(Mux(item.cand.last, 0, seen + 1))
         return m
@@ -114,11 +110,8 @@ class ScaleTap(wiring.Component):
                      self.entries.payload.e.eq(s.scale.e.as_signed()[:E_BITS].as_signed()),
                      self.entries.payload.g.eq(w.g)]
         both = self.scale.valid & self.weights.valid
-        entry_ok = ~w.feedback | self.entries.ready
-        take = both & self.host.ready & entry_ok
-        m.d.comb += [self.host.valid.eq(both & entry_ok),
-                     self.entries.valid.eq(both & w.feedback & self.host.ready),
-                     self.scale.ready.eq(take), self.weights.ready.eq(take)]
+        ready = offer(m, "scale", both, [(self.host, 1), (self.entries, w.feedback)])
+        m.d.comb += [self.scale.ready.eq(both & ready), self.weights.ready.eq(both & ready)]
         return m
 
 
@@ -214,14 +207,11 @@ class DownJobs(wiring.Component):
             with m.State("Header"):
                 # a DOWN job's count is its group's: the header waits for the group's record
                 go = self.route.valid & (~is_down | self.groups.valid)
-                outs = (self.dcu, self.order, self.jobs)
-                take = go & self.dcu.ready & self.order.ready & self.jobs.ready
+                take = go & offer(m, "header", go, [(self.dcu, 1), (self.order, 1),
+                                                     (self.jobs, 1)])
                 sent = Mux(is_down, self.groups.payload.count, header.count)
                 m.d.comb += [self.dcu.payload.eq(beat), self.dcu.payload.header.count.eq(sent),
                              self.route.ready.eq(take), self.groups.ready.eq(take & is_down)]
-                for i, port in enumerate(outs):
-                    others = [o.ready for j, o in enumerate(outs) if j != i]
-                    m.d.comb += port.valid.eq(go & others[0] & others[1])
                 with m.If(take):
                     m.d.comb += [self.job.eq(1),
                                  self.mismatch.valid.eq(is_down & (header.count != sent))]
