@@ -1,4 +1,5 @@
-"""`UseCounter`: how many engine groups use each expert the PRU fetches for a prefill chunk.
+"""`UseCounter`: how many engine groups use each expert the PRU fetches for a prefill chunk;
+`PrefillPath`: the PRU with it, as the top joins them.
 
 The PRU fetches each expert of a chunk once (hw/pru/fetch.py), but a chunk of `chunk` tokens
 gives an expert up to `chunk` of them, more than one engine group of `candidates` holds; the
@@ -15,9 +16,10 @@ from amaranth.lib.wiring import In, Out
 
 from ...contracts.ema import EmaOp, ema_command_layout
 from ...contracts.weight_layout import Matrix
+from ..pru import Pru
 from .layouts import job_layout
 
-__all__ = ["UseCounter"]
+__all__ = ["UseCounter", "PrefillPath"]
 
 
 class UseCounter(wiring.Component):
@@ -98,4 +100,43 @@ class UseCounter(wiring.Component):
                      self.i_cmd.ready.eq(self.o_cmd.ready & ~wait)]
         with m.If(self.o_cmd.valid & self.o_cmd.ready & is_desc & (desc.matrix == Matrix.DOWN)):
             m.d.sync += left.eq(left - 1)
+        return m
+
+
+class PrefillPath(wiring.Component):
+    """The PRU with its `UseCounter` (docs/blocks/top.md, "Prefill"): SCORE and LOGIT beats in
+    (`score`, `logit`), the routes out to the host (`route`) and the fetch words out with their
+    uses (`cmd`, the merge's source 2). The prompt's length is held from its score beats (one
+    prompt at a time: UseCounter's contract). `csr` is the PRU's register port; `max_uses` the
+    most engine groups one fetched pair serves (the feeder's `Replayer`)."""
+
+    def __init__(self, params, candidates: int):
+        self._pru = Pru(params)
+        self._uses = UseCounter(params.route_layout, n_experts=params.n_experts,
+                                chunk=params.chunk, candidates=candidates,
+                                length_bits=params.length_bits)
+        self.max_uses = self._uses.max_uses
+        super().__init__({
+            "score": In(stream.Signature(params.score_layout)),
+            "logit": In(stream.Signature(params.logit_layout)),
+            "route": Out(stream.Signature(params.route_layout)),
+            "cmd": Out(stream.Signature(job_layout(self.max_uses))),
+            "csr": self._pru.signature.members["csr"],
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        pru = m.submodules.pru = self._pru
+        uses = m.submodules.uses = self._uses
+        wiring.connect(m, wiring.flipped(self.score), pru.i_score)
+        wiring.connect(m, wiring.flipped(self.logit), pru.i_logit)
+        wiring.connect(m, wiring.flipped(self.csr), pru.csr)
+        length = Signal.like(uses.length)
+        with m.If(self.score.valid & self.score.ready):
+            m.d.sync += length.eq(self.score.payload.length)
+        m.d.comb += uses.length.eq(length)
+        wiring.connect(m, pru.o_route, uses.i_route)
+        wiring.connect(m, uses.o_route, wiring.flipped(self.route))
+        wiring.connect(m, pru.o_ema, uses.i_cmd)
+        wiring.connect(m, uses.o_cmd, wiring.flipped(self.cmd))
         return m

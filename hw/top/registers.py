@@ -13,7 +13,7 @@ from ...contracts.top import TOP_CSR_ADDR_BITS, TopCsr
 from ..ema.geometry import COUNTER_BITS
 from ..streams import ReadSignature
 
-__all__ = ["TopRegisters"]
+__all__ = ["TopRegisters", "Activity"]
 
 
 class TopRegisters(wiring.Component):
@@ -88,4 +88,71 @@ class TopRegisters(wiring.Component):
         for i, port in enumerate(ports):
             data = Mux(source == 2 + i, port.data, data)
         m.d.comb += self.csr.data.eq(Mux(source == 1, value, data))
+        return m
+
+
+class Activity(wiring.Component):
+    """What the top is doing each cycle, for `TopRegisters`' counters, and whether a NEW_STEP
+    may go to the EMA (`step_clear`).
+
+    - `pending`: descriptors handed to the feeder (a replayed pair's two again) and not yet fed
+      to the engine; a NEW_STEP waits for 0 (`step_clear`). A replay is counted when the split
+      takes its first word, no later than the pair's last walk ends (the split takes words
+      before the lanes walk them): the count does not touch 0 between a pair's walks.
+    - A group is in the engine from its last candidate (`group_start`) to its last expert
+      output (`group_end`); it is loaded from its last X on (`x_last`). Each group's two
+      matrices end (their last words taken) while it is in the engine, because the MAC arrays
+      take columns only for a group they hold: `owed` counts the matrices of started groups that
+      have not ended yet.
+    - No word reaching the engine (`moved` 0) while a group in flight is loaded and owed words:
+      `memory_wait` if a lane waits for a notice or a line (`awaiting`, `waiting`), else
+      `descriptor_wait` if a lane has no descriptor (`hungry`: the DCU has not made it yet);
+      every other cycle with a group in flight is `compute`.
+
+    `max_pending` bounds `pending` (the feeder's queues, the lanes' and a replay's uses)."""
+
+    issued: In(1)
+    again: In(1)
+    ended: In(2)
+    moved: In(2)
+    awaiting: In(1)
+    waiting: In(1)
+    hungry: In(1)
+    feeding: In(1)
+    deciding: In(1)
+    group_start: In(1)
+    group_end: In(1)
+    x_last: In(1)
+    step_clear: Out(1)
+    busy: Out(1)
+    memory_wait: Out(1)
+    descriptor_wait: Out(1)
+    compute: Out(1)
+
+    def __init__(self, max_pending: int, groups_held: int):
+        self._bounds = (max_pending, groups_held)
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        max_pending, groups_held = self._bounds
+        pending = Signal(range(max_pending + 1))
+        m.d.sync += pending.eq(pending + self.issued + (self.again << 1) - self.ended)
+        in_flight = Signal(range(groups_held + 1))
+        loaded = Signal()
+        owed = Signal(range(2 * groups_held + 1))
+        m.d.sync += [in_flight.eq(in_flight + self.group_start - self.group_end),
+                     owed.eq(owed + (self.group_start << 1) - self.ended)]
+        with m.If(self.group_start):
+            m.d.sync += loaded.eq(0)
+        with m.If(self.x_last):
+            m.d.sync += loaded.eq(1)
+        in_group = in_flight != 0
+        idle = in_group & loaded & (owed != 0) & (self.moved == 0)
+        wait = idle & (self.awaiting | self.waiting)
+        starved = idle & ~wait & self.hungry
+        m.d.comb += [self.step_clear.eq(pending == 0),
+                     self.busy.eq((pending != 0) | in_group | self.feeding | self.deciding),
+                     self.memory_wait.eq(wait), self.descriptor_wait.eq(starved),
+                     self.compute.eq(in_group & ~wait & ~starved)]
         return m
