@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from ..contracts.ema import CSR_DATA_BITS
 from ..contracts.rejects import RejectCsr, reject_layout, reject_status_layout
 from .ema.geometry import COUNTER_BITS
-from .streams import ReadSignature, answer_reads
+from .streams import ReadSignature, answer_reads, event_counter
 
 __all__ = ["reject_signature", "RejectRegisters", "report"]
 
@@ -26,7 +26,7 @@ class RejectRegisters(wiring.Component):
     """Latches the first rejected command (`rejected`: its first bad field and tag; one port per
     checker of the block, the lowest first when two report in one cycle) in STATUS until reset,
     counts rejected commands and the commands `completed` with their work (48-bit counters, as
-    the EMA's). Unlike the EMA's STATUS, a rejection stops nothing. `csr`: `RejectCsr` address
+    the EMA's, one cycle behind their events). Unlike the EMA's STATUS, a rejection stops nothing. `csr`: `RejectCsr` address
     in, the register one cycle later."""
 
     def __init__(self, code, tag_bits: int, sources: int = 1):
@@ -46,10 +46,8 @@ class RejectRegisters(wiring.Component):
                              status.tag.eq(port.payload.tag)]
         rejected = sum(port.valid for port in self.rejected)
         counters = {RejectCsr.COMPLETED: self.completed, RejectCsr.REJECTED: rejected}
-        counts = {}
-        for reg, event in counters.items():
-            counter = counts[reg] = Signal(COUNTER_BITS, name=f"count_{reg.name.lower()}")
-            m.d.sync += counter.eq(counter + event)
+        counts = {reg: event_counter(m, reg.name.lower(), event, COUNTER_BITS)
+                  for reg, event in counters.items()}
         answer_reads(m, self.csr, {RejectCsr.STATUS: status.as_value(), **counts})
         return m
 

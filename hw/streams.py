@@ -9,7 +9,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ReadSignature", "StreamFIFO", "field_registers", "answer_reads", "bring_out", "offer"]
+__all__ = ["ReadSignature", "StreamFIFO", "field_registers", "answer_reads", "bring_out", "offer",
+           "event_counter"]
 
 
 class ReadSignature(wiring.Signature):
@@ -77,6 +78,18 @@ def offer(m: Module, name: str, valid: ValueLike, outputs) -> Signal:
         with m.Elif(port.valid & port.ready):
             m.d.sync += flag.eq(1)
     return ready
+
+
+def event_counter(m: Module, name: str, increment: ValueLike, width: int) -> Signal:
+    """A `width`-bit counter of `increment` (a pulse or a small count each cycle), one cycle
+    behind it: the increment is registered first, so the counter's adder starts at flip-flops.
+    Why: an event is often the end of a long handshake path (a rejection after a merge, a fork
+    and a feeder), and ABC, meeting the clock, chains a 48-bit increment behind it (the top's
+    critical path, 2026-12-03: 32 AND gates, 4.5 of its 9.45 ns)."""
+    step = Signal(len(Value.cast(increment)), name=f"inc_{name}")
+    counter = Signal(width, name=f"count_{name}")
+    m.d.sync += [step.eq(increment), counter.eq(counter + step)]
+    return counter
 
 
 def field_registers(layout: data.StructLayout, name: str) -> data.View:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ...contracts.ema import (CSR_ADDR_BITS, CSR_DATA_BITS, MASK_BITS, TAG_BITS, EmaCsr,
                               EmaError, ema_status_layout)
 from .geometry import COUNTER_BITS, EmaGeometry
-from ..streams import ReadSignature, answer_reads
+from ..streams import ReadSignature, answer_reads, event_counter
 from .ports import ErrorSignature
 
 __all__ = ["Registers"]
@@ -63,11 +63,8 @@ class Registers(wiring.Component):
             "FETCHED_CHANNELS": self.fetched,
             "SKIPPED_CHANNELS": self.skipped,
         }
-        counters = {}
-        for name, increment in increments.items():
-            counter = counters[name] = Signal(COUNTER_BITS, name=f"count_{name.lower()}")
-            step = Signal(len(Value.cast(increment)), name=f"inc_{name.lower()}")
-            m.d.sync += [step.eq(increment), counter.eq(counter + step)]
+        counters = {name: event_counter(m, name.lower(), increment, COUNTER_BITS)
+                    for name, increment in increments.items()}
 
         status = Signal(ema_status_layout)
         m.d.comb += [status.busy.eq(self.busy), status.error.eq(error), status.code.eq(code),

@@ -11,7 +11,7 @@ from ...contracts.ema import CSR_ADDR_BITS, CSR_DATA_BITS, EmaStatus
 from ...contracts.rejects import RejectCsr
 from ...contracts.top import TOP_CSR_ADDR_BITS, TopCsr
 from ..ema.geometry import COUNTER_BITS
-from ..streams import ReadSignature
+from ..streams import ReadSignature, event_counter
 
 __all__ = ["TopRegisters", "Activity"]
 
@@ -51,9 +51,8 @@ class TopRegisters(wiring.Component):
                    TopCsr.DCU_JOBS: self.dcu_job,
                    TopCsr.DESCRIPTOR_WAIT_CYCLES: self.descriptor_wait,
                    TopCsr.FEEDBACK_WAIT_CYCLES: self.feedback_wait}
-        counters = {reg: Signal(COUNTER_BITS, name=reg.name.lower()) for reg in counted}
-        for reg, event in counted.items():
-            m.d.sync += counters[reg].eq(counters[reg] + event)
+        counters = {reg: event_counter(m, reg.name.lower(), event, COUNTER_BITS)
+                    for reg, event in counted.items()}
         error = Signal()
         status = Signal(2)
         tag = Signal(8)
