@@ -18,7 +18,8 @@ SEED = 20261203
 
 
 def test_dcu_fuzz_short():
-    """60 sequences (about 30 s): every kind of bad job, resets mid-sequence."""
+    """60 sequences (37 s on the loaded 2-core machine): every kind of bad job, resets
+    mid-sequence."""
     counts = run_dcu_fuzz(60, SEED)["counts"]
     print(counts)
     assert {f"invalid_{c.name.lower()}" for c in DcuError if c} <= set(counts), counts
@@ -27,7 +28,7 @@ def test_dcu_fuzz_short():
 
 
 def test_pru_fuzz_short():
-    """100 sequences (about 25 s): every kind of bad prompt, resets mid-sequence."""
+    """100 sequences (23 s there): every kind of bad prompt, resets mid-sequence."""
     counts = run_pru_fuzz(100, SEED)["counts"]
     print(counts)
     assert {f"invalid_{kind}" for kind in BAD_KINDS} <= set(counts), counts
