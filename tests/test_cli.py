@@ -827,3 +827,21 @@ def test_readme_getting_started_and_help_list_the_same_commands():
     for command in commands:
         first, *rest = command.split()
         assert f" {first} " in text and (not rest or f"`{command}`" in text), command
+
+
+def test_bench_fuzz_runs_a_block_alone(user_build, capsys):
+    """`bench fuzz --block pru` (two sequences): the counts as JSON and in
+    build/bench/pru/fuzz-S-N.json; `--waves` (the top's Verilator only) and `--sequences 0`
+    refused in one line."""
+    from edgexpert.cli import main
+    assert main(["bench", "fuzz", "--block", "pru", "--sequences", "2", "--seed", "7",
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["block"], summary["simulator"], summary["sequences"]) == ("pru", "amaranth", 2)
+    assert summary["counts"]["sequences"] == 2 and summary["counts"]["hangs"] == 0
+    assert summary["command"] == "edgexpert bench fuzz --block pru --sequences 2 --seed 7"
+    assert json.loads((user_build / "bench" / "pru" / "fuzz-7-2.json").read_text()) == summary
+    assert main(["bench", "fuzz", "--block", "dcu", "--waves"]) == 2
+    assert "--waves: bench fuzz --block dcu runs in Amaranth's simulator" in capsys.readouterr().err
+    assert main(["bench", "fuzz", "--block", "dcu", "--sequences", "0"]) == 2
+    assert "--sequences 0 is out of range: accepted 1 or more" in capsys.readouterr().err

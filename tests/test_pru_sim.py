@@ -10,22 +10,14 @@ from amaranth.hdl import Elaboratable, Module, Value
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
+from edgexpert.cocotb_tests.pru.prompts import (SETTINGS, PromptVectorsSum, bad_prompt,
+                                                small_model)
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors, pru_params
 from edgexpert.contracts.config import load_config
 from edgexpert.contracts.pru import (PruCsr, PruError, logit_beats, pru_status_layout, score_beat,
                                      score_beats)
 from edgexpert.golden.traces.prefill_trace import synthetic_prefill_trace
-from edgexpert.hw.pru import Pru, PruParams
-
-
-def _model(n_experts=8, top_k=3, n_layers=2):
-    return load_config(overrides=[f"model.n_experts={n_experts}", f"model.top_k={top_k}",
-                                  f"model.n_layers={n_layers}", "model.d_model=48",
-                                  "model.expert_ffn=40", "model.n_heads=2"]).model
-
-
-SETTINGS = {"tau_major_q16": 65536, "tau_minor_q16": 49152, "budget_minor": 2,
-            "budget_trivial": 1, "chunk": 3}
+from edgexpert.hw.pru import Pru
 
 
 def run(dut: Pru, vectors, seed: int, stall: bool, rejects: list | None = None,
@@ -101,7 +93,7 @@ def run(dut: Pru, vectors, seed: int, stall: bool, rejects: list | None = None,
 def test_pru_matches_golden_on_synthetic_prompts(stall, lanes, per_step, pick_register):
     """pick_register 2: the selector's max tree over 8 experts registered after 2 of 3 levels
     (as pru_e128's after 3 of 7)."""
-    model = _model()
+    model = small_model()
     gen = torch.Generator().manual_seed(5)
     t = 7
     # ties: every logit drawn from a few values
@@ -238,21 +230,11 @@ def test_pick_register_placement_and_range():
     """The registry registers the max tree past PRU_TREE_LEVELS_PER_CYCLE levels, halfway."""
     from edgexpert.hw.pru import pick_register_for
     assert [pick_register_for(n) for n in (2, 16, 32, 64, 128, 1024)] == [0, 0, 2, 3, 3, 5]
-    trace = synthetic_prefill_trace(_model(), SETTINGS, [(torch.tensor([65536]),
+    trace = synthetic_prefill_trace(small_model(), SETTINGS, [(torch.tensor([65536]),
                                                           torch.zeros(1, 2, 8, dtype=torch.long))], {})
     params = pru_params(trace, 8, 1)
     with pytest.raises(ValueError, match="pick_register = 3 is out of range: accepted 0..2"):
         dataclasses.replace(params, pick_register=3)
-
-
-def _bad_prompt(rng: random.Random, params: PruParams, scores: list[int],
-                lengths: list[int]) -> tuple[list[int], list[int]]:
-    """A prompt's score beats with the given scores and length fields (unchecked), and the
-    random logit beats its first length announces: 2 x length x n_layers x n_experts / lanes."""
-    announced = lengths[0]
-    rows = [[rng.randrange(-2**31, 2**31) for _ in range(params.n_experts)]
-            for _ in range(2 * announced * params.n_layers)]
-    return [score_beat(s, t) for s, t in zip(scores, lengths)], logit_beats(rows, params.lanes)
 
 
 @pytest.mark.parametrize("stall", [False, True])
@@ -262,7 +244,7 @@ def test_bad_prompts_are_rejected_and_the_next_prompt_is_exact(stall):
     each followed by a good prompt of the synthetic trace: `rejected` gives each (code, prompt
     number) in order, every good prompt's routes and EMA words are golden's, STATUS names the
     first rejected prompt and PROMPTS / REJECTED count them."""
-    model = _model()
+    model = small_model()
     gen = torch.Generator().manual_seed(5)
     z = torch.randint(-3, 3, (7, model.n_layers, model.n_experts), generator=gen) * 40000
     scores = torch.tensor([30000, 1000, 5000, 9000, 4000, 12000, 4536])
@@ -281,7 +263,7 @@ def test_bad_prompts_are_rejected_and_the_next_prompt_is_exact(stall):
                 PruError.SCORE]
     feed = PromptVectorsSum()
     for (score_fields, lengths), vectors in zip(bad.values(), [good[0], good[1]] * 3):
-        feed.add(*_bad_prompt(rng, params, score_fields, lengths))
+        feed.add(*bad_prompt(rng, params, score_fields, lengths))
         feed.add(vectors.scores, vectors.logits, vectors.routes, vectors.ema)
     feed.add(good[0].scores, good[0].logits, good[0].routes, good[0].ema)
     rejects, registers = [], {}
@@ -293,18 +275,6 @@ def test_bad_prompts_are_rejected_and_the_next_prompt_is_exact(stall):
     status = pru_status_layout.from_bits(registers["STATUS"])
     assert (status.error, PruError(status.code), status.tag) == (1, PruError.SCORE, 0)
     assert registers["PROMPTS"] == 6 and registers["REJECTED"] == 5
-
-
-class PromptVectorsSum:
-    """Prompts' beats and expected outputs one after the other (`run`'s `vectors`)."""
-    def __init__(self):
-        self.scores, self.logits, self.routes, self.ema = [], [], [], []
-
-    def add(self, scores, logits, routes=(), ema=()):
-        self.scores += scores
-        self.logits += logits
-        self.routes += list(routes)
-        self.ema += list(ema)
 
 
 def test_prompt_encoders_refuse_out_of_range_fields():

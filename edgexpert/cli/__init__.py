@@ -51,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
                        help="benchmarks (minutes, not tests): `bench ema` the EMA's bus "
                             "utilization, `bench pru` and `bench dcu` those blocks' cycles, "
                             "`bench top` a decode step through the accelerator top, `bench "
-                            "fuzz` random valid and bad commands through it, `bench dispatch` "
+                            "fuzz` random valid and bad commands through it (or, with --block, "
+                            "through the DCU or the PRU alone), `bench dispatch` "
                             "the golden model's expert dispatch")
     benches = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
     bench.register(benches)

@@ -1,5 +1,6 @@
-"""The block benchmarks `bench ema`, `bench pru`, `bench dcu` and `bench fuzz`, and what `bench
-top` (bench_top.py) shares with them: the `--memory` option and the result files' names."""
+"""The block benchmarks `bench ema`, `bench pru`, `bench dcu` and `bench fuzz` (the top, or the
+DCU or the PRU alone), and what `bench top` (bench_top.py) shares with them: the `--memory`
+option and the result files' names."""
 
 from __future__ import annotations
 
@@ -195,20 +196,24 @@ FUZZ_SEED = 20261203
 
 
 def cmd_bench_fuzz(args) -> int:
-    """The accelerator top's fuzz bench (cocotb_tests/top/fuzz.py, issue 28) on Verilator at the
-    CI hardware set: random command sequences, valid and bad, under random pauses, resets and
-    bus errors; fails on a hang, a mismatch with golden or a bad command not reported."""
+    """A fuzz bench (issue 28): `--block top` (the default) the accelerator top's
+    (cocotb_tests/top/fuzz.py) on Verilator at the CI hardware set: random command sequences,
+    valid and bad, under random pauses, resets and bus errors; `--block dcu` / `pru` that block
+    alone in Amaranth's simulator (cocotb_tests/block_fuzz.py). Fails on a hang, a mismatch with
+    golden or a bad command not reported."""
+    config_file, settings = config_sources(args)
+    if config_file or settings:
+        raise InputError("bench fuzz runs fixed instances (the top: the bundled model on the CI "
+                         "hardware set, cocotb_tests/top/__init__.py BENCH_CASES['ci']; the DCU "
+                         "and the PRU: their fuzz.py's FUZZ_SHAPE): it takes no --config or --set")
+    if args.sequences < 1:
+        raise InputError(f"--sequences {args.sequences} is out of range: accepted 1 or more")
+    if args.block != "top":
+        return _bench_block_fuzz(args)
     import time
 
     from ..cocotb_tests.top import run_fuzz
 
-    config_file, settings = config_sources(args)
-    if config_file or settings:
-        raise InputError("bench fuzz runs the bundled model on the CI hardware set "
-                         "(cocotb_tests/top/__init__.py BENCH_CASES['ci']): it takes no --config "
-                         "or --set")
-    if args.sequences < 1:
-        raise InputError(f"--sequences {args.sequences} is out of range: accepted 1 or more")
     if not args.json:
         print(f"edgexpert bench fuzz: {args.sequences} sequences, seed {args.seed}, the CI "
               "hardware set, verilator ...", file=sys.stderr)
@@ -231,6 +236,36 @@ def cmd_bench_fuzz(args) -> int:
               f"the build; summary {path}")
 
     publish(args, summary, ("bench", "top", f"fuzz-{args.seed}-{args.sequences}.json"), table)
+    return 0
+
+
+def _bench_block_fuzz(args) -> int:
+    """`bench fuzz --block dcu|pru`: the block alone in Amaranth's simulator, a progress bar on
+    stderr; the summary under build/bench/<block>/fuzz-S-N.json."""
+    if args.waves:
+        raise InputError(f"--waves: bench fuzz --block {args.block} runs in Amaranth's "
+                         "simulator, which writes no waveform here (accepted with --block top)")
+    if args.block == "dcu":
+        from ..cocotb_tests.dcu.fuzz import run_dcu_fuzz as run
+    else:
+        from ..cocotb_tests.pru.fuzz import run_pru_fuzz as run
+    if not args.json:
+        print(f"edgexpert bench fuzz --block {args.block}: {args.sequences} sequences, seed "
+              f"{args.seed}, Amaranth's simulator ...", file=sys.stderr)
+    report = run(args.sequences, args.seed, progress=True)
+    command = (f"edgexpert bench fuzz --block {args.block} --sequences {args.sequences} "
+               f"--seed {args.seed}")
+    summary = {"bench": "fuzz", "block": args.block, "simulator": "amaranth",
+               "hardware": report["hardware"], "sequences": args.sequences, "seed": args.seed,
+               "command": command, "counts": report["counts"], "wall_s": report["wall_s"]}
+
+    def table(path: Path) -> None:
+        for key, value in sorted(report["counts"].items()):
+            print(f"{key:<28}{value:>10}")
+        print(f"simulated in {report['wall_s']} s; summary {path}")
+
+    publish(args, summary, ("bench", args.block, f"fuzz-{args.seed}-{args.sequences}.json"),
+            table)
     return 0
 
 
@@ -286,15 +321,21 @@ def register(benches) -> None:
                    help="print the summary (cycles by matrix and group size) as JSON")
     p.set_defaults(func=cmd_bench_dcu)
 
-    p = benches.add_parser("fuzz", help="the accelerator top's fuzz bench on Verilator: random "
+    p = benches.add_parser("fuzz", help="a fuzz bench: the accelerator top's on Verilator (random "
                            "valid and bad command sequences under pauses, resets and bus errors, "
-                           "every output against golden, every bad command in the CSR (about 4 "
-                           "s a sequence on the shared cores; build/bench/top/)")
+                           "every output against golden, every bad command in the CSR; about 4 "
+                           "s a sequence on the shared cores; build/bench/top/), or with --block "
+                           "dcu / pru that block alone in Amaranth's simulator (bad jobs / "
+                           "prompts, pauses, resets; build/bench/dcu/, build/bench/pru/)")
+    p.add_argument("--block", choices=("top", "dcu", "pru"), default="top",
+                   help="the design fuzzed (default top; dcu and pru: the block alone, "
+                        "docs/blocks/dcu.md and pru.md, 'Fuzz bench')")
     p.add_argument("--sequences", type=int, default=1000, metavar="N",
                    help="sequences to run (default 1000, issue 28's long run)")
     p.add_argument("--seed", type=int, default=FUZZ_SEED, metavar="S",
                    help=f"the sequences' seed (default {FUZZ_SEED}); sequence i is drawn from "
-                        "random.Random(f'{S}-{i}')")
+                        "random.Random(f'{S}-{i}') (and a block's pauses and resets from "
+                        "random.Random(f'{S}-{i}-bench'))")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     waves_option(p)
     p.set_defaults(func=cmd_bench_fuzz)
