@@ -118,12 +118,8 @@ class _AllAtOnce(wiring.Component):
         return m
 
 
-class _Offered(wiring.Component):
+class _Offered(_AllAtOnce):
     """The same fork through `offer`: each output takes the item in its own cycle."""
-    def __init__(self):
-        super().__init__({"i": In(stream.Signature(8)), "a": Out(stream.Signature(8)),
-                          "b": Out(stream.Signature(8))})
-
     def elaborate(self, platform):
         m = Module()
         m.d.comb += [self.a.payload.eq(self.i.payload), self.b.payload.eq(self.i.payload),
