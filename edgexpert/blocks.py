@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .contracts.config import Config, ConfigError
+from .contracts.hardware import ema_parameters, top_parameters
 from .contracts.pru import tau_q16
 from .contracts.weight_layout import WeightLayout
 from .hw.dcu import Dcu
@@ -28,7 +29,7 @@ from .hw.engine.combine import Combine
 from .hw.engine.quantizer import Quantizer
 from .hw.engine.requant import Requant
 from .hw.engine.swiglu import SwiGlu
-from .hw.top import AcceleratorTop, top_parameters
+from .hw.top import AcceleratorTop
 from .hw.mac_lane import MacLane
 from .hw.pru import PRU_LOGIT_LANES, PRU_MAX_TOKENS, Pru, PruParams, pick_register_for
 from .sim.stimuli.dcu import dcu_stimulus
@@ -51,14 +52,6 @@ class Block:
     build: Callable[[Config], object]
     parameters: Callable[[Config], dict]
     stimulus: Callable[[Config], Stimulus] | None = None
-
-
-def ema_parameters(config: Config) -> dict:
-    """The EMA hardware parameters (keyword arguments of `EmaSystem`) from the config."""
-    ema = config.hardware.ema
-    return {"data_width": ema.axi_data_width, "addr_width": ema.axi_addr_width,
-            "outstanding": ema.outstanding_reads, "buffer_bytes": ema.buffer_bytes,
-            "buffer_banks": ema.buffer_banks, "slots": ema.slots}
 
 
 def _ema(config: Config, with_memories: bool):
@@ -98,15 +91,14 @@ def pru_experts_per_step(config: Config, **model) -> int:
 def pru_parameters(config: Config, **model) -> dict:
     """The PRU's parameters (keyword arguments of `PruParams`) from the config's model and
     prefill policy; `model` overrides the model's shape (`_large_shape`)."""
-    m, p = config.model, config.policies
+    m, p = config.model, config.policies.prefill
     shape = {"n_experts": m.n_experts, "top_k": m.top_k, "n_layers": m.n_layers,
              "d_model": m.d_model, "expert_ffn": m.expert_ffn, **model}
-    return {**shape, "chunk": p.prefill_chunk, "max_tokens": PRU_MAX_TOKENS, "lanes": PRU_LOGIT_LANES,
+    return {**shape, "chunk": p.chunk, "max_tokens": PRU_MAX_TOKENS, "lanes": PRU_LOGIT_LANES,
             "experts_per_step": pru_experts_per_step(config, **model),
             "pick_register": pick_register_for(shape["n_experts"]),
-            "tau_major_q16": tau_q16(p.prefill_tau_major),
-            "tau_minor_q16": tau_q16(p.prefill_tau_minor),
-            "budget_minor": p.prefill_budget_minor, "budget_trivial": p.prefill_budget_trivial}
+            "tau_major_q16": tau_q16(p.tau_major), "tau_minor_q16": tau_q16(p.tau_minor),
+            "budget_minor": p.budget_minor, "budget_trivial": p.budget_trivial}
 
 
 def _pru(config: Config, **model):
@@ -200,7 +192,7 @@ def accelerator_parameters(config: Config) -> dict:
     chunk, as the prefill bench builds it (cocotb_tests/top `prefill_hardware`): the whole
     accelerator of docs/blocks/top.md."""
     hw = top_parameters(config)
-    return {**hw, "tokens": max(hw["tokens"], config.policies.prefill_chunk),
+    return {**hw, "tokens": max(hw["tokens"], config.policies.prefill.chunk),
             "pru": pru_parameters(config)}
 
 

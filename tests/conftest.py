@@ -11,7 +11,7 @@ SMALL_MODEL = ["model.vocab_size=300", "model.d_model=48", "model.n_layers=2", "
                "model.n_experts=8", "model.top_k=2", "model.expert_ffn=16",
                "model.max_seq_len=128", "train.seq_len=64",
                # EdgeXpert's prefill budgets must fit top_k = 2
-               "policies.prefill_budget_minor=2", "policies.prefill_budget_trivial=1",
+               "policies.prefill.budget_minor=2", "policies.prefill.budget_trivial=1",
                # the bundled EAGLE head drafts for the bundled model only (tests/test_eagle.py
                # builds heads for small models)
                "policies.draft=self"]

@@ -105,8 +105,10 @@ def test_bench_memory_names_are_taken_in_any_case():
     (["ablate"], "edgexpert: error: name a study or pass --all: accepted calibration, ratio, "
                  "budget, threshold, slots, combined, tree, pruning, chain"),
     (["ablate", "ratio", "sizes"], "edgexpert: error: unknown study 'sizes': accepted calibration"),
-    (["compare", "--set", "policies.specter_draft_bits=8"],
-     "edgexpert: error: policies.specter_draft_bits = 8 is out of range: accepted integers 2..4"),
+    (["compare", "--set", "policies.specter.draft_bits=8"],
+     "edgexpert: error: policies.specter.draft_bits = 8 is out of range: accepted integers 2..4"),
+    (["compare", "--set", "policies.prefill_chunk=8"],
+     "edgexpert: error: policies.prefill_chunk was renamed policies.prefill.chunk"),
     (["bench", "top", "--prompt", "x", "--trace", "t.npz"],
      "edgexpert: error: --prompt and --trace both name the step to run: accepted one of the two"),
     (["bench", "top", "--step", "1"], "edgexpert: error: --step chooses what runs of a user's "
@@ -187,7 +189,7 @@ def test_rtl_pru_writes_the_block_and_rejects_a_chunk_beyond_the_longest_prompt(
     # 8 router logits of 32 bits per input beat; class 2 + expert 5 + weight 17 + last 1 bits out
     text = (tmp_path / "a" / "pru_sim.v").read_text()
     assert "input [255:0] i_logit__payload" in text and "output [24:0] o_route__payload" in text
-    proc = run("rtl", "pru", "--out", str(tmp_path / "c"), "--set", "policies.prefill_chunk=200",
+    proc = run("rtl", "pru", "--out", str(tmp_path / "c"), "--set", "policies.prefill.chunk=200",
                check=False)
     assert proc.returncode != 0
     assert proc.stderr == ("edgexpert: error: pru: chunk = 200 is out of range: accepted "
@@ -227,18 +229,19 @@ def resolved(*argv):
 
 
 def test_a_setting_before_the_action_changes_what_runs(tmp_path):
-    assert resolved("prefill", "ablate").policies.prefill_chunk == 16
-    assert resolved("prefill", "--set", "policies.prefill_chunk=8", "ablate").policies.prefill_chunk == 8
+    assert resolved("prefill", "ablate").policies.prefill.chunk == 16
+    assert resolved("prefill", "--set", "policies.prefill.chunk=8",
+                    "ablate").policies.prefill.chunk == 8
     # both levels apply, in the order given
-    both = resolved("prefill", "--set", "policies.prefill_chunk=8", "ablate",
-                    "--set", "policies.prefill_seed=5")
-    assert (both.policies.prefill_chunk, both.policies.prefill_seed) == (8, 5)
-    assert resolved("prefill", "--set", "policies.prefill_chunk=8", "ablate",
-                    "--set", "policies.prefill_chunk=12").policies.prefill_chunk == 12
+    both = resolved("prefill", "--set", "policies.prefill.chunk=8", "ablate",
+                    "--set", "policies.prefill.seed=5")
+    assert (both.policies.prefill.chunk, both.policies.prefill.seed) == (8, 5)
+    assert resolved("prefill", "--set", "policies.prefill.chunk=8", "ablate",
+                    "--set", "policies.prefill.chunk=12").policies.prefill.chunk == 12
     config = tmp_path / "c.yaml"
-    config.write_text("policies:\n  prefill_chunk: 4\n")
-    assert resolved("prefill", "--config", str(config), "ablate").policies.prefill_chunk == 4
-    assert resolved("prefill", "ablate", "--config", str(config)).policies.prefill_chunk == 4
+    config.write_text("policies:\n  prefill:\n    chunk: 4\n")
+    assert resolved("prefill", "--config", str(config), "ablate").policies.prefill.chunk == 4
+    assert resolved("prefill", "ablate", "--config", str(config)).policies.prefill.chunk == 4
     assert resolved("bench", "--set", "train.threads=1", "dispatch").train.threads == 1
 
 
@@ -249,15 +252,15 @@ def test_two_config_files_are_refused_naming_both(tmp_path):
 
 
 @pytest.mark.parametrize("args", [
-    ["prefill", "--set", "policies.prefill_chunk=999999", "ablate"],
-    ["prefill", "--set", "policies.prefill_chunk=999999", "train"],
-    ["bench", "--set", "policies.prefill_chunk=999999", "dispatch"],
-    ["doctor", "--set", "policies.prefill_chunk=999999"],
+    ["prefill", "--set", "policies.prefill.chunk=999999", "ablate"],
+    ["prefill", "--set", "policies.prefill.chunk=999999", "train"],
+    ["bench", "--set", "policies.prefill.chunk=999999", "dispatch"],
+    ["doctor", "--set", "policies.prefill.chunk=999999"],
 ])
 def test_a_bad_setting_before_the_action_is_refused_with_the_range(args):
     proc = run(*args, check=False)
     assert proc.returncode == 2
-    assert proc.stderr == ("edgexpert: error: policies.prefill_chunk = 999999 is out of range: "
+    assert proc.stderr == ("edgexpert: error: policies.prefill.chunk = 999999 is out of range: "
                            "accepted integers 1..4096\n")
 
 
@@ -299,8 +302,8 @@ def test_the_chosen_calibration_pastes_into_set():
     from edgexpert.cli.prefill import chosen_settings
     point = {"tau_major": 2.5, "tau_minor": 0.5, "budget_minor": 3, "budget_trivial": 2}
     p = resolved("decode", *shlex.split(chosen_settings(point))).policies
-    assert (p.prefill_tau_major, p.prefill_tau_minor, p.prefill_budget_minor,
-            p.prefill_budget_trivial) == (2.5, 0.5, 3, 2)
+    assert (p.prefill.tau_major, p.prefill.tau_minor, p.prefill.budget_minor,
+            p.prefill.budget_trivial) == (2.5, 0.5, 3, 2)
 
 
 def test_the_utilization_table_keeps_its_columns():

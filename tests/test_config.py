@@ -2,7 +2,9 @@
 
 import pytest
 
-from edgexpert.contracts.config import Config, ConfigError, load_config
+from edgexpert.contracts.config import RENAMED, Config, ConfigError, load_config
+from edgexpert.contracts.hardware import ema_parameters
+from edgexpert.hw.ema import DEFAULTS
 
 
 def test_defaults_load_and_validate():
@@ -193,3 +195,33 @@ def test_the_pruned_checkpoint_belongs_to_the_coarse_model():
     with pytest.raises(ConfigError) as info:
         load_config(overrides=["model.name=fine", "policies.pruned_checkpoint=bundled"])
     assert "not the fine model's: accepted none" in str(info.value)
+
+
+@pytest.mark.parametrize("old, new", sorted(RENAMED.items()))
+def test_a_flat_key_of_a_nested_section_names_its_new_key(tmp_path, old, new):
+    """The flat keys the policies' sections replaced are refused with the new key, whether
+    set with --set or in a file, never ignored."""
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=[f"{old}=1"])
+    assert str(info.value) == f"{old} was renamed {new}"
+    path = tmp_path / "c.yaml"
+    path.write_text(f"policies:\n  {old.split('.')[1]}: 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{old} was renamed {new}"
+
+
+def test_nested_policy_sections_load_from_files_and_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("policies:\n  prefill:\n    chunk: 8\n  combined:\n    depth: 2\n")
+    config = load_config(path, ["policies.specter.chain=3", "policies.s2moe.cap=6"])
+    p = config.policies
+    assert (p.prefill.chunk, p.combined.depth, p.specter.chain, p.s2moe.cap) == (8, 2, 3, 6)
+    # the rest of each section keeps its defaults
+    assert p.prefill.tau_major == 1.0 and p.combined.candidates == 8
+
+
+def test_the_emas_own_defaults_are_the_bundled_configurations():
+    """hw/ema's constructor defaults are written there (hw/ never reads the configuration):
+    they must stay the bundled `hardware.ema`."""
+    assert DEFAULTS == ema_parameters(load_config())

@@ -32,7 +32,7 @@ DECODE = DecodeConfig(max_new_tokens=16, max_depth=4, max_candidates=16, width=4
 def small(small_model):
     # MoE-Spec's budget and S2-MoE's cap within the small model's 8 experts
     config = load_config(overrides=small_model + ["policies.moe_spec_budget=4",
-                                                  "policies.s2moe_cap=4"])
+                                                  "policies.s2moe.cap=4"])
     torch.manual_seed(5)
     model = MoEModel(config.model).eval()
     with torch.no_grad():      # a peaked next-token distribution: long acceptance paths
@@ -150,7 +150,8 @@ def test_combined_drafts_with_the_head_on_chip_over_its_own_tree_losslessly(smal
     layout = WeightLayout.for_model(model.cfg)
     head, _ = _train(small)
     tree = dataclasses.replace(config, decode=DECODE, policies=dataclasses.replace(
-        config.policies, draft="paper", combined_depth=2, combined_candidates=5))
+        config.policies, draft="paper",
+        combined=dataclasses.replace(config.policies.combined, depth=2, candidates=5)))
     policy = build_policy("combined", tree, model, layout, eagle=head)
     assert (policy.draft, policy.onchip) == ("eagle", "reuse")
     assert (policy.decode.max_depth, policy.decode.max_candidates) == (2, 5)
@@ -180,9 +181,9 @@ def test_the_studies_that_draft_with_the_head_build_every_setting(small):
     steps = list(built["combined"].values())
     # the build-up: naive_sd on the small tree, then the head on chip on the full tree, then both
     assert [(p.name, p.onchip, p.decode.max_candidates) for p in steps[1:4]] == [
-        ("naive_sd", "configured", config.policies.combined_candidates),
+        ("naive_sd", "configured", config.policies.combined.candidates),
         ("combined", "reuse", config.decode.max_candidates),
-        ("combined", "reuse", config.policies.combined_candidates)]
+        ("combined", "reuse", config.policies.combined.candidates)]
     assert steps[-1].draft == "self"
     trees = [(p.decode.max_depth, p.decode.max_candidates) for p in built["tree"].values()
              if p.name == "combined"]

@@ -155,7 +155,7 @@ def test_combined_on_a_full_size_model_streams_a_head_too_large_for_the_sram(con
     plan = plan_step(qwen, "combined", config)
     draft = next(p for p, _ in plan.passes if p.kind == "draft")
     runs = dict((p.kind, n) for p, n in plan.passes)
-    assert runs["draft"] == config.policies.combined_depth and draft.resident_bytes == 0
+    assert runs["draft"] == config.policies.combined.depth and draft.resident_bytes == 0
     naive = plan_step(qwen, "naive_sd", config)
     verify = {p.kind: p for p, _ in plan.passes}["verify"]
     assert verify.expert_bytes < {p.kind: p for p, _ in naive.passes}["verify"].expert_bytes

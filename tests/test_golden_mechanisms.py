@@ -26,8 +26,8 @@ def test_mechanisms_on_a_small_model(small_model):
         "decode.max_new_tokens=6", "decode.max_depth=3", "decode.max_candidates=8",
         "policies.coalescing_ratio=0.5", "policies.eval_windows=1",
         "policies.eval_prompt_tokens=24", "policies.eval_continuation=8",
-        "policies.prefill_budget_minor=1", "policies.prefill_budget_trivial=1",
-        "policies.prefill_tau_major=1.5", "policies.prefill_tau_minor=1.0"])
+        "policies.prefill.budget_minor=1", "policies.prefill.budget_trivial=1",
+        "policies.prefill.tau_major=1.5", "policies.prefill.tau_minor=1.0"])
     torch.manual_seed(7)
     model = MoEModel(config.model).eval()
     encoder = TokenEncoder(model.tok_emb.weight.detach(),

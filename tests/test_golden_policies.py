@@ -152,9 +152,9 @@ def test_registry_builds_every_policy_by_its_name_from_the_config(setting, polic
     from edgexpert.golden.policies.registry import COMPARED, POLICIES, build_policy, build_policies
     _, model, _, layout = setting
     config = load_config(overrides=policy_overrides + ["policies.moe_spec_budget=4",
-                                                       "policies.prefill_chunk=5",
+                                                       "policies.prefill.chunk=5",
                                                        "policies.coalescing_ratio=0.6",
-                                                       "policies.specter_chain=3"])
+                                                       "policies.specter.chain=3"])
     assert set(COMPARED) < set(POLICIES) and len(set(COMPARED)) == len(COMPARED) == 8
     for name in POLICIES:
         policy = build_policy(name, config, model, layout)

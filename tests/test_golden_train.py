@@ -15,7 +15,7 @@ TINY = ["model.vocab_size=300", "model.d_model=32", "model.n_layers=1", "model.n
         "train.seq_len=32", "train.batch_size=4", "train.steps=6", "train.warmup_steps=2",
         "train.eval_windows=4", "train.threads=1",
         # EdgeXpert's prefill budgets must fit top_k = 2
-        "policies.prefill_budget_minor=2", "policies.prefill_budget_trivial=1"]
+        "policies.prefill.budget_minor=2", "policies.prefill.budget_trivial=1"]
 
 
 def test_corpus_split_and_manifest(corpus_root):

@@ -1,6 +1,6 @@
 """The prefill encoder on the A8W4 integer path (golden/integer/int_encoder.py): its integer LayerNorm
 and GELU against torch's, determinism and shapes, the bundled encoder's integer scores against
-its float ones, and the `policies.prefill_encoder` setting."""
+its float ones, and the `policies.prefill.encoder` setting."""
 
 import pytest
 import torch
@@ -87,13 +87,13 @@ def test_integer_scores_track_the_float_encoder(bundled):
 def test_prefill_encoder_setting_picks_the_path(bundled):
     encoder = bundled[0]
     config = load_config()
-    assert config.policies.prefill_encoder == "float"
+    assert config.policies.prefill.encoder == "float"
     top_k = load_checkpoint().model.cfg.top_k
     assert prefill_routing(config.policies, encoder, top_k).encoder is encoder
-    config = load_config(overrides=["policies.prefill_encoder=int"])
+    config = load_config(overrides=["policies.prefill.encoder=int"])
     assert isinstance(prefill_routing(config.policies, encoder, top_k).encoder, IntTokenEncoder)
     with pytest.raises(ConfigError, match="accepted float, int"):
-        load_config(overrides=["policies.prefill_encoder=fp8"])
+        load_config(overrides=["policies.prefill.encoder=fp8"])
     with pytest.raises(ValueError, match="accepted float, int"):
         scoring_encoder(encoder, "fp8")
 

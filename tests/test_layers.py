@@ -3,7 +3,8 @@ hw/ and golden/ above them and blind to each other, golden/'s subpackages in one
 performance model above golden/ and blind to hw/, its RTL stimuli above both; synth/ and the
 benches above sim/; the formal property wrappers above hw/ alone; the block registry above
 those; the command line on top. A bench imports none of golden's integer primitives: it takes
-every expected value from golden/ or contracts/. The test reads every module's imports with `ast`
+every expected value from golden/ or contracts/. hw/ never reads the configuration: its
+parameters are arguments. The test reads every module's imports with `ast`
 (function-local ones included, so a cycle cannot hide behind one) and fails on an import that
 is not allowed and on any cycle between modules."""
 
@@ -54,6 +55,9 @@ ALLOWED = {
 #: of: it imports golden's functions that give the values (golden/integer/int_model.py,
 #: golden/traces/expert_outputs.py, golden/blocks/) instead
 BENCH_FORBIDDEN = {"edgexpert.golden.integer.intops"}
+#: hw/ takes its parameters as arguments and never reads the configuration's schema: the
+#: configuration becomes the blocks' arguments above it (edgexpert/contracts/hardware.py)
+HW_FORBIDDEN = {"edgexpert.contracts.config", "edgexpert.contracts.hardware"}
 
 
 def _folder(package: str) -> Path:
@@ -126,17 +130,28 @@ def test_no_import_goes_up_or_sideways():
     assert not bad, "\n".join(bad)
 
 
+def forbidden_imports(modules: dict[str, Path], unit: str, forbidden: set[str]) -> list[str]:
+    """The modules of `unit` that import a module of `forbidden`."""
+    return [f"{name} imports {target}" for name, path in sorted(modules.items())
+            if unit_of(name) == unit
+            for target in sorted(imports_of(name, path, modules)) if target in forbidden]
+
+
 def bench_arithmetic(modules: dict[str, Path]) -> list[str]:
     """The bench modules that import a module of BENCH_FORBIDDEN."""
-    return [f"{name} imports {target}" for name, path in sorted(modules.items())
-            if unit_of(name) == "edgexpert.cocotb_tests"
-            for target in sorted(imports_of(name, path, modules)) if target in BENCH_FORBIDDEN]
+    return forbidden_imports(modules, "edgexpert.cocotb_tests", BENCH_FORBIDDEN)
 
 
 def test_no_bench_computes_an_expected_value():
     bad = bench_arithmetic(project_modules())
     assert not bad, ("a bench imports golden's integer primitives (take the expected value "
                      "from golden/ or contracts/ instead):\n" + "\n".join(bad))
+
+
+def test_hw_never_reads_the_configuration():
+    bad = forbidden_imports(project_modules(), "edgexpert.hw", HW_FORBIDDEN)
+    assert not bad, ("hw/ reads the configuration (take the values as arguments; "
+                     "edgexpert/contracts/hardware.py translates it):\n" + "\n".join(bad))
 
 
 def test_no_import_cycle_between_modules():

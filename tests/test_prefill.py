@@ -223,23 +223,26 @@ def test_calibration_chooses_from_its_own_sweep(small):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("policies.prefill_chunk=0", "policies.prefill_chunk = 0 is out of range: accepted integers 1..4096"),
-    ("policies.prefill_tau_major=-1",
-     "policies.prefill_tau_major = -1 is out of range: accepted values 0.0..1000.0"),
-    ("policies.prefill_tau_minor=1001",
-     "policies.prefill_tau_minor = 1001 is out of range: accepted values 0.0..1000.0"),
-    ("policies.prefill_budget_minor=0",
-     "policies.prefill_budget_minor = 0 is out of range: accepted integers 1..64"),
-    ("policies.prefill_budget_trivial=65",
-     "policies.prefill_budget_trivial = 65 is out of range: accepted integers 1..64"),
-    ("policies.prefill_classes=oracle",
-     "policies.prefill_classes = 'oracle' is not accepted: accepted encoder, random"),
-    ("policies.prefill_seed=-1",
-     "policies.prefill_seed = -1 is out of range: accepted integers 0..2147483647"),
-    ("policies.prefill_budget_trivial=5",
-     "policies.prefill_budget_trivial = 5 is out of range: accepted 1..policies.prefill_budget_minor"),
-    ("policies.prefill_tau_minor=900",
-     "policies.prefill_tau_minor = 900.0 is out of range: accepted 0.0..policies.prefill_tau_major"),
+    ("policies.prefill.chunk=0",
+     "policies.prefill.chunk = 0 is out of range: accepted integers 1..4096"),
+    ("policies.prefill.tau_major=-1",
+     "policies.prefill.tau_major = -1 is out of range: accepted values 0.0..1000.0"),
+    ("policies.prefill.tau_minor=1001",
+     "policies.prefill.tau_minor = 1001 is out of range: accepted values 0.0..1000.0"),
+    ("policies.prefill.budget_minor=0",
+     "policies.prefill.budget_minor = 0 is out of range: accepted integers 1..64"),
+    ("policies.prefill.budget_trivial=65",
+     "policies.prefill.budget_trivial = 65 is out of range: accepted integers 1..64"),
+    ("policies.prefill.classes=oracle",
+     "policies.prefill.classes = 'oracle' is not accepted: accepted encoder, random"),
+    ("policies.prefill.seed=-1",
+     "policies.prefill.seed = -1 is out of range: accepted integers 0..2147483647"),
+    ("policies.prefill.budget_trivial=5",
+     "policies.prefill.budget_trivial = 5 is out of range: accepted "
+     "1..policies.prefill.budget_minor"),
+    ("policies.prefill.tau_minor=900",
+     "policies.prefill.tau_minor = 900.0 is out of range: accepted "
+     "0.0..policies.prefill.tau_major"),
 ])
 def test_prefill_config_errors_are_one_line(override, message):
     with pytest.raises(ConfigError) as info:
@@ -250,9 +253,9 @@ def test_prefill_config_errors_are_one_line(override, message):
 def test_prefill_budget_is_checked_against_the_routed_model(small_model):
     from edgexpert.golden.policies.prefill import prefill_routing
     # a model with a smaller top-k loads with the default budgets: only routing it checks them
-    config = load_config(overrides=[o for o in small_model if "prefill_budget" not in o])
-    assert config.policies.prefill_budget_minor > config.model.top_k
-    with pytest.raises(ConfigError, match=r"policies.prefill_budget_minor = 4 is out of range: "
+    config = load_config(overrides=[o for o in small_model if "prefill.budget" not in o])
+    assert config.policies.prefill.budget_minor > config.model.top_k
+    with pytest.raises(ConfigError, match=r"policies.prefill.budget_minor = 4 is out of range: "
                                           r"accepted 1..model.top_k \(= 2\)"):
         prefill_routing(config.policies, None, config.model.top_k)
 

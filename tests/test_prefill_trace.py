@@ -74,7 +74,7 @@ def test_bundled_trace_moe_layer_matches_an_independent_reference(bundled_trace)
 
 
 def test_trace_with_the_integer_encoder_takes_its_scores(tmp_path):
-    """policies.prefill_encoder=int: the scores are the integer encoder's, the source says so."""
+    """policies.prefill.encoder=int: the scores are the integer encoder's, the source says so."""
     from edgexpert.golden.lm.checkpoint import load_checkpoint
     from edgexpert.golden.lm.corpus import load_corpus
     from edgexpert.golden.integer.int_encoder import IntTokenEncoder
@@ -86,7 +86,7 @@ def test_trace_with_the_integer_encoder_takes_its_scores(tmp_path):
     ckpt = load_checkpoint()
     encoder, _ = load_encoder(ckpt.model)
     prompt = load_prompts(load_corpus(), ckpt.tokenizer)[0][:25]
-    policies = load_config(overrides=["policies.prefill_encoder=int"]).policies
+    policies = load_config(overrides=["policies.prefill.encoder=int"]).policies
     trace = read_prefill_trace(write_prefill_trace(
         build_prefill_trace(quantize_model(ckpt.model), encoder, policies, [prompt], {}),
         tmp_path / "int.npz"))

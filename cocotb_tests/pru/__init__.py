@@ -69,7 +69,9 @@ def bundled_prefill_trace(out: Path, prompts: int, progress: bool = False,
     chosen = load_prompts(load_corpus(), ckpt.tokenizer)[:prompts]
     if tokens is not None:      # the prefill pass takes all but the last token
         chosen = [p[:tokens + 1] for p in chosen]
-    policies = dataclasses.replace(_config("e32").policies, prefill_encoder="int")
+    policies = _config("e32").policies
+    policies = dataclasses.replace(policies, prefill=dataclasses.replace(policies.prefill,
+                                                                         encoder="int"))
     trace = build_prefill_trace(quantize_model(ckpt.model), encoder, policies, chosen,
                                 {"prompts": f"bundled[:{prompts}]"}, progress)
     return write_prefill_trace(trace, out)
@@ -137,14 +139,14 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
 
 def run_chain(simulator: str = "verilator", seed: int = 20261129, latency: int = 40) -> SimResult:
     """The PRU -> EMA chained bench (chain.py): the first bundled prompt's first chunk
-    (`policies.prefill_chunk` tokens) in its first layer, the PRU's registry parameters with
+    (`policies.prefill.chunk` tokens) in its first layer, the PRU's registry parameters with
     n_layers = 1 and its EMA steps sized for CHAIN_EMA; raises SimError on any failure."""
     from edgexpert.contracts.prefill_trace import read_prefill_trace
     from edgexpert.cocotb_tests.pru.vectors import pru_params
     from edgexpert.golden.blocks.pru import experts_per_step
     from edgexpert.hw.pru.chain import PruEma
 
-    chunk = _config("e32").policies.prefill_chunk
+    chunk = _config("e32").policies.prefill.chunk
     trace_file = bundled_prefill_trace(build_root() / "bench" / "pru" / f"chain-{chunk}.npz", 1,
                                        tokens=chunk)
     trace = read_prefill_trace(trace_file)

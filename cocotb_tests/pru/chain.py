@@ -1,6 +1,6 @@
 """cocotb bench of the PRU feeding the EMA (`PruEma`) on one chunk of a bundled prompt.
 
-The prompt's first chunk (`policies.prefill_chunk` tokens) of the golden integer model's prefill
+The prompt's first chunk (`policies.prefill.chunk` tokens) of the golden integer model's prefill
 trace, one layer: the PRU's fetch list goes straight into the EMA, which fetches from
 cocotbext-axi's AxiRam (the weight image, a pipelined latency) under the AXI protocol monitor.
 Checked: every `o_route` beat against golden; every EMA completion (tag, slot, OK) and every

@@ -18,7 +18,8 @@ from edgexpert.contracts.config import Config, load_config
 from edgexpert.support.tools import build_root
 from edgexpert.contracts.trace import read_trace
 from edgexpert.hw.emit import Design
-from edgexpert.hw.top import AcceleratorTop, top_parameters
+from edgexpert.contracts.hardware import top_parameters
+from edgexpert.hw.top import AcceleratorTop
 from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
 __all__ = ["BENCH_MODULE", "FUZZ_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
@@ -300,7 +301,7 @@ def run_fuzz(sequences: int, seed: int = 20261203, case: str = "ci",
 
 def prefill_hardware(case: str, trace) -> dict:
     """The top with its PRU for the prefill bench: the hardware set's EMA and engine with one
-    token slot per token of a chunk (`policies.prefill_chunk` = 16: the engine takes `tokens`
+    token slot per token of a chunk (`policies.prefill.chunk` = 16: the engine takes `tokens`
     as a parameter, so a chunk's MoE sums are all in the engine at once rather than split
     over two batches), and the PRU of the trace's model and settings (the registry's
     parameters, cocotb_tests/pru/vectors.py) with EMA steps sized for this EMA."""
@@ -323,7 +324,7 @@ def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 2026
                 layers: int | None = None, tokens: int | None = None,
                 memory: dict | None = None) -> SimResult:
     """Run the prefill bench (prefill_bench.py): the first bundled prompt's first chunk
-    (`policies.prefill_chunk` tokens, or its first `tokens` of them) through its first `layers`
+    (`policies.prefill.chunk` tokens, or its first `tokens` of them) through its first `layers`
     layers (default all), on the top with its PRU, on `memory` (as `run_bench`)."""
     import dataclasses
 
@@ -331,7 +332,7 @@ def run_prefill(case: str = "ci", simulator: str | None = None, seed: int = 2026
     from edgexpert.cocotb_tests.pru import bundled_prefill_trace
     from edgexpert.contracts.prefill_trace import read_prefill_trace
 
-    chunk = load_config().policies.prefill_chunk
+    chunk = load_config().policies.prefill.chunk
     tokens = chunk if tokens is None else tokens
     if not 1 <= tokens <= chunk:
         raise ValueError(f"tokens is {tokens}: accepted 1..{chunk} (one chunk)")

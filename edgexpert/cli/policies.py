@@ -260,7 +260,7 @@ def cmd_mechanisms(args) -> int:
     def table(out) -> None:
         print("\n".join(headers))
         print(f"prefill: {args.prefill_windows} held-out windows of "
-              f"{config.policies.eval_prompt_tokens} tokens, chunk {config.policies.prefill_chunk}")
+              f"{config.policies.eval_prompt_tokens} tokens, chunk {config.policies.prefill.chunk}")
         width = max(len(r[0]) for r in MECHANISM_ROWS) + 2
         print(f"{'':<{width}}" + "".join(f"{m:>20}" for m in models) + f"{'paper':>26}")
         for label, section, key, fmt in MECHANISM_ROWS:

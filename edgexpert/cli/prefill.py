@@ -74,9 +74,8 @@ def _heldout_inputs(args, config):
 
 def chosen_settings(point: dict) -> str:
     """A calibration point as --set options, pasteable onto any command line."""
-    keys = {"tau_major": "prefill_tau_major", "tau_minor": "prefill_tau_minor",
-            "budget_minor": "prefill_budget_minor", "budget_trivial": "prefill_budget_trivial"}
-    return " ".join(f"--set policies.{key}={point[field]}" for field, key in keys.items())
+    keys = ("tau_major", "tau_minor", "budget_minor", "budget_trivial")
+    return " ".join(f"--set policies.prefill.{key}={point[key]}" for key in keys)
 
 
 def cmd_calibrate(args) -> int:
@@ -97,7 +96,7 @@ def cmd_calibrate(args) -> int:
     train_stream, _ = token_streams(corpus, ckpt.tokenizer)
     # prefill bodies: a prompt of eval_prompt_tokens minus its last token (the first root)
     windows = torch.tensor(_prompt_windows(train_stream, config, args.windows))[:, :-1]
-    chunk = config.policies.prefill_chunk
+    chunk = config.policies.prefill.chunk
     points = sweep(ckpt.model, encoder, windows, chunk, default_grid(ckpt.model.cfg.top_k))
     front = pareto_front(points)
     chosen = choose(points, args.mse_bound)
@@ -147,8 +146,8 @@ def cmd_prefill_ablate(args) -> int:
     p = config.policies
     log = (lambda *a: None) if args.json else print   # --json: stdout holds the JSON alone
     log(f"edgexpert prefill ablate: {len(windows)} held-out windows of {len(windows[0])} tokens, "
-        f"float path; tau_major {p.prefill_tau_major}, tau_minor {p.prefill_tau_minor}, "
-        f"chunk {p.prefill_chunk}; random classes seed {p.prefill_seed}")
+        f"float path; tau_major {p.prefill.tau_major}, tau_minor {p.prefill.tau_minor}, "
+        f"chunk {p.prefill.chunk}; random classes seed {p.prefill.seed}")
     result = ablate(engine, ckpt.model, encoder, windows, p, config.decode, front, log=log)
     report = {"windows": len(windows), "split": "heldout", "settings": dataclasses.asdict(p),
               **result}
@@ -170,8 +169,8 @@ def cmd_prefill_encoders(args) -> int:
     def table(path) -> None:
         print(f"edgexpert prefill encoders: {len(windows)} held-out windows, "
               f"{result['prompt_tokens']} prefill tokens, float model path, chunk "
-              f"{p.prefill_chunk}; tau {p.prefill_tau_major}/{p.prefill_tau_minor}, "
-              f"k {p.prefill_budget_minor}, n {p.prefill_budget_trivial}")
+              f"{p.prefill.chunk}; tau {p.prefill.tau_major}/{p.prefill.tau_minor}, "
+              f"k {p.prefill.budget_minor}, n {p.prefill.budget_trivial}")
         moves = ", ".join(f"{k} {v}" for k, v in result["class_moves"].items()) or "none"
         print(f"tokens changing class (int vs float encoder): {result['class_changes']} ({moves})")
         print(f"{'encoder':<8}{'B/token':>9}{'native':>9}{'vs native':>11}{'ppl ratio':>11}")

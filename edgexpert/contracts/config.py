@@ -23,9 +23,11 @@ from .errors import InputError
 
 __all__ = [
     "ConfigError", "MacLaneConfig", "EmaConfig", "EngineConfig", "HardwareConfig", "ModelConfig", "TrainConfig", "DecodeConfig",
-    "PolicyConfig", "ScalingConfig", "SynthConfig", "DramConfig", "PlatformConfig", "DRAM_MAX_DATA_RATE_MTPS",
+    "PolicyConfig", "PrefillConfig", "S2MoeConfig", "SpecterConfig", "CombinedConfig",
+    "ScalingConfig", "SynthConfig", "DramConfig", "PlatformConfig", "DRAM_MAX_DATA_RATE_MTPS",
     "Config",
-    "load_config", "apply_overrides", "build_dataclass", "MODEL_NAMES", "checkpoint_folder",
+    "load_config", "apply_overrides", "build_dataclass", "RENAMED", "MODEL_NAMES",
+    "checkpoint_folder",
 ]
 
 
@@ -183,6 +185,70 @@ class DecodeConfig:
 
 
 @dataclass(frozen=True)
+class PrefillConfig:
+    """EdgeXpert's prefill (golden/policies/prefill.py); the values are `edgexpert calibrate
+    prefill`'s."""
+    chunk: int = _int(1, 4096, 16, "prompt tokens whose activations stay on chip while "
+                      "each expert is streamed once (the prefill cost model)")
+    tau_major: float = _float(0.0, 1000.0, 1.0, "EdgeXpert prefill: a token whose "
+                              "encoder score x prompt length is at least this is major")
+    tau_minor: float = _float(0.0, 1000.0, 0.75, "EdgeXpert prefill: ... at least this "
+                              "(and below tau_major) is minor, else trivial")
+    budget_minor: int = _int(1, 64, 4, "EdgeXpert prefill: experts of a minor token, "
+                             "its top-1 included (at most model.top_k)")
+    budget_trivial: int = _int(1, 64, 3, "EdgeXpert prefill: experts of a trivial token, "
+                               "its top-1 included (at most budget_minor)")
+    classes: str = _choice(("encoder", "random"), "encoder", "EdgeXpert prefill: token "
+                           "classes from the encoder's scores, or random with the same "
+                           "class sizes (the ablation)")
+    seed: int = _int(0, 2**31 - 1, 20261129, "seeds the random token classes")
+    encoder: str = _choice(("float", "int"), "float", "EdgeXpert prefill: the encoder's "
+                           "arithmetic: float, or the A8W4 integer path the MAC clusters "
+                           "run (golden/integer/int_encoder.py)")
+
+    def __post_init__(self):
+        if self.budget_trivial > self.budget_minor:
+            raise ConfigError(f"policies.prefill.budget_trivial = {self.budget_trivial} is out "
+                              f"of range: accepted 1..policies.prefill.budget_minor "
+                              f"(= {self.budget_minor})")
+        if self.tau_minor > self.tau_major:
+            raise ConfigError(f"policies.prefill.tau_minor = {self.tau_minor} is out of range: "
+                              f"accepted 0.0..policies.prefill.tau_major (= {self.tau_major})")
+
+
+@dataclass(frozen=True)
+class S2MoeConfig:
+    """S2-MoE (golden/policies/s2moe.py)."""
+    threshold: float = _float(0.0, 1e6, 1.0, "S2-MoE: score a node needs to join the tree "
+                              "(expected accepted tokens per new expert, in units of an "
+                              "autoregressive step's tokens per expert)")
+    cap: int = _int(1, 1024, 8, "S2-MoE: experts preferred by reuse-aware gating (model.top_k "
+                    "..model.n_experts; the paper uses 1.5-2.5x top-k)")
+
+
+@dataclass(frozen=True)
+class SpecterConfig:
+    """Specter (golden/policies/specter.py)."""
+    chain: int = _int(1, 32, 1, "Specter: draft tokens per step (a chain; chosen by "
+                      "`edgexpert ablate chain`)")
+    draft_bits: int = _int(2, 4, 2, "Specter: bits of the draft's quantized experts")
+
+
+@dataclass(frozen=True)
+class CombinedConfig:
+    """Our combined policy (golden/policies/combined.py, docs/policies.md)."""
+    threshold: float = _float(0.0, 1e6, 1.0, "combined: adaptive-expansion threshold, "
+                              "new experts priced only when not on chip")
+    depth: int = _int(1, 32, 3, "combined with the EAGLE head: draft passes per step "
+                      "(its tree's depth; chosen by `edgexpert ablate tree` for the "
+                      "fewest total bytes per token)")
+    candidates: int = _int(1, 1024, 8, "combined with the EAGLE head: candidates "
+                           "verified per step (chosen with depth)")
+    prefill_reuse: bool = _bool(False, "combined: EdgeXpert's shared-set prefill routing "
+                                "(fewer prefill bytes, no longer lossless)")
+
+
+@dataclass(frozen=True)
 class PolicyConfig:
     """The decoding policies `edgexpert compare` measures (golden/policies/registry.py)."""
     coalescing_ratio: float = _float(0.01, 1.0, 0.75, "EdgeXpert: share of each matrix's input "
@@ -205,44 +271,20 @@ class PolicyConfig:
     resident_nonexpert_kib: int = _int(0, 1 << 20, 32, "on-chip buffer for non-expert weights "
                                        "(norms, routers, attention, ..., in that order, whole "
                                        "tensors) that every pass then reads from SRAM")
-    s2moe_threshold: float = _float(0.0, 1e6, 1.0, "S2-MoE: score a node needs to join the tree "
-                                    "(expected accepted tokens per new expert, in units of an "
-                                    "autoregressive step's tokens per expert)")
-    s2moe_cap: int = _int(1, 1024, 8, "S2-MoE: experts preferred by reuse-aware gating (model.top_k "
-                          "..model.n_experts; the paper uses 1.5-2.5x top-k)")
-    specter_chain: int = _int(1, 32, 1, "Specter: draft tokens per step (a chain; chosen by "
-                              "`edgexpert ablate chain`)")
-    specter_draft_bits: int = _int(2, 4, 2, "Specter: bits of the draft's quantized experts")
-    combined_threshold: float = _float(0.0, 1e6, 1.0, "combined: adaptive-expansion threshold, "
-                                       "new experts priced only when not on chip")
-    combined_depth: int = _int(1, 32, 3, "combined with the EAGLE head: draft passes per step "
-                               "(its tree's depth; chosen by `edgexpert ablate tree` for the "
-                               "fewest total bytes per token)")
-    combined_candidates: int = _int(1, 1024, 8, "combined with the EAGLE head: candidates "
-                                    "verified per step (chosen with combined_depth)")
-    combined_prefill_reuse: bool = _bool(False, "combined: EdgeXpert's shared-set prefill routing "
-                                         "(fewer prefill bytes, no longer lossless)")
     eval_windows: int = _int(1, 10_000, 8, "held-out windows of the teacher-forced quality check")
     eval_prompt_tokens: int = _int(2, 100_000, 96, "prompt tokens of each quality window")
     eval_continuation: int = _int(1, 100_000, 32, "continuation tokens predicted per window")
-    # EdgeXpert's prefill (golden/policies/prefill.py); the values are `edgexpert calibrate prefill`'s
-    prefill_chunk: int = _int(1, 4096, 16, "prompt tokens whose activations stay on chip while "
-                              "each expert is streamed once (the prefill cost model)")
-    prefill_tau_major: float = _float(0.0, 1000.0, 1.0, "EdgeXpert prefill: a token whose "
-                                      "encoder score x prompt length is at least this is major")
-    prefill_tau_minor: float = _float(0.0, 1000.0, 0.75, "EdgeXpert prefill: ... at least this "
-                                      "(and below prefill_tau_major) is minor, else trivial")
-    prefill_budget_minor: int = _int(1, 64, 4, "EdgeXpert prefill: experts of a minor token, "
-                                     "its top-1 included (at most model.top_k)")
-    prefill_budget_trivial: int = _int(1, 64, 3, "EdgeXpert prefill: experts of a trivial token, "
-                                       "its top-1 included (at most prefill_budget_minor)")
-    prefill_classes: str = _choice(("encoder", "random"), "encoder", "EdgeXpert prefill: token "
-                                   "classes from the encoder's scores, or random with the same "
-                                   "class sizes (the ablation)")
-    prefill_seed: int = _int(0, 2**31 - 1, 20261129, "seeds the random token classes")
-    prefill_encoder: str = _choice(("float", "int"), "float", "EdgeXpert prefill: the encoder's "
-                                   "arithmetic: float, or the A8W4 integer path the MAC clusters "
-                                   "run (golden/integer/int_encoder.py)")
+    prefill: PrefillConfig = field(default_factory=PrefillConfig)
+    s2moe: S2MoeConfig = field(default_factory=S2MoeConfig)
+    specter: SpecterConfig = field(default_factory=SpecterConfig)
+    combined: CombinedConfig = field(default_factory=CombinedConfig)
+
+
+#: keys that were flat fields sharing a prefix before they became sections (issue 27): old
+#: dotted key -> new; a configuration giving an old key is refused with the new one's name
+RENAMED = {f"policies.{section}_{f.name}": f"policies.{section}.{f.name}"
+           for section, typ in typing.get_type_hints(PolicyConfig).items()
+           if dataclasses.is_dataclass(typ) for f in dataclasses.fields(typ)}
 
 
 #: the target nodes synth/ scales to: where CACTI 7 has technology files to interpolate between
@@ -353,9 +395,9 @@ class PlatformConfig:
 def check_prefill_budgets(policies: PolicyConfig, top_k: int) -> None:
     """The prefill budgets against the top-k of the model they route (checked when the prefill
     routing is built, so that other model sizes load without setting them)."""
-    if policies.prefill_budget_minor > top_k:
-        raise ConfigError(f"policies.prefill_budget_minor = {policies.prefill_budget_minor} is out "
-                          f"of range: accepted 1..model.top_k (= {top_k})")
+    if policies.prefill.budget_minor > top_k:
+        raise ConfigError(f"policies.prefill.budget_minor = {policies.prefill.budget_minor} is "
+                          f"out of range: accepted 1..model.top_k (= {top_k})")
 
 
 @dataclass(frozen=True)
@@ -373,13 +415,6 @@ class Config:
             raise ConfigError(f"decode.draft_experts = {self.decode.draft_experts} is out of range: "
                               f"accepted 1..model.top_k (= {self.model.top_k})")
         p = self.policies
-        if p.prefill_budget_trivial > p.prefill_budget_minor:
-            raise ConfigError(f"policies.prefill_budget_trivial = {p.prefill_budget_trivial} is out "
-                              f"of range: accepted 1..policies.prefill_budget_minor "
-                              f"(= {p.prefill_budget_minor})")
-        if p.prefill_tau_minor > p.prefill_tau_major:
-            raise ConfigError(f"policies.prefill_tau_minor = {p.prefill_tau_minor} is out of range: "
-                              f"accepted 0.0..policies.prefill_tau_major (= {p.prefill_tau_major})")
         if p.pruned_checkpoint == "bundled" and self.model.name != MODEL_NAMES[0]:
             raise ConfigError(f"policies.pruned_checkpoint = bundled is the {MODEL_NAMES[0]} "
                               f"model's pruned checkpoint, not the {self.model.name} model's: "
@@ -435,6 +470,10 @@ def build_dataclass(cls, data, prefix: str):
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
+    dotted = [f"{prefix}.{name}" if prefix else name for name in unknown]
+    for key in dotted:
+        if key in RENAMED:
+            raise ConfigError(f"{key} was renamed {RENAMED[key]}")
     if unknown:
         raise ConfigError(f"{prefix + '.' if prefix else ''}{unknown[0]} is not a known key: "
                           f"accepted {', '.join(sorted(fields))}")

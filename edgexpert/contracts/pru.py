@@ -24,8 +24,8 @@ __all__ = ["TokenClass", "SCORE_BITS", "LOGIT_BITS", "WEIGHT_BITS", "SCORE_MAX",
 
 class TokenClass(enum.IntEnum, shape=2):
     MAJOR = 0      # the router's own top-K; its experts make up the shared set
-    MINOR = 1      # top-1, then the shared set, policies.prefill_budget_minor experts in all
-    TRIVIAL = 2    # the same with policies.prefill_budget_trivial experts
+    MINOR = 1      # top-1, then the shared set, policies.prefill.budget_minor experts in all
+    TRIVIAL = 2    # the same with policies.prefill.budget_trivial experts
 
 
 #: Q.16 scores 0..65536 (1.0 itself is a score: a one-token prompt)

@@ -165,7 +165,7 @@ class ChannelHook(ABC):
 class Policy:
     """Naive speculative decoding (see the module doc).
 
-    Every policy is whole when constructed: `prefill_chunk` (policies.prefill_chunk; 16, its
+    Every policy is whole when constructed: `prefill_chunk` (policies.prefill.chunk; 16, its
     default there, for a policy built by hand) and `eagle`, the EAGLE head it drafts with (None:
     its own layers), are keyword arguments that subclasses pass through as `**base`."""
     name = "naive_sd"

@@ -41,7 +41,7 @@ class TinyShape:
 
 #: `edgexpert hf tiny`'s shape: OLMoE's and Qwen3-30B-A3B's regime (many narrow experts, top-k
 #: > 1, expert FFN narrower than d_model) at a size that decodes in seconds; top-k 4 is the
-#: smallest the default prefill budgets (policies.prefill_budget_minor = 4) and MoE-Spec's
+#: smallest the default prefill budgets (policies.prefill.budget_minor = 4) and MoE-Spec's
 #: budget (12 of at most `experts`) accept, so every policy runs at the default settings
 TINY = TinyShape()
 

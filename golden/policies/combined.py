@@ -21,7 +21,7 @@ __all__ = ["Combined"]
 class Combined(SpecMoE):
     """Ours. Verification always uses the target's routing, so decoding is lossless: the output
     is exactly the target's greedy output. With `prefill`, EdgeXpert's shared-set routing in the
-    prefill pass (lossy, policies.combined_prefill_reuse).
+    prefill pass (lossy, policies.combined.prefill_reuse).
 
     With the EAGLE head (its paper draft, docs/policies.md "The combined policy"), priced on
     every byte a token costs:

@@ -344,12 +344,12 @@ def load_encoder(model: MoEModel, path: Path | None = None) -> tuple[TokenEncode
 # ---------------------------------------------------------------------------------------------
 # the policy's prefill routing and its measurement
 
-#: `policies.prefill_encoder`: the trained float encoder, or its A8W4 integer twin
+#: `policies.prefill.encoder`: the trained float encoder, or its A8W4 integer twin
 ENCODER_PATHS = ("float", "int")
 
 
 def scoring_encoder(encoder: TokenEncoder, path: str):
-    """What scores prompts for `policies.prefill_encoder` = path: the float `encoder` itself,
+    """What scores prompts for `policies.prefill.encoder` = path: the float `encoder` itself,
     or its integer twin (golden.integer.int_encoder; the same interface, scores on the Q.16 grid)."""
     if path not in ENCODER_PATHS:
         raise ValueError(f"prefill encoder {path!r} is not accepted: accepted "
@@ -389,12 +389,12 @@ def prefill_routing(policies: PolicyConfig, encoder: TokenEncoder | None,
                     top_k: int) -> PrefillRouting | None:
     """EdgeXpert's shared-set prefill routing from the configuration's `policies` section for a
     model routing top_k experts, or None without an encoder (the budgets are checked either
-    way); `policies.prefill_encoder` says which arithmetic scores."""
+    way); `policies.prefill.encoder` says which arithmetic scores."""
     check_prefill_budgets(policies, top_k)
+    p = policies.prefill
     return None if encoder is None else PrefillRouting(
-        scoring_encoder(encoder, policies.prefill_encoder), policies.prefill_tau_major, policies.prefill_tau_minor,
-        policies.prefill_budget_minor, policies.prefill_budget_trivial, policies.prefill_classes,
-        policies.prefill_seed)
+        scoring_encoder(encoder, p.encoder), p.tau_major, p.tau_minor, p.budget_minor,
+        p.budget_trivial, p.classes, p.seed)
 
 
 def prefill_pass(engine, policy, prompt: list[int]):

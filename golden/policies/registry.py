@@ -103,7 +103,7 @@ def _draft_head(policy: type[Policy], config: Config, inputs: PolicyInputs) -> E
 
 def _base(policy: type[Policy], config: Config, inputs: PolicyInputs) -> dict:
     """The keyword arguments every policy's constructor takes (golden/decoding/policy.py)."""
-    return {"prefill_chunk": config.policies.prefill_chunk,
+    return {"prefill_chunk": config.policies.prefill.chunk,
             "eagle": _draft_head(policy, config, inputs)}
 
 
@@ -139,9 +139,9 @@ def _build_moe_spec(config: Config, inputs: PolicyInputs) -> Policy:
 
 def _build_s2moe(config: Config, inputs: PolicyInputs) -> Policy:
     p = config.policies
-    with _reported_as("s2moe_cap"):
-        return _construct(S2MoE, config, inputs, inputs.model.cfg.top_k, p.s2moe_threshold,
-                          p.s2moe_cap)
+    with _reported_as("s2moe.cap"):
+        return _construct(S2MoE, config, inputs, inputs.model.cfg.top_k, p.s2moe.threshold,
+                          p.s2moe.cap)
 
 
 def _build_specmoe(config: Config, inputs: PolicyInputs) -> Policy:
@@ -152,17 +152,17 @@ def _build_specmoe(config: Config, inputs: PolicyInputs) -> Policy:
 def _build_specter(config: Config, inputs: PolicyInputs) -> Policy:
     p = config.policies
     return _construct(Specter, config, inputs, inputs.model,
-                      on_chip_slots(p.onchip_expert_kib, inputs.layout), p.specter_chain,
-                      p.specter_draft_bits)
+                      on_chip_slots(p.onchip_expert_kib, inputs.layout), p.specter.chain,
+                      p.specter.draft_bits)
 
 
 def _build_combined(config: Config, inputs: PolicyInputs) -> Policy:
     p = config.policies
     prefill = (prefill_routing(p, inputs.encoder, inputs.model.cfg.top_k)
-               if p.combined_prefill_reuse else None)
+               if p.combined.prefill_reuse else None)
     return _construct(Combined, config, inputs, inputs.model,
-                      on_chip_slots(p.onchip_expert_kib, inputs.layout), p.combined_threshold,
-                      (p.combined_depth, p.combined_candidates), prefill=prefill)
+                      on_chip_slots(p.onchip_expert_kib, inputs.layout), p.combined.threshold,
+                      (p.combined.depth, p.combined.candidates), prefill=prefill)
 
 
 def _build_ar_resident(config: Config, inputs: PolicyInputs) -> Policy:
@@ -201,7 +201,7 @@ def build_policy(name: str, config: Config, model: MoEModel, layout: WeightLayou
                  draft: str | None = None) -> Policy:
     """Policy `name` for `model` from the configuration (a value the policy rejects is reported
     as the configuration key's error); EdgeXpert's prefill, and the combined policy's with
-    policies.combined_prefill_reuse, use the shared-set routing when a prefill `encoder`
+    policies.combined.prefill_reuse, use the shared-set routing when a prefill `encoder`
     (golden/policies/prefill.py) is given. The draft is `draft` ("self" or "eagle", refused by a
     policy that cannot draft with the head) or else policies.draft: "paper" (`PAPER_DRAFT`),
     "self", or "eagle" wherever the policy can (the others keep self). `eagle`: the EAGLE head

@@ -60,12 +60,14 @@ def study_settings(study: str, config, model, layout, encoder=None,
 
     def setting(name: str, prefill_encoder=None, draft=None, tree=None,
                 **values) -> Callable[[], Policy]:
-        """Policy `name` with the `policies` values of this setting (the rest from the
-        configuration), `draft` (None: policies.draft) and `tree` (None: the configuration's
-        decode tree; else (depth, candidates)); the prefill encoder only where the setting
-        names it."""
+        """Policy `name` with the `policies` values of this setting (a section's, such as
+        `combined`, as a mapping of its own values; the rest from the configuration), `draft`
+        (None: policies.draft) and `tree` (None: the configuration's decode tree; else (depth,
+        candidates)); the prefill encoder only where the setting names it."""
         decode = config.decode if tree is None else dataclasses.replace(
             config.decode, max_depth=tree[0], max_candidates=tree[1])
+        values = {key: dataclasses.replace(getattr(p, key), **value) if isinstance(value, dict)
+                  else value for key, value in values.items()}
         studied = dataclasses.replace(config, decode=decode,
                                       policies=dataclasses.replace(p, **values))
         return lambda: build_policy(name, studied, model, layout, prefill_encoder, eagle, draft)
@@ -94,16 +96,17 @@ def study_settings(study: str, config, model, layout, encoder=None,
     # a buffer that holds no expert is refused before any decoding, here and for each size of the
     # slots study, rather than when its setting is built
     on_chip_slots(p.onchip_expert_kib, layout)
-    alone = {"combined_prefill_reuse": False}
+    # the combined policy without EdgeXpert's prefill reuse (policies.combined.prefill_reuse)
+    alone = {"prefill_reuse": False}
     # the combined policy's expert slots and adaptive expansion are those of its self-draft
-    resident = {"draft": "self", **alone}
+    # (draft="self" below)
     if study == "threshold":
         return naive + [(f"{name} threshold={t}", make)
                         for t in (0.25, 0.5, 1.0, 2.0, 4.0)
-                        for name, make in [("s2moe", setting("s2moe", s2moe_threshold=t)),
+                        for name, make in [("s2moe", setting("s2moe", s2moe={"threshold": t})),
                                            ("combined draft=self",
-                                            setting("combined", combined_threshold=t,
-                                                    **resident))]]
+                                            setting("combined", draft="self",
+                                                    combined={**alone, "threshold": t}))]]
     if study == "slots":
         out = naive + [("ar", setting("ar"))]
         for kib in (256, 512, 1024):
@@ -112,32 +115,34 @@ def study_settings(study: str, config, model, layout, encoder=None,
                     (f"specmoe {kib} KiB", setting("specmoe", onchip_expert_kib=kib)),
                     (f"specter {kib} KiB", setting("specter", onchip_expert_kib=kib)),
                     (f"combined draft=self {kib} KiB",
-                     setting("combined", onchip_expert_kib=kib, **resident))]
+                     setting("combined", draft="self", onchip_expert_kib=kib,
+                             combined=alone))]
         return out
-    tree = (p.combined_depth, p.combined_candidates)
+    tree = (p.combined.depth, p.combined.candidates)
     full = (config.decode.max_depth, config.decode.max_candidates)
     if study == "combined":
-        t = p.combined_threshold
+        t = p.combined.threshold
         return naive + [
             (f"naive_sd draft=eagle, tree {tree[0]}x{tree[1]}",
              setting("naive_sd", draft="eagle", tree=tree)),
             (f"+ SRAM by reuse, head on chip, tree {full[0]}x{full[1]}",
-             setting("combined", draft="eagle", combined_depth=full[0],
-                     combined_candidates=full[1], **alone)),
-            (f"+ tree {tree[0]}x{tree[1]} (combined)", setting("combined", draft="eagle", **alone)),
+             setting("combined", draft="eagle",
+                     combined={**alone, "depth": full[0], "candidates": full[1]})),
+            (f"+ tree {tree[0]}x{tree[1]} (combined)",
+             setting("combined", draft="eagle", combined=alone)),
             ("+ EdgeXpert prefill reuse",
-             setting("combined", encoder, draft="eagle", combined_prefill_reuse=True)),
+             setting("combined", encoder, draft="eagle", combined={"prefill_reuse": True})),
             ("specmoe (resident self-draft)", setting("specmoe")),
             (f"combined draft=self (+ adaptive expansion, threshold {t})",
-             setting("combined", **resident))]
+             setting("combined", draft="self", combined=alone))]
     if study == "tree":
         return naive + [(f"combined tree {d}x{c}",
-                         setting("combined", draft="eagle", combined_depth=d,
-                                 combined_candidates=c, **alone))
+                         setting("combined", draft="eagle",
+                                 combined={**alone, "depth": d, "candidates": c}))
                         for d, c in ((2, 4), (2, 8), (3, 4), (3, 8), (3, 16), (4, 8), (4, 16),
                                      (6, 16), (6, 64))]
     if study == "chain":
-        return naive + [(f"specter K={c}", setting("specter", specter_chain=c))
+        return naive + [(f"specter K={c}", setting("specter", specter={"chain": c}))
                         for c in (1, 2, 3, 4, 6, 8)]
     if study == "pruning":
         return naive + [(f"edgexpert ratio={r}",

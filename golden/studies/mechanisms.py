@@ -233,10 +233,10 @@ def mechanisms(config, model, prompts: list[list[int]], windows: list[list[int]]
     decode["explanation"] = recorder.report()
 
     routing = prefill_routing(p, encoder, model.cfg.top_k)
-    prefill_recorder = PrefillRecorder(model.cfg.n_experts, model.cfg.top_k, p.prefill_chunk)
+    prefill_recorder = PrefillRecorder(model.cfg.n_experts, model.cfg.top_k, p.prefill.chunk)
     policy = prefill_recorder.watch(build_policy("edgexpert", config, model, layout, encoder,
                                                  eagle))
-    native = Policy(layout, config.decode, prefill_chunk=p.prefill_chunk)
+    native = Policy(layout, config.decode, prefill_chunk=p.prefill.chunk)
     prefill = prefill_quality(engine, policy, native, prompt_windows)
     prefill["settings"] = {"tau_major": routing.tau_major, "tau_minor": routing.tau_minor,
                            "budget_minor": routing.budget_minor,

@@ -159,7 +159,7 @@ def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[in
             for classes in ("encoder", "random"):
                 row = {"budget_minor": k, "budget_trivial": n, "classes": classes,
                        **measure(replace(base, budget_minor=k, budget_trivial=n, classes=classes),
-                                 policies.prefill_chunk)}
+                                 policies.prefill.chunk)}
                 budgets.append(row)
                 log(f"  k {k} n {n} {classes:<8} bytes/token {row['prefill_bytes_per_token']:>7} "
                     f"({-100 * row['prefill_bytes_reduction']:+.1f}%)  ppl ratio {row['ppl_ratio']}")
@@ -174,7 +174,7 @@ def ablate(engine, model: MoEModel, encoder: TokenEncoder, windows: list[list[in
         routing = replace(base, tau_major=point["tau_major"], tau_minor=point["tau_minor"],
                           budget_minor=point["budget_minor"], budget_trivial=point["budget_trivial"],
                           classes="encoder")
-        row = {**point, "heldout": measure(routing, policies.prefill_chunk)}
+        row = {**point, "heldout": measure(routing, policies.prefill.chunk)}
         measured_front.append(row)
         log(f"  front tau {point['tau_major']}/{point['tau_minor']} k {point['budget_minor']} n "
             f"{point['budget_trivial']}  train mse {point['mse']:.5f}  held-out ppl ratio "
@@ -195,8 +195,9 @@ def compare_encoders(engine, model: MoEModel, encoder: TokenEncoder, windows: li
     last token, as the prefill pass scores it) under the integer encoder against the float one,
     as counts of each (float class -> integer class) move. `progress`: a bar over the paths."""
     layout = WeightLayout.for_model(model.cfg)
-    routings = {path: prefill_routing(replace(policies, prefill_encoder=path), encoder,
-                                      model.cfg.top_k) for path in ENCODER_PATHS}
+    routings = {path: prefill_routing(
+                    replace(policies, prefill=replace(policies.prefill, encoder=path)), encoder,
+                    model.cfg.top_k) for path in ENCODER_PATHS}
     moves: dict[str, int] = {}
     tokens = 0
     for window in windows:
@@ -211,8 +212,8 @@ def compare_encoders(engine, model: MoEModel, encoder: TokenEncoder, windows: li
     for path in progress_bar(ENCODER_PATHS, desc="encoder paths", unit="path", enabled=progress):
         policy = EdgeXpert(layout, decode, model, policies.coalescing_ratio,
                            policies.pruning_sparsity, policies.calibration, prefill=routings[path],
-                           prefill_chunk=policies.prefill_chunk)
-        native = Policy(layout, decode, prefill_chunk=policies.prefill_chunk)
+                           prefill_chunk=policies.prefill.chunk)
+        native = Policy(layout, decode, prefill_chunk=policies.prefill.chunk)
         paths[path] = prefill_quality(engine, policy, native, windows)
     return {"prompt_tokens": tokens, "class_changes": sum(moves.values()),
             "class_moves": dict(sorted(moves.items())), "paths": paths}

@@ -33,10 +33,10 @@ __all__ = ["prefill_settings", "build_prefill_trace", "synthetic_prefill_trace"]
 
 def prefill_settings(policies: PolicyConfig) -> dict:
     """The trace header's `prefill` entry: the PRU's settings as integers."""
-    return {"tau_major_q16": pru.tau_q16(policies.prefill_tau_major),
-            "tau_minor_q16": pru.tau_q16(policies.prefill_tau_minor),
-            "budget_minor": policies.prefill_budget_minor,
-            "budget_trivial": policies.prefill_budget_trivial, "chunk": policies.prefill_chunk}
+    return {"tau_major_q16": pru.tau_q16(policies.prefill.tau_major),
+            "tau_minor_q16": pru.tau_q16(policies.prefill.tau_minor),
+            "budget_minor": policies.prefill.budget_minor,
+            "budget_trivial": policies.prefill.budget_trivial, "chunk": policies.prefill.chunk}
 
 
 #: the token arrays of the MoE layer on the integer path (zeros without a model)
@@ -83,15 +83,15 @@ def build_prefill_trace(engine, encoder, policies: PolicyConfig, prompts: list[l
                         source: dict, progress: bool = False) -> PrefillTrace:
     """The integer model `engine` (golden.integer.int_model.IntModel) prefilling each prompt (all but
     its last token, as golden.decoding.decode.prefill does) with EdgeXpert's routing from the encoder's
-    Q.16 scores (the float encoder or its integer twin, as `policies.prefill_encoder` says; the
+    Q.16 scores (the float encoder or its integer twin, as `policies.prefill.encoder` says; the
     trace's `source` records which)."""
     cfg = engine.cfg
     if not cfg.norm_topk_prob:
         raise PrefillTraceError("the PRU renormalizes over the chosen experts: accepted models "
                                 "with norm_topk_prob (not OLMoE's softmax over all experts)")
     settings = prefill_settings(policies)
-    encoder = scoring_encoder(encoder, policies.prefill_encoder)
-    source = {**source, "encoder": policies.prefill_encoder}
+    encoder = scoring_encoder(encoder, policies.prefill.encoder)
+    source = {**source, "encoder": policies.prefill.encoder}
     pru.check_budgets(cfg.top_k, settings["budget_minor"], settings["budget_trivial"])
     records = []
     for prompt in tqdm(prompts, desc="prefill traces", file=sys.stderr, disable=not progress):

@@ -7,7 +7,6 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ...contracts.config import load_config
 from ...contracts.ema import (CSR_ADDR_BITS, CSR_DATA_BITS, EXPERT_BITS, LAYER_BITS, MASK_BITS,
                               ema_command_layout, ema_completion_layout)
 from ...contracts.weight_layout import WeightLayout
@@ -22,10 +21,13 @@ from .writer import BeatWriter
 
 __all__ = ["DEFAULTS", "EmaController"]
 
-#: the constructors' defaults: the bundled configuration's `hardware.ema`
-#: (edgexpert/contracts/configs/default.yaml), so a controller built without arguments is the
-#: one `edgexpert synth ema` and the benchmark measure
-DEFAULTS = load_config().hardware.ema
+#: the constructors' defaults, as keyword arguments of `EmaSystem`: the bundled configuration's
+#: `hardware.ema` (edgexpert/contracts/configs/default.yaml; tests/test_config.py checks that they
+#: agree), so a controller built without arguments is the one `edgexpert synth ema` and the
+#: benchmark measure. Given here, not read from the configuration: hw/ takes its parameters as
+#: arguments (edgexpert/contracts/hardware.py translates the configuration)
+DEFAULTS = {"data_width": 256, "addr_width": 32, "outstanding": 48, "buffer_bytes": 262144,
+            "buffer_banks": 4, "slots": 32}
 
 #: entries of the work and location queues: they let the allocator go on while the issuer cuts
 #: a long read into bursts and the location writer writes a long run's entries
@@ -77,10 +79,10 @@ class EmaController(wiring.Component):
     `Registers` latches errors and counts.
     """
 
-    def __init__(self, layout: WeightLayout, *, data_width: int = DEFAULTS.axi_data_width,
-                 addr_width: int = DEFAULTS.axi_addr_width,
-                 outstanding: int = DEFAULTS.outstanding_reads,
-                 buffer_bytes: int = DEFAULTS.buffer_bytes, slots: int = DEFAULTS.slots):
+    def __init__(self, layout: WeightLayout, *, data_width: int = DEFAULTS["data_width"],
+                 addr_width: int = DEFAULTS["addr_width"],
+                 outstanding: int = DEFAULTS["outstanding"],
+                 buffer_bytes: int = DEFAULTS["buffer_bytes"], slots: int = DEFAULTS["slots"]):
         if not isinstance(layout, WeightLayout):
             raise TypeError(f"layout must be a WeightLayout, not {layout!r}")
         if data_width not in DATA_WIDTHS:

@@ -48,11 +48,11 @@ class EmaSystem(wiring.Component):
     written and when without reaching into the hierarchy; nothing inside reads them.
     """
 
-    def __init__(self, layout: WeightLayout, *, data_width: int = DEFAULTS.axi_data_width,
-                 addr_width: int = DEFAULTS.axi_addr_width,
-                 outstanding: int = DEFAULTS.outstanding_reads,
-                 buffer_bytes: int = DEFAULTS.buffer_bytes,
-                 buffer_banks: int = DEFAULTS.buffer_banks, slots: int = DEFAULTS.slots,
+    def __init__(self, layout: WeightLayout, *, data_width: int = DEFAULTS["data_width"],
+                 addr_width: int = DEFAULTS["addr_width"],
+                 outstanding: int = DEFAULTS["outstanding"],
+                 buffer_bytes: int = DEFAULTS["buffer_bytes"],
+                 buffer_banks: int = DEFAULTS["buffer_banks"], slots: int = DEFAULTS["slots"],
                  loc_readers: int = 1):
         if buffer_banks not in (1, 2, 4, 8):
             raise ValueError(f"buffer_banks must be one of 1, 2, 4, 8, not {buffer_banks!r}")

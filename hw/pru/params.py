@@ -46,7 +46,7 @@ def pick_register_for(n_experts: int) -> int:
 @dataclass(frozen=True)
 class PruParams:
     """n_experts, top_k, n_layers, d_model and expert_ffn are the model's (the last two size the
-    fetch's mask words); chunk is policies.prefill_chunk; max_tokens the longest prompt (the
+    fetch's mask words); chunk is policies.prefill.chunk; max_tokens the longest prompt (the
     encoder's window); the thresholds are Q.16 (golden.blocks.pru.tau_q16) and the budgets count
     experts, top-1 included; `lanes` router logits arrive per beat (it divides n_experts); an
     EMA step names at most `experts_per_step` whole experts (what the EMA's slots and buffer

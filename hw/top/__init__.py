@@ -28,10 +28,9 @@ from .lanes import BankArbiter, Feeder, MatrixLane, MatrixSplit
 from .layouts import command_layout, job_layout
 from .prefill import PrefillPath, UseCounter
 from .registers import Activity, TopRegisters
-from .top import AcceleratorTop, top_parameters
+from .top import AcceleratorTop
 
 __all__ = ["AcceleratorTop", "Dispatcher", "CommandMerge", "CommandFork", "CandidateTap",
            "ScaleTap", "HiddenPacker", "DownJobs", "DataMux", "Replayer", "MaskWalker", "Locator",
            "LineReader", "Router", "Feeder", "MatrixSplit", "MatrixLane", "BankArbiter",
-           "TopRegisters", "Activity", "DcuPath", "PrefillPath", "UseCounter", "command_layout", "job_layout",
-           "top_parameters"]
+           "TopRegisters", "Activity", "DcuPath", "PrefillPath", "UseCounter", "command_layout", "job_layout"]

@@ -24,19 +24,7 @@ from .layouts import command_layout
 from .prefill import PrefillPath
 from .registers import Activity, TopRegisters
 
-__all__ = ["AcceleratorTop", "top_parameters"]
-
-def top_parameters(config) -> dict:
-    """`AcceleratorTop`'s keyword arguments (all but the layout) from a validated configuration:
-    the EMA system's (`hardware.ema`) and the engine's candidates, lanes and token slots
-    (`hardware.engine`). Here, not in the block registry, because the benches (below the
-    registry) build the bundled top too."""
-    ema, engine = config.hardware.ema, config.hardware.engine
-    return {"ema": {"data_width": ema.axi_data_width, "addr_width": ema.axi_addr_width,
-                    "outstanding": ema.outstanding_reads, "buffer_bytes": ema.buffer_bytes,
-                    "buffer_banks": ema.buffer_banks, "slots": ema.slots},
-            "candidates": engine.candidates, "lanes": engine.lanes, "tokens": engine.tokens}
-
+__all__ = ["AcceleratorTop"]
 
 class AcceleratorTop(wiring.Component):
     """The accelerator's top (docs/blocks/top.md): a host command stream in, the EMA's AXI4

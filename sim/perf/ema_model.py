@@ -75,7 +75,8 @@ CALIBRATION_TOLERANCE = 0.10
 
 @dataclass(frozen=True)
 class EmaParameters:
-    """The controller's parameters that decide its timing (keys of `blocks.ema_parameters`)."""
+    """The controller's parameters that decide its timing (keys of
+    `contracts.hardware.ema_parameters`)."""
     data_width: int = 256
     outstanding: int = 48
     buffer_bytes: int = 262144

@@ -98,7 +98,7 @@ MOE_SPEC_ACCEPTANCE = 1 - 0.014
 EDGEXPERT_ACCEPTANCE = BUNDLED_MEASURED["edgexpert"][0] / BUNDLED_MEASURED["naive_sd"][0]
 #: EdgeXpert's prompt-wise expert reuse: prefill expert traffic -55.7 % (EdgeXpert, MICRO 2026)
 EDGEXPERT_PREFILL_KEEP = 1 - 0.557
-#: the combined policy's tree (policies.combined_depth x combined_candidates) accepts this share
+#: the combined policy's tree (policies.combined.depth x .candidates) accepts this share
 #: of the 64-candidate, depth-6 tree's tokens per step (the bundled model, both with the EAGLE
 #: head: 2.45 / 3.18 tokens per step)
 COMBINED_ACCEPTANCE = BUNDLED_MEASURED["combined"][0] / BUNDLED_MEASURED["naive_sd"][0]
@@ -186,7 +186,7 @@ def _tree(config: Config, policy: str) -> routing.TreeShape:
     """The draft tree a policy verifies on a full-size model (routing.canonical_tree)."""
     d, p = config.decode, config.policies
     if policy == "combined":
-        return routing.canonical_tree(p.combined_candidates, p.combined_depth, d.width)
+        return routing.canonical_tree(p.combined.candidates, p.combined.depth, d.width)
     return routing.canonical_tree(d.max_candidates, d.max_depth, d.width)
 
 
@@ -210,16 +210,16 @@ def policy_inputs(m: MoEModelSpec, policy: str, config: Config) -> dict:
     plain = _input(1.0, "exact", "plain decoding: one token per step")
     if m.name == BUNDLED:
         tokens, _, expert_bytes, prefill_bytes = BUNDLED_MEASURED[policy]
-        chunk = config.policies.prefill_chunk
+        chunk = config.policies.prefill.chunk
         return {"tokens_per_step": _input(tokens, "exact" if policy == "ar" else "measured",
                                           f"{_BUNDLED_RUN} ({policy})"),
                 "expert_bytes_per_token": _input(expert_bytes, "measured", _BUNDLED_RUN),
                 "prefill_experts_per_layer": _input(
                     prefill_bytes * chunk / (m.moe_layers * m.expert_bytes), "measured",
                     f"{_BUNDLED_RUN}: prefill expert bytes per prompt token x the chunk")}
-    prefill = _routed(m, routing.chain(config.policies.prefill_chunk),
-                      f"a prefill chunk of {config.policies.prefill_chunk} consecutive tokens")
-    if policy == "edgexpert" or (policy == "combined" and config.policies.combined_prefill_reuse):
+    prefill = _routed(m, routing.chain(config.policies.prefill.chunk),
+                      f"a prefill chunk of {config.policies.prefill.chunk} consecutive tokens")
+    if policy == "edgexpert" or (policy == "combined" and config.policies.combined.prefill_reuse):
         prefill = _combine(prefill["value"] * EDGEXPERT_PREFILL_KEEP, prefill, _input(
             EDGEXPERT_PREFILL_KEEP, "published", f"{_EDGEXPERT}: prompt-wise expert reuse, "
             "-55.7 % prefill expert traffic"))
@@ -236,7 +236,7 @@ def policy_inputs(m: MoEModelSpec, policy: str, config: Config) -> dict:
                                          "value": BUNDLED_MEASURED[policy][2]
                                          / BUNDLED_MEASURED["ar"][2]}
             return out
-        chain = config.policies.specter_chain + 1
+        chain = config.policies.specter.chain + 1
         out["verify_experts_per_layer"] = _routed(m, routing.chain(chain),
                                                   f"a verified chain of {chain} tokens")
         return out
@@ -291,7 +291,7 @@ def _measured_step(m: MoEModelSpec, policy: str, config: Config, context: int,
         expert_per_token = (m.moe_layers * m.top_k * m.expert_bytes
                             * _value(inputs, "expert_bytes_ratio"))
     runs = passes_per_token * measured_tokens
-    verify_tokens = (config.policies.combined_candidates if policy == "combined"
+    verify_tokens = (config.policies.combined.candidates if policy == "combined"
                      else config.decode.max_candidates)
     draft_tokens = config.decode.width
     ratio = config.policies.coalescing_ratio if policy == "edgexpert" else 1.0
@@ -372,8 +372,8 @@ def _eagle3_step(m: MoEModelSpec, policy: str, config: Config, context: int, res
     note = ""
     if policy == "combined":
         p = config.policies
-        d = dataclasses.replace(d, max_depth=p.combined_depth,
-                                max_candidates=p.combined_candidates)
+        d = dataclasses.replace(d, max_depth=p.combined.depth,
+                                max_candidates=p.combined.candidates)
         kept = _combined_onchip(m, config)
         head_onchip, resident = kept["draft_head"], sum(kept["nonexpert"].values())
         note = (f"; tree of depth {d.max_depth}, {d.max_candidates} candidates; "
@@ -410,18 +410,18 @@ def _combined_onchip(m: MoEModelSpec, config: Config) -> dict:
 
 def _specter_step(m: MoEModelSpec, config: Config, context: int, resident: int, inputs: dict,
                   verify_experts: float | None) -> StepPlan:
-    """Specter: a chain of `specter_chain` draft tokens, each a pass of the target with its
-    routed experts at `specter_draft_bits`; verification of the chain and its root. Its LRU
+    """Specter: a chain of `specter.chain` draft tokens, each a pass of the target with its
+    routed experts at `specter.draft_bits`; verification of the chain and its root. Its LRU
     expert slots hold no expert of a full-size model in 512 KB, so nothing is prefetched."""
     p = config.policies
-    chain = p.specter_chain
+    chain = p.specter.chain
     tokens = _value(inputs, "tokens_per_step")
-    draft = _target_pass(m, "draft", 1, m.top_k, context, 1, expert_bits=p.specter_draft_bits,
+    draft = _target_pass(m, "draft", 1, m.top_k, context, 1, expert_bits=p.specter.draft_bits,
                          resident=resident)
     experts = _or(verify_experts, _value(inputs, "verify_experts_per_layer"))
     verify = _target_pass(m, "verify", chain + 1, experts, context, tokens, resident=resident)
     return StepPlan("specter", m.name, "synthetic", tokens, ((draft, chain), (verify, 1.0)), (
-        f"{chain} draft pass(es) with {p.specter_draft_bits}-bit experts, verification of "
+        f"{chain} draft pass(es) with {p.specter.draft_bits}-bit experts, verification of "
         f"{chain + 1} tokens ({experts:.1f} experts per layer); tokens per step measured on the "
         f"bundled model; {_onchip_slots(m, config)} on-chip expert slots per layer",))
 
@@ -436,9 +436,9 @@ def prefill_experts(m: MoEModelSpec, policy: str, config: Config) -> float:
 
 def plan_prefill(m: MoEModelSpec, policy: str, config: Config, context: int = CONTEXT_TOKENS,
                  resident: int = 0) -> StepPlan:
-    """One prefill chunk (`policies.prefill_chunk` prompt tokens, each expert streamed once per
+    """One prefill chunk (`policies.prefill.chunk` prompt tokens, each expert streamed once per
     chunk); the head is read by the last chunk only and left out here."""
-    chunk = config.policies.prefill_chunk
+    chunk = config.policies.prefill.chunk
     experts = prefill_experts(m, policy, config)
     # the chunk's tokens attend to the half of the prompt before them on average
     p = _target_pass(m, "prefill", chunk, experts, context // 2, chunk, head=False,
@@ -590,9 +590,9 @@ def _max_tokens(m: MoEModelSpec, policy: str, config: Config) -> float:
                           and _onchip_slots(m, config) == 0):
         return math.inf
     if policy == "specter":
-        return p.specter_chain + 1
+        return p.specter.chain + 1
     if policy == "combined":
-        return p.combined_depth + 1
+        return p.combined.depth + 1
     return d.max_depth + 1
 
 
