@@ -86,7 +86,8 @@ PRU_PARAMS = PruParams(n_experts=4, top_k=2, n_layers=1, d_model=16, expert_ffn=
 #: bus, 2 slots of a 1 KiB buffer in 2 banks; 2 candidates, 2 token slots
 TOP_LAYOUT = WeightLayout(n_layers=1, n_experts=2, d_model=16, expert_ffn=8)
 TOP_GEOMETRY = EmaGeometry(TOP_LAYOUT, 64, 1024, 2)
-TOP_PARAMS = {"n_experts": 2, "d_model": 16, "expert_ffn": 8, "data_width": 64,
+TOP_PARAMS = {"n_experts": TOP_LAYOUT.n_experts, "d_model": TOP_LAYOUT.d_model,
+              "expert_ffn": TOP_LAYOUT.expert_ffn, "data_width": TOP_GEOMETRY.data_width,
               "buffer_bytes": 1024, "slots": 2, "banks": 2, "candidates": 2, "tokens": 2}
 
 
@@ -109,8 +110,10 @@ _PARTS = [
     _streams("engine", "ExpertEngine: hidden, hidden scales, expert outputs, MoE sums",
              lambda: ExpertEngine(**ENGINE_PARAMS), ENGINE_PARAMS),
     _streams("dispatcher", "Dispatcher (the top's command path): every stream it splits "
-             "the host's commands into", lambda: Dispatcher(TOP_PARAMS["tokens"],
-                                                            TOP_PARAMS["candidates"], 16, 8, 64),
+             "the host's commands into",
+             lambda: Dispatcher(TOP_PARAMS["tokens"], TOP_PARAMS["candidates"],
+                                TOP_LAYOUT.d_model, TOP_LAYOUT.expert_ffn,
+                                TOP_GEOMETRY.data_width),
              TOP_PARAMS),
     _streams("command_merge", "CommandMerge: three command sources, a whole command at a time",
              lambda: CommandMerge(TOP_GEOMETRY, sources=3), TOP_PARAMS),
@@ -126,11 +129,12 @@ _PARTS = [
              # once this prompt's routes are out, so it does not change under a waiting route
              held_while={"length": "i_route"}),
     _streams("candidate_tap", "CandidateTap: candidates to the engine, weights, marks, groups",
-             lambda: CandidateTap(TOP_PARAMS["tokens"], 8), TOP_PARAMS),
+             lambda: CandidateTap(TOP_PARAMS["tokens"], TOP_LAYOUT.expert_ffn), TOP_PARAMS),
     _streams("scale_tap", "ScaleTap: hidden scales to the host and the DCU's entries",
              lambda: ScaleTap(TOP_PARAMS["candidates"]), TOP_PARAMS),
     _streams("hidden_packer", "HiddenPacker: hidden values to the host and packed for the DCU",
-             lambda: HiddenPacker(TOP_PARAMS["candidates"], 8), TOP_PARAMS),
+             lambda: HiddenPacker(TOP_PARAMS["candidates"], TOP_LAYOUT.expert_ffn),
+             TOP_PARAMS),
     _streams("down_jobs", "DownJobs: the DCU's route beats, job order and job records",
              DownJobs, TOP_PARAMS),
     _streams("data_mux", "DataMux: the DCU's data, the host's or the packed hidden values",

@@ -26,8 +26,8 @@ class RejectRegisters(wiring.Component):
     """Latches the first rejected command (`rejected`: its first bad field and tag; one port per
     checker of the block, the lowest first when two report in one cycle) in STATUS until reset,
     counts rejected commands and the commands `completed` with their work (48-bit counters, as
-    the EMA's, one cycle behind their events). Unlike the EMA's STATUS, a rejection stops nothing. `csr`: `RejectCsr` address
-    in, the register one cycle later."""
+    the EMA's, one cycle behind their events). Unlike the EMA's STATUS, a rejection stops
+    nothing. `csr`: `RejectCsr` address in, the register one cycle later."""
 
     def __init__(self, code, tag_bits: int, sources: int = 1):
         self._status = reject_status_layout(code, tag_bits)

@@ -11,8 +11,8 @@ engine behind one host command stream, with status and performance counters.
   with their channels (a descriptor pair once per engine group that uses it);
 - `Feeder`, `MatrixSplit`, `MatrixLane`, `BankArbiter` (lanes.py): those stages as two word
   streams, one per matrix, sharing the buffer's banks;
-- `UseCounter`, `PrefillPath` (prefill.py): from the PRU's routes, how many engine groups use each expert it
-  fetches for a prefill chunk (the `Replayer`'s `uses`);
+- `UseCounter` (prefill.py): from the PRU's routes, how many engine groups use each expert it
+  fetches for a prefill chunk (the `Replayer`'s `uses`); `PrefillPath`: the PRU with it;
 - `DcuPath` (dcu_path.py): the DCU with those parts and their queues, one component;
 - `TopRegisters` (registers.py): status and counters, and the EMA's registers and the command
   path's, the DCU's and the PRU's rejections on the same port; `Activity` (registers.py): what
@@ -33,4 +33,5 @@ from .top import AcceleratorTop
 __all__ = ["AcceleratorTop", "Dispatcher", "CommandMerge", "CommandFork", "CandidateTap",
            "ScaleTap", "HiddenPacker", "DownJobs", "DataMux", "Replayer", "MaskWalker", "Locator",
            "LineReader", "Router", "Feeder", "MatrixSplit", "MatrixLane", "BankArbiter",
-           "TopRegisters", "Activity", "DcuPath", "PrefillPath", "UseCounter", "command_layout", "job_layout"]
+           "TopRegisters", "Activity", "DcuPath", "PrefillPath", "UseCounter", "command_layout",
+           "job_layout"]

@@ -245,9 +245,9 @@ class CommandFork(wiring.Component):
         cmd = self.cmd
         step = cmd.payload.op == EmaOp.NEW_STEP
         offered = Signal()          # a NEW_STEP offered to the EMA and not yet taken
+        may_go = ~step | self.step_clear | offered
         m.d.comb += [self.ema.payload.eq(cmd.payload), self.jobs.payload.eq(cmd.payload)]
-        ready = offer(m, "fork", cmd.valid & (~step | self.step_clear | offered),
-                      [(self.ema, 1), (self.jobs, ~step)])
-        m.d.comb += cmd.ready.eq(ready & (~step | self.step_clear | offered))
+        ready = offer(m, "fork", cmd.valid & may_go, [(self.ema, 1), (self.jobs, ~step)])
+        m.d.comb += cmd.ready.eq(ready & may_go)
         m.d.sync += offered.eq(self.ema.valid & ~self.ema.ready & step)
         return m

@@ -108,7 +108,8 @@ class Activity(wiring.Component):
       `descriptor_wait` if a lane has no descriptor (`hungry`: the DCU has not made it yet);
       every other cycle with a group in flight is `compute`.
 
-    `max_pending` bounds `pending` (the feeder's queues, the lanes' and a replay's uses)."""
+    `pending` counts 0 .. `pending_bound` - 1 (the feeder's queues, the lanes' and a
+    replay's uses)."""
 
     issued: In(1)
     again: In(1)
@@ -128,14 +129,14 @@ class Activity(wiring.Component):
     descriptor_wait: Out(1)
     compute: Out(1)
 
-    def __init__(self, max_pending: int, groups_held: int):
-        self._bounds = (max_pending, groups_held)
+    def __init__(self, pending_bound: int, groups_held: int):
+        self._bounds = (pending_bound, groups_held)
         super().__init__()
 
     def elaborate(self, platform):
         m = Module()
-        max_pending, groups_held = self._bounds
-        pending = Signal(range(max_pending + 1))
+        pending_bound, groups_held = self._bounds
+        pending = Signal(range(pending_bound))
         m.d.sync += pending.eq(pending + self.issued + (self.again << 1) - self.ended)
         in_flight = Signal(range(groups_held + 1))
         loaded = Signal()

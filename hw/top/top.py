@@ -181,7 +181,7 @@ class AcceleratorTop(wiring.Component):
             connect(m, regs.pru, prefill.csr)
 
         activity = m.submodules.activity = Activity(
-            JOB_QUEUE_DEPTH + 2 * LANE_QUEUE_DEPTH + 7 + 2 * max_uses, GROUPS_HELD)
+            JOB_QUEUE_DEPTH + 2 * LANE_QUEUE_DEPTH + 8 + 2 * max_uses, GROUPS_HELD)
         def taken(port):
             return port.valid & port.ready
 
