@@ -1,11 +1,19 @@
-"""The top bench's host order (cocotb_tests/top/host.py `fetch_order`): every group's GATE_UP
-once and before its DOWN, the DOWNs (with each group's CAND and X after) in group order, and at
-most `lead` GATE_UPs sent ahead of the group whose DOWN is next - the rules docs/blocks/top.md
-gives the host, checked on the order itself."""
+"""The top bench's host order (cocotb_tests/top/host.py `fetch_order`, `batch_commands`): every
+group's GATE_UP once and before its DOWN, the DOWNs in group order, at most `lead` GATE_UPs sent
+ahead of the group whose DOWN is next, each group's CAND and X right behind its GATE_UP (`ahead`)
+- the rules docs/blocks/top.md gives the host, checked on the order itself."""
 
+from itertools import groupby
+
+import numpy as np
 import pytest
 
-from edgexpert.cocotb_tests.top.host import fetch_order
+from edgexpert.cocotb_tests.top.host import (DCU_LEAD, DCU_LEAD_LIMIT, HOST_LEAD, Batch, Group,
+                                            batch_commands, fetch_order)
+from edgexpert.contracts.top import TopOp
+from edgexpert.contracts.trace import PassKind
+from edgexpert.contracts.weight_layout import WeightLayout
+from edgexpert.hw.top import command_layout
 
 
 @pytest.mark.parametrize("groups", [1, 2, 3, 7])
@@ -32,3 +40,52 @@ def test_lead_one_and_zero_are_the_ahead_and_inline_orders():
                                  ("down", 1), ("down", 2)]
     assert fetch_order(3, 0) == [("gate_up", 0), ("down", 0), ("gate_up", 1), ("down", 1),
                                  ("gate_up", 2), ("down", 2)]
+
+
+class _Trace:
+    """The arrays `batch_commands` reads of a batch's rows (the values do not matter here)."""
+
+    def __init__(self, layout, rows: int):
+        self.layout = layout
+        self._arrays = {"x_q": np.ones((rows, layout.d_model), np.int64),
+                        "x_m": np.full(rows, 1 << 14, np.int64), "x_e": np.zeros(rows, np.int64),
+                        "weights_q16": np.full((rows, 1), 1 << 15, np.int64)}
+
+    def __getitem__(self, name):
+        return self._arrays[name]
+
+
+def _op_runs(beats: list[int], lay) -> list[tuple[TopOp, int]]:
+    """The beats' ops as runs: (op, beats in the run)."""
+    ops = [TopOp(b >> lay["op"].offset & ((1 << lay["op"].width) - 1)) for b in beats]
+    return [(op, len(list(run))) for op, run in groupby(ops)]
+
+
+@pytest.mark.parametrize("dcu", [False, True])
+def test_each_groups_inputs_follow_its_gate_up_and_stay_within_the_dcus_limit(dcu):
+    """`ahead`: a group's CAND (DCU_CAND) and X beats come right behind its GATE_UP descriptor
+    or job, so the engine multiplies the next groups while a DOWN waits; with the DCU, at most
+    DCU_LEAD_LIMIT groups' inputs ahead of a DOWN job's group (more hang the top: the constant's
+    comment), and the bundled lead within it."""
+    layout = WeightLayout(1, 8, 64, 32, 0)
+    groups = 7
+    trace = _Trace(layout, groups)
+    batch = Batch(0, 0, PassKind.DRAFT, 0, list(range(groups)),
+                  [Group(e, [(e, 0)], tuple(range(48)), tuple(range(24))) for e in range(groups)],
+                  [list(range(groups))])
+    beats = batch_commands(trace, batch, candidates=4, tokens=groups, word_bits=256,
+                           dcu=(48, 24) if dcu else None)
+    lay = command_layout(groups, 4, layout.d_model, 256, expert_ffn=layout.expert_ffn)
+    runs = [op for op, _ in _op_runs(beats, lay)]
+    cand = TopOp.DCU_CAND if dcu else TopOp.CAND
+    # the ops of a GATE_UP (EMA descriptor or ROUTE + DATA job) and of a DOWN, in order
+    gate_up = [TopOp.ROUTE, TopOp.DATA] if dcu else [TopOp.EMA]
+    down = [TopOp.ROUTE] if dcu else [TopOp.EMA]
+    lead = DCU_LEAD if dcu else HOST_LEAD
+    want = [TopOp.EMA] if not dcu else []           # the host's NEW_STEP
+    for kind, _ in fetch_order(groups, lead):
+        want += gate_up + [cand, TopOp.X] if kind == "gate_up" else down
+    want.append(TopOp.FLUSH)
+    # runs merge neighbours of one op (a DOWN's EMA beats and the next GATE_UP's)
+    assert runs == [op for op, _ in groupby(want)]
+    assert DCU_LEAD <= DCU_LEAD_LIMIT

@@ -8,11 +8,11 @@ host's masks: candidates of several depth groups together, each on its own depth
 masks, `merge_depths`), packs them into EMA steps
 that fit the slots and the buffer, and sends per step either (host masks) a NEW_STEP, then per
 group its two descriptors (GATE_UP, DOWN, with the scale blocks and the group's masks), the
-GATE_UP `HOST_LEAD` groups ahead (GU(g+1) and D(g) before g's CAND and X beats at 1);
-or (the DCU's masks) per group a GATE_UP job (its route and its inputs as data beats; the
-step's first asks for the NEW_STEP) and a DOWN job's header
-and prune words, with DCU_CAND beats, in the order `ahead` (GU(g + DCU_LEAD) and D(g) before
-g's CAND and X) or `inline` (GU(g), D(g), then g's CAND and X): `fetch_order`. At the end a
+GATE_UP `HOST_LEAD` groups ahead, each followed by its group's CAND and X beats (GU(g + 1), its
+CAND and X, then D(g) at 1); or (the DCU's masks) per group a GATE_UP job (its route and its
+inputs as data beats; the step's first asks for the NEW_STEP) and a DOWN job's header and prune
+words, with DCU_CAND beats, in the order `ahead` (GU(g + DCU_LEAD) with g + DCU_LEAD's CAND and
+X, then D(g)) or `inline` (GU(g), D(g), then g's CAND and X): `fetch_order`. At the end a
 FLUSH of each token slot. Knows the contracts and the top's payload layouts, never the RTL's
 arithmetic.
 
@@ -34,20 +34,28 @@ from edgexpert.contracts.top import (TopOp, cand_item, flush_item, input_beats, 
 from edgexpert.contracts.trace import PassKind
 from edgexpert.contracts.weight_layout import Matrix
 from edgexpert.hw.ema import EmaGeometry
+from edgexpert.hw.engine.engine import X_QUEUE
 from edgexpert.hw.engine.layouts import cand_layout, flush_layout, x_layout
 from edgexpert.hw.top import command_layout
 from edgexpert.hw.top.layouts import data_item_layout, route_item_layout
 
 __all__ = ["Group", "Batch", "expert_groups", "top_groups", "plan_batches", "batch_commands",
-           "expected_outputs", "fetch_order", "HOST_LEAD", "DCU_LEAD", "cycle_bound"]
+           "expected_outputs", "fetch_order", "HOST_LEAD", "DCU_LEAD", "DCU_LEAD_LIMIT", "cycle_bound"]
 
 #: GATE_UP descriptors the host sends ahead of a group's DOWN with its own masks, and GATE_UP
-#: jobs ahead of a DOWN job in the DCU's `ahead` order, as measured best (`edgexpert bench top
-#: --quick`, docs/blocks/top.md, Cycles): the host's masks 190,398 cycles at 1, 196,592 at 2;
-#: the DCU's 224,615 at 1, 205,944 at 2 (a DOWN job waits for its group's hidden vectors, and
-#: the GATE_UP jobs ahead of it keep the bus busy meanwhile)
+#: jobs ahead of a DOWN job in the DCU's `ahead` order, each with its group's CAND and X, as
+#: measured (`edgexpert bench top --quick`, docs/blocks/top.md, Cycles, 2026-12-03 evening): the
+#: host's masks 171,693 cycles at 1, 171,426 at 2; the DCU's 213,380 at 1, 188,350 at 2, 187,115
+#: at 3, a hang at 4 (a DOWN job waits for its group's hidden vectors; the GATE_UP jobs and
+#: inputs ahead of it keep the bus and the GATE_UP array busy meanwhile)
 HOST_LEAD = 1
 DCU_LEAD = 2
+#: the most GATE_UP jobs, with their inputs, the DCU's order may send ahead of a DOWN job: while
+#: D(g) is not in the DCU, g's hidden values fill the top's packed queue (one group) and g + 1's
+#: cannot leave the engine, whose GATE_UP side then holds X_QUEUE groups (g + 1 draining, the one
+#: in its MAC, the one loading): the inputs of g + 1 + X_QUEUE would wait for D(g), sent after
+#: them (lead 4 hangs the bundled step, docs/blocks/top.md "The DCU path")
+DCU_LEAD_LIMIT = X_QUEUE
 
 
 @dataclass
@@ -238,14 +246,14 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
             for s in range(len(batch.rows))]
     for step in batch.steps:
         beats.append(_beat(lay, TopOp.EMA, new_step_command()))
-        # the next groups' GATE_UPs go ahead of this group's DOWN (within the step): the bus
-        # fetches them while this group's hidden vectors are made (docs/blocks/top.md, "Order
-        # of the fetches")
+        # the next groups' GATE_UPs, each with its inputs, go ahead of this group's DOWN
+        # (within the step): the bus fetches them and the GATE_UP array multiplies them while
+        # this group's hidden vectors are made (docs/blocks/top.md, "Host masks")
         for kind, n in fetch_order(len(step), HOST_LEAD):
             if kind == "gate_up":
-                beats += descriptor(step[n], Matrix.GATE_UP)
+                beats += descriptor(step[n], Matrix.GATE_UP) + inputs(step[n])
             else:
-                beats += descriptor(step[n], Matrix.DOWN) + inputs(step[n])
+                beats += descriptor(step[n], Matrix.DOWN)
     beats += [_beat(lay, TopOp.FLUSH, eng["flush"].const(flush_item(s, tokens)).as_bits())
               for s in range(len(batch.rows))]
     return beats
@@ -288,18 +296,23 @@ def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
         for n, i in enumerate(step):
             made.append(jobs(i, n == 0, tag))
             tag += 2
-        for kind, n in fetch_order(len(step), 0 if order == "inline" else DCU_LEAD):
+        # `ahead`: a group's CAND and X right behind its GATE_UP job, so the engine multiplies
+        # the next groups while a DOWN job waits in the DCU for its group's hidden vectors
+        # (sent behind D(g) they would wait for it: the route queue holds one GATE_UP job)
+        ahead = order == "ahead"
+        for kind, n in fetch_order(len(step), DCU_LEAD if ahead else 0):
             if kind == "gate_up":
-                beats += made[n][0]
+                beats += made[n][0] + (inputs(step[n]) if ahead else [])
             else:
-                beats += made[n][1] + inputs(step[n])
+                beats += made[n][1] + ([] if ahead else inputs(step[n]))
     return beats
 
 
 def fetch_order(groups: int, lead: int) -> list[tuple[str, int]]:
     """A step's order with `lead` GATE_UPs ahead: ("gate_up", g) for group g's GATE_UP, ("down",
-    g) for its DOWN and then its CAND and X. GU(0..lead-1) first; then per group g: GU(g + lead),
-    D(g) and g's inputs. `lead` 0 is `inline` (GU(g), D(g), g's inputs)."""
+    g) for its DOWN (`batch_commands` puts g's CAND and X behind the one or the other).
+    GU(0..lead-1) first; then per group g: GU(g + lead), D(g). `lead` 0 is `inline` (GU(g),
+    D(g))."""
     order = [("gate_up", g) for g in range(min(lead, groups))]
     for g in range(groups):
         if g + lead < groups or lead == 0:
