@@ -14,7 +14,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from edgexpert.cocotb_tests.dcu.bad_jobs import bad_jobs
-from edgexpert.cocotb_tests.dcu.jobs import expected_commands, random_job
+from edgexpert.cocotb_tests.dcu.jobs import random_job
+from edgexpert.golden.blocks.dcu import job_commands
 from edgexpert.contracts.dcu import DcuCsr, DcuError, dcu_status_layout, encode_job
 from edgexpert.contracts.weight_layout import WeightLayout
 from edgexpert.hw.dcu import Dcu
@@ -96,7 +97,7 @@ def test_dcu_matches_the_golden_selection(shape):
         r, d = encode_job(layout, job)
         route += r
         beats += d
-        expected += expected_commands(layout, job)
+        expected += job_commands(layout, job)
     for pause in (0.0, 0.4):
         out = run_dcu(Dcu(gate_up, down, max_group), route, beats, len(expected),
                       random.Random(7), pause)["words"]
@@ -119,7 +120,7 @@ def test_bad_jobs_are_rejected_and_the_next_job_is_exact(shape):
         r, d = encode_job(layout, good, max_group)
         route += job.route + r
         beats += job.data + d
-        expected += expected_commands(layout, good)
+        expected += job_commands(layout, good)
     first = bad[0]
     for pause in (0.0, 0.4):
         dut = Dcu(gate_up, down, max_group, layers=layout.n_layers,

@@ -1,8 +1,8 @@
 """cocotb bench of the DCU (`Dcu`) against the golden integer selection (golden/blocks/dcu.py).
 
-Every command word the DCU emits is compared in order with what the EMA contract encodes for
-the golden selection (`encode_descriptor` of the chosen channels, NEW_STEP where the job asks);
-the bench fails on a mismatch, an X/Z, a stream-rule violation on `cmd`, a hang (a cycle bound
+Every command word the DCU emits is compared in order with golden's (golden/blocks/dcu.py
+`job_commands`: NEW_STEP where the job asks, the selection's descriptor as the EMA contract
+encodes it); the bench fails on a mismatch, an X/Z, a stream-rule violation on `cmd`, a hang (a cycle bound
 on the results) and on a missing or extra word after the run drains.
 
 - `trace_groups/none`, `trace_groups/random`: the depth groups of golden integer-path
@@ -34,7 +34,6 @@ from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, sta
 from edgexpert.cocotb_tests.dcu.bad_jobs import bad_jobs
 from edgexpert.contracts.dcu import (DcuCsr, DcuError, DcuJob, dcu_reject_layout,
                                      dcu_status_layout, encode_job)
-from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.golden.blocks import dcu as golden
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
@@ -108,13 +107,6 @@ def edge_jobs(rng: random.Random) -> list[DcuJob]:
     return jobs
 
 
-def expected_words(job: DcuJob) -> list[int]:
-    chosen = golden.select(job.q, job.m, job.e, job.g, job.keep, job.prune).tolist()
-    words = [new_step_command()] if job.new_step else []
-    return words + encode_descriptor(LAYOUT, Descriptor(job.tag, job.layer, job.expert,
-                                                        job.matrix, chosen, job.scales))
-
-
 async def _send(source: StreamSource, beats: list[int]):
     for beat in beats:
         await source.send(beat)
@@ -127,7 +119,7 @@ async def run_jobs(dut, jobs: list[DcuJob], mode: str, name: str) -> dict:
         r, d = encode_job(LAYOUT, job, P["max_group"])
         route += r
         data += d
-        expected += expected_words(job)
+        expected += golden.job_commands(LAYOUT, job)
         ends.append(len(expected))
     result, _ = await run_beats(dut, route, data, expected, ends, mode, name, jobs)
     return result
@@ -236,7 +228,7 @@ async def bad_jobs_random(dut):
         r, d = encode_job(LAYOUT, after, P["max_group"])
         route += job.route + r
         data += job.data + d
-        expected += expected_words(after)
+        expected += golden.job_commands(LAYOUT, after)
         ends.append(len(expected))
     result, rejected = await run_beats(dut, route, data, expected, ends, "random",
                                        "bad_jobs/random", goods)

@@ -23,8 +23,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from edgexpert.cocotb_tests.ema.harness import attach_ema_memory
 from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
 from edgexpert.contracts.dcu import DcuJob, encode_job
-from edgexpert.contracts.ema import (SLOT_BITS, TAG_BITS, Completion, Descriptor, EmaCsr,
-                                     EmaStatus)
+from edgexpert.contracts.ema import SLOT_BITS, TAG_BITS, Completion, EmaCsr, EmaStatus
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.golden.blocks import dcu as golden
 from edgexpert.golden.blocks.ema import EmaReference
@@ -54,7 +53,7 @@ def _steps() -> list[list[DcuJob]]:
         at += n
         try:
             fits = bool(steps) and not first and reference.step(
-                [_descriptor(j) for j in steps[-1] + [job]]) is not None
+                [golden.job_descriptor(j) for j in steps[-1] + [job]]) is not None
         except ValueError:
             fits = False
         if fits:
@@ -63,11 +62,6 @@ def _steps() -> list[list[DcuJob]]:
             steps.append([job])
     return [[dataclasses.replace(j, new_step=k == 0) for k, j in enumerate(step)]
             for step in steps]
-
-
-def _descriptor(job: DcuJob) -> Descriptor:
-    chosen = golden.select(job.q, job.m, job.e, job.g, job.keep, job.prune).tolist()
-    return Descriptor(job.tag, job.layer, job.expert, job.matrix, chosen, job.scales)
 
 
 async def _csr(dut, reg: EmaCsr) -> int:
@@ -85,12 +79,12 @@ async def chained_ema(dut):
 
     steps = _steps()
     reference = EmaReference(LAYOUT, BEAT, P["ema"]["buffer_bytes"], P["ema"]["slots"])
-    results = [reference.step([_descriptor(j) for j in step]) for step in steps]
+    results = [reference.step([golden.job_descriptor(j) for j in step]) for step in steps]
     policy_bytes = 0
     for step in steps:
         fetches = PassFetches(LAYOUT)
         for job in step:
-            d = _descriptor(job)
+            d = golden.job_descriptor(job)
             fetches.fetch(d.layer, d.expert, d.matrix, sorted(d.channels))
         policy_bytes += fetches.bytes
     route, data = [], []

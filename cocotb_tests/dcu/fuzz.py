@@ -9,7 +9,8 @@ import random
 
 from edgexpert.cocotb_tests.block_fuzz import Sequence, run_block_fuzz
 from edgexpert.cocotb_tests.dcu.bad_jobs import bad_jobs
-from edgexpert.cocotb_tests.dcu.jobs import JOB_KINDS, expected_commands, random_job
+from edgexpert.cocotb_tests.dcu.jobs import JOB_KINDS, random_job
+from edgexpert.golden.blocks.dcu import job_commands
 from edgexpert.contracts.dcu import LANES, TAG_BITS, DcuCsr, DcuError, encode_job
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.hw.dcu import Dcu
@@ -59,7 +60,7 @@ def dcu_sequence(rng: random.Random) -> Sequence:
         else:
             job = random_job(rng, layout, s["max_group"], tag, rng.choice(JOB_KINDS))
             r, d = encode_job(layout, job, s["max_group"])
-            cmd += expected_commands(layout, job)
+            cmd += job_commands(layout, job)
             counts["valid_jobs"] += 1
         route += r
         data += d

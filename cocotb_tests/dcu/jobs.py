@@ -1,6 +1,6 @@
-"""Good DCU jobs drawn at random and their expected commands from golden (golden/blocks/dcu.py's
-selection, as the EMA contract encodes it). Shared by the Amaranth-simulator test
-(tests/test_dcu_sim.py) and the fuzz bench (fuzz.py); bad_jobs.py makes the jobs to reject."""
+"""Good DCU jobs drawn at random (their expected commands are golden's: golden/blocks/dcu.py
+`job_commands`). Shared by the Amaranth-simulator test (tests/test_dcu_sim.py) and the fuzz
+bench (fuzz.py); bad_jobs.py makes the jobs to reject."""
 
 from __future__ import annotations
 
@@ -9,24 +9,13 @@ import random
 import numpy as np
 
 from edgexpert.contracts.dcu import DcuJob
-from edgexpert.contracts.ema import Descriptor, encode_descriptor, new_step_command
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
-from edgexpert.golden.blocks import dcu as golden
 
-__all__ = ["JOB_KINDS", "expected_commands", "random_job"]
+__all__ = ["JOB_KINDS", "random_job"]
 
 #: the kinds `random_job` draws: one candidate, the largest group, all-zero inputs, ties, a
 #: pruning mask, every channel pruned, a candidate of negligible weight, and any
 JOB_KINDS = ("one", "max", "zero", "ties", "prune", "pruned_all", "weighted", "random")
-
-
-def expected_commands(layout: WeightLayout, job: DcuJob) -> list[int]:
-    """The command words the DCU owes `job`: NEW_STEP when asked, then golden's selection as a
-    descriptor and its mask words."""
-    chosen = golden.select(job.q, job.m, job.e, job.g, job.keep, job.prune).tolist()
-    words = [new_step_command()] if job.new_step else []
-    return words + encode_descriptor(layout, Descriptor(job.tag, job.layer, job.expert,
-                                                        job.matrix, chosen, job.scales))
 
 
 def random_job(rng: random.Random, layout: WeightLayout, max_group: int, tag: int,

@@ -30,9 +30,14 @@ from fractions import Fraction
 
 import torch
 
+from ...contracts.dcu import DcuJob
+from ...contracts.ema import Descriptor, encode_descriptor, new_step_command
+from ...contracts.weight_layout import WeightLayout
+
 __all__ = ["M_BITS", "G_MAX", "E_RANGE", "MAX_CANDIDATES", "WEIGHT_BITS", "IMPORTANCE_BITS",
            "KEY_BITS", "bit_length", "candidate_weights", "importance", "selection_keys",
-           "requested_count", "keep_count", "select", "select_mask"]
+           "requested_count", "keep_count", "select", "select_mask", "job_descriptor",
+           "job_commands"]
 
 I64 = torch.int64
 
@@ -132,3 +137,16 @@ def select_mask(q, m, e, g, k: int, prune: torch.Tensor | None = None) -> torch.
     out = torch.zeros(torch.as_tensor(q).shape[1], dtype=I64)
     out[chosen] = 1
     return out
+
+
+def job_descriptor(job: DcuJob) -> Descriptor:
+    """The descriptor a good `job` becomes: its selection (`select`) of its matrix's channels."""
+    chosen = select(job.q, job.m, job.e, job.g, job.keep, job.prune).tolist()
+    return Descriptor(job.tag, job.layer, job.expert, job.matrix, chosen, job.scales)
+
+
+def job_commands(layout: WeightLayout, job: DcuJob) -> list[int]:
+    """The EMA command words the DCU owes a good `job` (docs/contracts.md, "Depth coalescing"):
+    NEW_STEP when the job asks, then its descriptor for `layout` with the mask words."""
+    words = [new_step_command()] if job.new_step else []
+    return words + encode_descriptor(layout, job_descriptor(job))
