@@ -15,6 +15,7 @@ from pathlib import Path
 
 from edgexpert.cocotb_tests.engine import bench_decode, prepare_vectors, vectors_key, write_image
 from edgexpert.contracts.config import Config, load_config
+from edgexpert.contracts.cycles import TOP_MASKS
 from edgexpert.support.tools import build_root
 from edgexpert.contracts.trace import read_trace
 from edgexpert.hw.emit import Design
@@ -22,7 +23,7 @@ from edgexpert.contracts.hardware import top_parameters
 from edgexpert.hw.top import AcceleratorTop
 from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 
-__all__ = ["BENCH_MODULE", "FUZZ_MODULE", "PREFILL_MODULE", "BENCH_CASES", "MASKS", "LATENCY", "hardware",
+__all__ = ["BENCH_MODULE", "FUZZ_MODULE", "PREFILL_MODULE", "BENCH_CASES", "LATENCY", "hardware",
            "prepare_masked", "prompt_vectors", "trace_vectors", "run_name", "step_rows",
            "check_hardware", "bench_tests", "step_filter", "run_bench", "time_simulators",
            "run_fuzz", "prefill_hardware", "run_prefill"]
@@ -46,12 +47,6 @@ BENCH_CASES = {
                         "buffer_bytes": 65536, "buffer_banks": 4, "slots": 8},
                 "candidates": 2, "lanes": 16, "tokens": 8},
 }
-#: where the channel masks come from: every channel (naive speculative decoding, the host's
-#: masks), EdgeXpert's selection computed by the host (golden's, golden/blocks/dcu.py, in EMA
-#: descriptors), or the DCU in the top (the host sends DCU jobs: GATE_UP jobs whole, DOWN jobs'
-#: headers; `dcu` issues each group's DOWN job after the next group's GATE_UP job, `dcu_inline`
-#: right after its own); the last three select the same channels (golden's, `prepare_masked`)
-MASKS = ("naive_sd", "edgexpert", "dcu", "dcu_inline")
 #: the memory's latency in cycles from AR to the first beat: the EMA bench's trace case
 LATENCY = 100
 
@@ -64,7 +59,7 @@ def hardware(case: str) -> dict:
 
 
 def bench_tests() -> list[str]:
-    return sorted(f"trace_step/{masks}/{mode}" for masks in MASKS for mode in ("none", "random"))
+    return sorted(f"trace_step/{masks}/{mode}" for masks in TOP_MASKS for mode in ("none", "random"))
 
 
 def prepare_masked(trace_path: Path, tokens: int, candidates: int, out: Path | None = None,

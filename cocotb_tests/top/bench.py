@@ -40,6 +40,7 @@ from edgexpert.cocotb_tests.top.harness import (check_no_rejects, command_stream
 from edgexpert.cocotb_tests.top import step_rows
 from edgexpert.cocotb_tests.top.host import (batch_commands, cycle_bound, expected_outputs,
                                             plan_batches)
+from edgexpert.contracts.cycles import TOP_MASKS
 from edgexpert.contracts.ema import EmaCsr
 from edgexpert.contracts.top import TopCsr
 from edgexpert.contracts.trace import PassKind, read_trace
@@ -226,7 +227,7 @@ async def check_idle(dut, monitor: AxiReadMonitor) -> None:
 
 
 @cocotb.test()
-@cocotb.parametrize(masks=["naive_sd", "edgexpert", "dcu", "dcu_inline"], mode=["none", "random"])
+@cocotb.parametrize(masks=list(TOP_MASKS), mode=["none", "random"])
 async def trace_step(dut, masks: str, mode: str):
     """The selected trace rows through the top with `masks`, every stream and the AXI read
     channels paused by `mode`."""

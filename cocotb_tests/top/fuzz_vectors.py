@@ -74,7 +74,7 @@ from .host import batch_commands, expert_groups, plan_batches
 __all__ = ["MODES", "FAULTS", "BAD_DESCRIPTORS", "REJECTED_JOBS", "FuzzTrace", "make_sequence",
            "write_sequences", "directed_sequences", "bad_descriptor_sequences"]
 
-#: the mask modes (host.py, cocotb_tests/top/__init__.py MASKS) and the DCU modes' job orders
+#: the mask modes (host.py, contracts/cycles.py TOP_MASKS) and the DCU modes' job orders
 MODES = {"naive_sd": None, "edgexpert": None, "dcu": "ahead", "dcu_inline": "inline"}
 #: coalescing ratios drawn per masked sequence: the default policy's 0.5 (configs/default.yaml
 #: policies.coalescing_ratio) and the ablation's ends (docs/policies.md)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..contracts.config import MODEL_NAMES, Config
+from ..contracts.cycles import TOP_MASKS
 from ..contracts.errors import InputError
 from .bench import dram_line, memory_of, memory_option, result_name
 from .common import DEMO_SEED, load, publish, settings_options, write_result
@@ -23,8 +24,6 @@ SIMULATOR_RUNS = 3
 #: the built-in step runs at the bundled ones; a user's prompt honours them
 VECTOR_SETTINGS = ("decode.", "model.", "hardware.ema.", "hardware.engine.",
                    "policies.coalescing_ratio")
-#: the top bench's runs: every channel, and EdgeXpert's masks from the host and from the DCU
-TOP_MASKS = ("naive_sd", "edgexpert", "dcu", "dcu_inline")
 
 
 def _changed(config: Config, prefixes, named_model: bool = False) -> list[str]:

@@ -6,16 +6,22 @@ bench."""
 
 from __future__ import annotations
 
-__all__ = ["CYCLES_FORMAT", "CYCLES_VERSION", "by_kind", "peak_macs_per_cycle",
+__all__ = ["CYCLES_FORMAT", "CYCLES_VERSION", "TOP_MASKS", "by_kind", "peak_macs_per_cycle",
            "against_whole_experts", "SPLIT_PARTS", "split", "split_by_kind", "cycle_file",
            "runs_summary", "prefill_cycles"]
 
 #: where a layer's cycles went (`timeline`), in the order they fall in the layer
 SPLIT_PARTS = ("head", "bus", "gaps", "tail")
 
-#: the cycle file's format (docs/blocks/top.md, "Cycle file")
-#: the cycle file's format and version
+#: the cycle file's format and version (docs/blocks/top.md, "Cycle file")
 CYCLES_FORMAT, CYCLES_VERSION = "edgexpert-top-cycles", 1
+#: the top bench's runs, a run of the cycle file per masks and pauses ("dcu/none"): where the
+#: channel masks come from: every channel (naive speculative decoding, the host's masks),
+#: EdgeXpert's selection computed by the host (golden's, golden/blocks/dcu.py, in EMA
+#: descriptors), or the DCU in the top (the host sends DCU jobs: GATE_UP jobs whole, DOWN jobs'
+#: headers; `dcu` issues each group's DOWN job after the next groups' GATE_UP jobs,
+#: `dcu_inline` right after its own); the last three select the same channels (golden's)
+TOP_MASKS = ("naive_sd", "edgexpert", "dcu", "dcu_inline")
 
 
 def by_kind(passes: list[dict]) -> dict:
