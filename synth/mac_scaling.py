@@ -23,8 +23,9 @@ What the fits assume:
   expert pipeline feeding all the MACs.
 - Logic energy per clock cycle is linear in N at the stimulus's activity: a lane costs the same
   per cycle busy or idle (clocked registers, broadcast operands). The other reading, an idle lane
-  free (energy linear in the MACs done, `power_idle_free_w`), is fitted too; its residuals against
-  the first's say which the points support, and a negative fixed part refutes it.
+  free (energy linear in the MACs done, `power_idle_free_w`), is fitted too. The points support
+  one reading when its residuals' rms is at most half the other's (`DECIDES`); nearer, both
+  stand and both are reported; a negative fixed part refutes the second.
 - The engine's own memories: one whose CACTI area is the same at every point is fixed; one that
   grows with the lanes (the scale blocks, a weight word wide; the accumulators are registers, in
   the logic) is taken at the smallest point's width, banked: per MAC, its area there over that
@@ -59,6 +60,9 @@ EDGEXPERT = {"macs": 8192, "clock_hz": 800e6, "power_w": 1.52, "area_m2": 9.3e-6
              "logic_area_m2": 3.8e-6, "sram_area_m2": 3.0e-6, "sram_kib": 512}
 #: the engine's synthesized sizes, smallest first (edgexpert/blocks.py)
 POINTS = ("engine_l16", "engine_l32", "engine", "engine_l128")
+#: one reading of the logic energy is the one the points support when its residuals' rms is at
+#: most this share of the other's; nearer, the residuals do not decide between them
+DECIDES = 0.5
 #: CACTI's 512 KiB reference SRAM in the cost table (report.py REFERENCE_SRAM_KIB)
 _SRAM_KIND = "512KiB"
 
@@ -220,6 +224,7 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
     done = fits["logic_energy_per_mac_done_j"]
     # a negative fixed part refutes "an idle lane is free" on these points (no figure then)
     idle_free_w = done.at(busy) * clock if done.fixed >= 0 else None
+    idle_free_error = done.error_at(busy) if idle_free_w is not None else None
     sram_w = (small.sram_read_energy_per_cycle_j / small.peak_macs * n
               + small.sram_write_energy_per_mac_j * busy) * clock
     per_mac_done = busy * clock
@@ -236,18 +241,27 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
         "power_without_engine_sram_w": logic_w + shared_leak,
         "logic_power_idle_free_w": idle_free_w,
         "power_idle_free_w": None if idle_free_w is None else idle_free_w + sram_w + shared_leak,
+        "energy_per_mac_idle_free_j": None if idle_free_w is None
+        else (idle_free_w + sram_w + shared_leak) / per_mac_done,
+        "energy_per_mac_idle_free_error_j": None if idle_free_error is None
+        else idle_free_error * clock / per_mac_done,
         "energy_per_mac_j": (logic_w + sram_w + shared_leak) / per_mac_done,
         "energy_per_mac_error_j": None if logic_error is None else logic_error * clock / per_mac_done,
         "fmax_hz": min(p.fmax_hz for p in points),
     }
     theirs = {**{k: EDGEXPERT[k] for k in ("logic_area_m2", "sram_area_m2", "area_m2", "power_w")},
               "energy_per_mac_j": EDGEXPERT["power_w"] / (n * clock)}
-    # which reading of the logic energy the points support: the smaller relative residual
+    # which reading of the logic energy the points support: the clearly smaller residuals
     residual = {"busy_or_idle_alike": logic.relative_rms(energy),
-                "idle_lane_free": done.relative_rms(energy)}
+                "idle_lane_free": done.relative_rms(energy) if idle_free_w is not None else None}
+    supported = None
+    if None not in residual.values():
+        alike, free = residual["busy_or_idle_alike"], residual["idle_lane_free"]
+        supported = ("busy_or_idle_alike" if alike <= DECIDES * free else
+                     "idle_lane_free" if free <= DECIDES * alike else "both")
     return {"points": {p.block: asdict(p) for p in points},
             "fits": {name: asdict(line) for name, line in fits.items()},
-            "readings_relative_rms": residual,
+            "readings_relative_rms": residual, "reading_supported": supported,
             "fixed_memories": sorted(fixed), "macs": n, "clock_hz": clock,
             "utilization": utilization, "node": table.node, "clock_gated": small.clock_gated,
             "shared_sram_kib": EDGEXPERT["sram_kib"], "ours": ours, "edgexpert": theirs,
@@ -299,6 +313,7 @@ def scaling_table(result: dict) -> str:
               f"{rms_text('idle_lane_free')} |"]
     o, t, r = result["ours"], result["edgexpert"], result["ratio"]
     error = o["energy_per_mac_error_j"]
+    busy_hz = result["macs"] * result["utilization"] * result["clock_hz"]  # MACs done per second
     lines += ["", f"| at {result['macs']:,} MACs, {result['clock_hz'] / 1e6:.0f} MHz, utilization "
               f"{result['utilization']:g} | ours | EdgeXpert | ours / EdgeXpert |",
               "|---|---:|---:|---:|",
@@ -316,8 +331,9 @@ def scaling_table(result: dict) -> str:
               f"{o['power_w']:.3g}{_pm(o['power_error_w'], 1, '.2g')} W | "
               f"{t['power_w']:.2f} W | {r['power_w']:.2f} |",
               (f"| power, an idle lane free ({o['logic_power_idle_free_w']:.3g} W logic) | "
-               f"{o['power_idle_free_w']:.3g} W | {t['power_w']:.2f} W | "
-               f"{o['power_idle_free_w'] / t['power_w']:.2f} |"
+               f"{o['power_idle_free_w']:.3g}"
+               f"{_pm(o['energy_per_mac_idle_free_error_j'], busy_hz, '.2g')} W | "
+               f"{t['power_w']:.2f} W | {o['power_idle_free_w'] / t['power_w']:.2f} |"
                if o["power_idle_free_w"] is not None else
                "| power, an idle lane free | refuted by the points (a negative fixed part) | | |"),
               f"| power without the engine's memories | {o['power_without_engine_sram_w']:.3g} W "
@@ -326,11 +342,19 @@ def scaling_table(result: dict) -> str:
               f"{_pm(error, 1e15, '.0f')} fJ** | {t['energy_per_mac_j'] * 1e15:.0f} fJ | "
               f"**{r['energy_per_mac_j']:.2f}"
               f"{_pm(error and error / t['energy_per_mac_j'], 1, '.2f')}** |"]
-    supported = [k for k in ("busy_or_idle_alike", "idle_lane_free") if rms[k] is not None]
-    reading = ("" if not supported else
-               " The points support the reading with the smaller residuals: "
-               + ("a lane busy or idle alike." if rms["busy_or_idle_alike"] <= rms["idle_lane_free"]
-                  else "an idle lane free."))
+    if o["energy_per_mac_idle_free_j"] is not None:
+        free, free_error = o["energy_per_mac_idle_free_j"], o["energy_per_mac_idle_free_error_j"]
+        lines.append(f"| energy per MAC done, an idle lane free | {free * 1e15:.0f}"
+                     f"{_pm(free_error, 1e15, '.0f')} fJ | {t['energy_per_mac_j'] * 1e15:.0f} fJ "
+                     f"| {free / t['energy_per_mac_j']:.2f}"
+                     f"{_pm(free_error and free_error / t['energy_per_mac_j'], 1, '.2f')} |")
+    reading = {None: "",
+               "both": " The residuals do not decide between the two readings (neither's rms is "
+                       f"{DECIDES:g} of the other's or less): both stand.",
+               "busy_or_idle_alike": " The points support a lane busy or idle alike (its "
+                                     f"residuals' rms the smaller by {1 / DECIDES:g}x or more).",
+               "idle_lane_free": " The points support an idle lane free (its residuals' rms the "
+                                 f"smaller by {1 / DECIDES:g}x or more)."}[result["reading_supported"]]
     lines += ["", f"Our fmax at {node} is {o['fmax_hz'] / 1e6:.0f} MHz (the slowest point); power "
               f"is at EdgeXpert's {result['clock_hz'] / 1e6:.0f} MHz (docs/synthesis.md, \"Scaling "
               "to EdgeXpert's 8K MACs\"); errors are the fit's standard errors at 8K, the energy "
