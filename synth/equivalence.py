@@ -107,7 +107,8 @@ def _input_values(netlist: Netlist, trace: Trace, aliases: dict) -> tuple[list[t
     return out, traced
 
 
-def _netlist_verilog(netlist: Netlist, trace: Trace, models: dict[str, str]) -> tuple[str, int, int]:
+def _netlist_verilog(netlist: Netlist, trace: Trace,
+                     state_pins: dict[str, str]) -> tuple[str, int, int]:
     """(Verilog module of `netlist` named `dut` with each state element's INIT from the trace,
     state elements, those whose start the trace gave)."""
     net: dict[int, str] = {}
@@ -129,24 +130,25 @@ def _netlist_verilog(netlist: Netlist, trace: Trace, models: dict[str, str]) -> 
     for cell in netlist.cells:
         pins = ", ".join(f".{pin}({ref(bit)})" for pin, bit in sorted(cell.pins.items()))
         init = ""
-        if cell.type in models:  # a state element: its start from the trace by its output's names
+        if cell.type in state_pins:  # a state element: its start from the trace, by its output
             states += 1
-            value = _lookup(trace, netlist.names.get(cell.pins.get(models[cell.type]), []))
+            value = _lookup(trace, netlist.names.get(cell.pins.get(state_pins[cell.type]), []))
             traced += value is not None
             init = f" #(.INIT(1'b{(value or 0) & 1}))"
         cells.append(f"  {cell.type}{init} {_name(cell.name)} ({pins});")
     assigns = [f"  assign {_name(port)}[{i}] = {ref(bit)};"
                for port, bits in netlist.outputs.items() for i, bit in enumerate(bits)]
-    wires = [f"  wire {name};" for bit, name in net.items() if name.startswith("n")]
-    text = "\n".join([f"module dut({', '.join(_name(p) for p in (*netlist.inputs, *netlist.outputs))});",
-                      *ports, *wires, *cells, *assigns, "endmodule", ""])
+    wires = [f"  wire {name};" for name in net.values() if name.startswith("n")]
+    header = ", ".join(_name(p) for p in (*netlist.inputs, *netlist.outputs))
+    text = "\n".join([f"module dut({header});", *ports, *wires, *cells, *assigns, "endmodule", ""])
     return text, states, traced
 
 
 def netlist_outputs(netlist: Netlist, trace: Trace, aliases: dict, models_v: Path, work: Path,
                     state_pins: dict[str, str]) -> tuple[list[str], int, int, int]:
     """Simulate `netlist` in Icarus on the trace's inputs: (each cycle's outputs as a bit string,
-    MSB of the last output first; input bits traced; state elements; their starts traced)."""
+    the outputs in port order, each MSB first; input bits traced; state elements; their starts
+    traced). `state_pins`: each state cell's output pin, by cell type."""
     work.mkdir(parents=True, exist_ok=True)
     text, states, started = _netlist_verilog(netlist, trace, state_pins)
     (work / "dut.v").write_text(text)

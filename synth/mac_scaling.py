@@ -1,10 +1,10 @@
 """The expert engine's MAC array scaled analytically to EdgeXpert's 8K MACs, against its published
 area and power (docs/synthesis.md, "Scaling to EdgeXpert's 8K MACs").
 
-Inputs are the cost table's entries of the engine's synthesized sizes (`POINTS`, edgexpert/blocks.py:
-16, 32, 64 and 128 lanes, each on the word its int4 weights fill), at the table's node
-(`synth.target_node_nm`; EdgeXpert's is 28 nm, so compare at 28) as `edgexpert synth --all`
-wrote them; every point the table holds is used, two at least. A point's size N is its peak MACs
+Inputs are the cost table's entries of the engine's synthesized sizes (`POINTS`,
+edgexpert/blocks.py: 16, 32, 64 and 128 lanes, each on the word its int4 weights fill), at the
+table's node (`synth.target_node_nm`; EdgeXpert's is 28 nm, so compare at 28) as `edgexpert synth
+--all` wrote them; every point the table holds is used, two at least. A point's size N is its peak MACs
 per cycle: two MAC arrays (GATE_UP, DOWN) of `lanes` products for each of the `candidates`
 multiplied at once.
 
@@ -246,7 +246,8 @@ def scale_to_edgexpert(table: CostTable, utilization: float = 1.0) -> dict:
         "energy_per_mac_idle_free_error_j": None if idle_free_error is None
         else idle_free_error * clock / per_mac_done,
         "energy_per_mac_j": (logic_w + sram_w + shared_leak) / per_mac_done,
-        "energy_per_mac_error_j": None if logic_error is None else logic_error * clock / per_mac_done,
+        "energy_per_mac_error_j": None if logic_error is None
+        else logic_error * clock / per_mac_done,
         "fmax_hz": min(p.fmax_hz for p in points),
     }
     theirs = {**{k: EDGEXPERT[k] for k in ("logic_area_m2", "sram_area_m2", "area_m2", "power_w")},
@@ -354,7 +355,8 @@ def scaling_table(result: dict) -> str:
                "busy_or_idle_alike": " The points support a lane busy or idle alike (its "
                                      f"residuals' rms the smaller by {1 / DECIDES:g}x or more).",
                "idle_lane_free": " The points support an idle lane free (its residuals' rms the "
-                                 f"smaller by {1 / DECIDES:g}x or more)."}[result["reading_supported"]]
+                                 f"smaller by {1 / DECIDES:g}x or more)."
+               }[result["reading_supported"]]
     lines += ["", f"Our fmax at {node} is {o['fmax_hz'] / 1e6:.0f} MHz (the slowest point); power "
               f"is at EdgeXpert's {result['clock_hz'] / 1e6:.0f} MHz (docs/synthesis.md, \"Scaling "
               "to EdgeXpert's 8K MACs\"); errors are the fit's standard errors at 8K, the energy "
