@@ -18,9 +18,8 @@ the cycles it loads. This does the same, opt-in (`synth.clock_gating`), on the n
 - Each flip-flop of the group becomes the same flip-flop without its enable ($_DFF_P_,
   $_SDFF_P??_) on the gated clock.
 - A group of more than `max_bits` flip-flops gets a gate per `max_bits` of them (the last
-  fewer; under `min_bits`, left as it is), all on the same enable: a gate drives at most that
-  many clock pins, as a commercial flow bounds a gate's fan-out (Synopsys DC's
-  `set_clock_gating_style -max_fanout`). The flow
+  fewer; under `min_bits`, left as it is), all on the same enable: a gate drives at most that many clock pins, as a commercial
+  flow bounds a gate's fan-out (Synopsys DC's `set_clock_gating_style -max_fanout`). The flow
   builds no clock tree, so one AND2X2 would otherwise drive a whole array's accumulators (24,590
   clock pins in `engine_l16`), and OpenSTA charges each of them the flip-flop's internal power at
   that net's transition time, far outside the liberty's tables: the gated `engine_l16` measured
