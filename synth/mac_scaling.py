@@ -4,9 +4,9 @@ area and power (docs/synthesis.md, "Scaling to EdgeXpert's 8K MACs").
 Inputs are the cost table's entries of the engine's synthesized sizes (`POINTS`,
 edgexpert/blocks.py: 16, 32, 64 and 128 lanes, each on the word its int4 weights fill), at the
 table's node (`synth.target_node_nm`; EdgeXpert's is 28 nm, so compare at 28) as `edgexpert
-synth --all` wrote them; every point the table holds is used, two at least. A point's size N is its peak MACs
-per cycle: two MAC arrays (GATE_UP, DOWN) of `lanes` products for each of the `candidates`
-multiplied at once.
+synth --all` wrote them; every point the table holds is used, two at least. A point's size N is
+its peak MACs per cycle: two MAC arrays (GATE_UP, DOWN) of `lanes` products for each of the
+`candidates` multiplied at once.
 
 The fits: ordinary least squares of y = fixed + per_mac x N over the n points, with the textbook
 standard errors of a straight line (residual variance s2 = sum of squared residuals / (n - 2);
