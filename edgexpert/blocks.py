@@ -140,11 +140,21 @@ def engine_parameters(config: Config) -> dict:
 #: 512-bit word they need (lanes divide a word's int4 values; hardware.ema.axi_data_width stops at
 #: 256), the rest as configured (docs/synthesis.md, "Scaling to EdgeXpert's 8K MACs")
 ENGINE_LARGE = {"lanes": 128, "word_bits": 512}
+#: the engine's smaller synthesis points, for a least-squares fit over more than two sizes: a
+#: quarter and a half of the configured lanes, each on the word its int4 values fill (lanes x 4
+#: bits), the rest as configured; minutes to synthesize where `engine_l128` takes hours
+ENGINE_SMALL = {"engine_l16": {"lanes": 16, "word_bits": 64},
+                "engine_l32": {"lanes": 32, "word_bits": 128}}
 
 
 def engine_large_parameters(config: Config) -> dict:
     """The larger engine's parameters: `engine_parameters` with `ENGINE_LARGE` over them."""
     return {**engine_parameters(config), **ENGINE_LARGE}
+
+
+def _engine_at(sizes: dict) -> Callable[[Config], dict]:
+    """The parameters of an engine of other `sizes`: `engine_parameters` with them over it."""
+    return lambda config: {**engine_parameters(config), **sizes}
 
 
 def _engine(config: Config, **override) -> ExpertEngine:
@@ -253,6 +263,15 @@ BLOCKS: dict[str, Block] = {
         engine_large_parameters,
         engine_stimulus,
     ),
+    **{name: Block(
+        name,
+        f"expert engine with {sizes['lanes']} lanes per MAC array on a {sizes['word_bits']}-bit "
+        "weight word, the rest as `engine`; a smaller "
+        "point of the scaling to EdgeXpert's 8K MACs",
+        lambda c, sizes=sizes: _engine(c, **sizes),
+        _engine_at(sizes),
+        engine_stimulus,
+    ) for name, sizes in ENGINE_SMALL.items()},
     "top": Block(
         "top",
         "accelerator top: a host command stream driving the EMA system, the DCU, the PRU, the "

@@ -17,6 +17,13 @@ the cycles it loads. This does the same, opt-in (`synth.clock_gating`), on the n
   glitch. For $_SDFFE_ the gate's enable is enable or reset.
 - Each flip-flop of the group becomes the same flip-flop without its enable ($_DFF_P_,
   $_SDFF_P??_) on the gated clock.
+- A group of more than `max_bits` flip-flops gets a gate per `max_bits` of them (the last
+  fewer; under `min_bits`, left as it is), all on the same enable: a gate drives at most that many clock pins, as a commercial
+  flow bounds a gate's fan-out (Synopsys DC's `set_clock_gating_style -max_fanout`). The flow
+  builds no clock tree, so one AND2X2 would otherwise drive a whole array's accumulators (24,590
+  clock pins in `engine_l16`), and OpenSTA charges each of them the flip-flop's internal power at
+  that net's transition time, far outside the liberty's tables: the gated `engine_l16` measured
+  2.9 times the ungated one's power so (docs/synthesis.md, "Clock gating").
 
 Nets and cells it adds are named `edgexpert_cg<n>_*` and kept, so the activity evaluation
 (synth/activity.py) and the power run find them in the mapped netlist.
@@ -43,11 +50,14 @@ def _enable_form(cell_type: str):
     return None
 
 
-def gate_clocks(netlist: dict, top: str, min_bits: int) -> dict:
+def gate_clocks(netlist: dict, top: str, min_bits: int, max_bits: int) -> dict:
     """Insert clock gates into `netlist` (Yosys JSON, changed in place) for module `top`; returns
     {"gates": n, "gated_flip_flops": n, "ungated_enable_flip_flops": n}."""
     if min_bits < 1:
         raise ValueError(f"clock gating min_bits = {min_bits} is out of range: accepted >= 1")
+    if max_bits < min_bits:
+        raise ValueError(f"clock gating max_bits = {max_bits} is out of range: accepted >= "
+                         f"min_bits ({min_bits})")
     module = netlist["modules"][top]
     cells, names = module["cells"], module["netnames"]
     used = [*(bits for c in cells.values() for bits in c["connections"].values()),
@@ -76,8 +86,12 @@ def gate_clocks(netlist: dict, top: str, min_bits: int) -> dict:
                         "attributes": dict(_KEEP), "port_directions": directions,
                         "connections": {pin: [bit] for pin, bit in connections.items()}}
 
-    gates = gated = ungated = 0
+    chunks = []
     for (clock, enable, level, reset), members in sorted(groups.items(), key=lambda g: g[1][0]):
+        chunks += [((clock, enable, level, reset), members[i:i + max_bits])
+                   for i in range(0, len(members), max_bits)]
+    gates = gated = ungated = 0
+    for (clock, enable, level, reset), members in chunks:
         if len(members) < min_bits:
             ungated += len(members)
             continue

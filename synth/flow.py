@@ -21,7 +21,7 @@ flip-flop's D pin (8.8 fF). `&fraig -x` is left out: on an 8-pair lane it took 4
 Results are cached under build/synth/<top>/<key>/ where the key hashes everything that can change
 them: the RTLIL, the rendered scripts, the liberty file, the Yosys and OpenSTA versions, and for
 power the stimulus (the source of its module and its parameters), its seed and length and the
-default activity, and with clock gating on, the gating code and its smallest group (off, the key
+default activity, and with clock gating on, the gating code and its group bounds (off, the key
 is what it was before gating existed). A repeat with the same inputs reads the cached result
 without running a tool or a simulation.
 """
@@ -183,7 +183,8 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
                      options.default_activity] if stimulus else ["no power"])
     # clock gating adds to the key only when on, so the keys of ungated runs stay as they were
     gating = ([resources.files(__package__).joinpath("clock_gating.py").read_text(),
-               options.clock_gating_min_bits] if options.clock_gating else [])
+               options.clock_gating_min_bits, options.clock_gating_max_bits]
+              if options.clock_gating else [])
     digest = hashlib.sha256()
     for part in (str(FLOW_VERSION), rtlil_text, yosys.version, sta.version,
                  hashlib.sha256(liberty.read_bytes()).hexdigest(),
@@ -215,7 +216,8 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
 
     gates = None
     if options.clock_gating:
-        gates = _synthesize_gated(work, top, yosys.location, options.clock_gating_min_bits)
+        gates = _synthesize_gated(work, top, yosys.location, options.clock_gating_min_bits,
+                                  options.clock_gating_max_bits)
     else:
         _run([yosys.location, "-q", "-l", str(work / "yosys.log"), str(work / "synth.ys")],
              work / "yosys.out", "yosys synthesis of " + top)
@@ -249,7 +251,7 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
     return result
 
 
-def _synthesize_gated(work: Path, top: str, yosys: str, min_bits: int) -> dict:
+def _synthesize_gated(work: Path, top: str, yosys: str, min_bits: int, max_bits: int) -> dict:
     """synth.ys in two Yosys runs with the clock gates inserted between them: up to the generic
     netlist of `synth -flatten` (written as JSON), then from `dfflibmap` on, on the gated one."""
     script = (work / "synth.ys").read_text()
@@ -261,7 +263,7 @@ def _synthesize_gated(work: Path, top: str, yosys: str, min_bits: int) -> dict:
     _run([yosys, "-q", "-l", str(work / "yosys_generic.log"), str(work / "synth_generic.ys")],
          work / "yosys_generic.out", "yosys synthesis (generic) of " + top)
     netlist = json.loads(generic.read_text())
-    stats = gate_clocks(netlist, top, min_bits)
+    stats = gate_clocks(netlist, top, min_bits, max_bits)
     gated.write_text(json.dumps(netlist))
     _run([yosys, "-q", "-l", str(work / "yosys.log"), str(work / "synth_gated.ys")],
          work / "yosys.out", "yosys mapping of the clock-gated " + top)

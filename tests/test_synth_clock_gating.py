@@ -92,7 +92,7 @@ def test_groups_sharing_an_enable_get_one_gate_each(tmp_path):
     cells = netlist["modules"]["rows"]["cells"].values()
     before = sorted({c["type"] for c in cells if "DFF" in c["type"]})
     assert before == ["$_DFFE_PN_", "$_SDFFE_PP0P_"]
-    stats = gate_clocks(netlist, "rows", min_bits=4)
+    stats = gate_clocks(netlist, "rows", min_bits=4, max_bits=32)
     # a gate per row and one for `kept`; the counter's 2 bits stay as they were
     assert stats == {"gates": ROWS + 1, "gated_flip_flops": ROWS * WIDTH + WIDTH,
                      "ungated_enable_flip_flops": 2}
@@ -107,13 +107,32 @@ def test_groups_sharing_an_enable_get_one_gate_each(tmp_path):
     gated = [c for c in cells.values() if c["type"] == "$_SDFF_PP0_"]
     assert len({c["connections"]["C"][0] for c in gated}) == ROWS
     with pytest.raises(ValueError, match="min_bits = 0 is out of range"):
-        gate_clocks(netlist, "rows", min_bits=0)
+        gate_clocks(netlist, "rows", min_bits=0, max_bits=32)
+    with pytest.raises(ValueError, match=r"max_bits = 2 is out of range: accepted >= min_bits"):
+        gate_clocks(netlist, "rows", min_bits=4, max_bits=2)
+
+
+def test_a_group_larger_than_max_bits_gets_a_gate_per_max_bits(tmp_path):
+    """A gate drives at most max_bits clock pins: each 32-bit row on its own enable gets
+    ceil(32 / 12) = 3 gates (12, 12 and 8 flip-flops), `kept` too."""
+    netlist = _generic(tmp_path)
+    stats = gate_clocks(netlist, "rows", min_bits=4, max_bits=12)
+    assert stats == {"gates": 3 * (ROWS + 1), "gated_flip_flops": ROWS * WIDTH + WIDTH,
+                     "ungated_enable_flip_flops": 2}
+    cells = netlist["modules"]["rows"]["cells"].values()
+    loads = {}
+    for c in cells:
+        if c["type"] in ("$_SDFF_PP0_", "$_DFF_P_"):
+            loads[c["connections"]["C"][0]] = loads.get(c["connections"]["C"][0], 0) + 1
+    assert sorted(set(loads.values())) == [8, 12] and len(loads) == 3 * (ROWS + 1)
 
 
 def test_a_gated_register_file_is_timed_evaluated_and_powered_at_its_enable_rate(build_dir):
     base = load_config(overrides=[f"synth.activity_cycles={CYCLES}"]).synth
+    # a gate per row (32 bits): the gated clocks' rates below are the rows'
     gated_options = load_config(overrides=[f"synth.activity_cycles={CYCLES}",
-                                           "synth.clock_gating=true"]).synth
+                                           "synth.clock_gating=true",
+                                           f"synth.clock_gating_max_bits={WIDTH}"]).synth
     stimulus = Stimulus("write", drive_rows)
     plain = synthesize(RowFile(), "rows", base, stimulus)
     gated = synthesize(RowFile(), "rows", gated_options, stimulus)

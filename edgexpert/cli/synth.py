@@ -123,9 +123,9 @@ def register(sub) -> None:
                    help="with --all: the report and cost table over these blocks only (the "
                         "full-size points take minutes each)")
     p.add_argument("--scale", action="store_true",
-                   help="the engine's two points in the cost table fitted and scaled to "
-                        "EdgeXpert's 8K MACs, against its area and power (after `synth --all "
-                        "--blocks engine,engine_l128`)")
+                   help="the engine's points in the cost table fitted by least squares and "
+                        "scaled to EdgeXpert's 8K MACs, against its area and power (after `synth "
+                        "--all --blocks engine_l16,engine_l32,engine`)")
     p.add_argument("--utilization", type=float, metavar="U",
                    help="with --scale: share of the MACs busy each cycle, 0 < U <= 1 (default 1)")
     p.add_argument("--costs", metavar="FILE",

@@ -332,6 +332,9 @@ class SynthConfig:
                                "(synth/clock_gating.py), as a commercial flow does")
     clock_gating_min_bits: int = _int(1, 1024, 4, "the smallest group of flip-flops sharing "
                                       "an enable that gets a clock gate")
+    clock_gating_max_bits: int = _int(1, 1_000_000, 16, "the most flip-flops one clock gate "
+                                      "drives: a larger group gets a gate per this many (the "
+                                      "flow builds no clock tree)")
     scaling: ScalingConfig = field(default_factory=ScalingConfig)
 
 
