@@ -21,7 +21,7 @@ import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.ema.harness import attach_ema_memory
-from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.cocotb_tests.streams import BenchTB, random_pauses
 from edgexpert.contracts.dcu import DcuJob, encode_job
 from edgexpert.contracts.ema import SLOT_BITS, TAG_BITS, Completion, EmaCsr, EmaStatus
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
@@ -30,59 +30,84 @@ from edgexpert.golden.blocks.ema import EmaReference
 from edgexpert.golden.decoding.policy import PassFetches
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
-P = bench_params()
-LAYOUT = WeightLayout(**P["layout"])
-BEAT = P["ema"]["data_width"] // 8
+class TB(BenchTB):
+    """The chain's clock and reset, its parameters, the EMA's AXI memory under the read
+    protocol monitor, and its streams (`route`, `data` in; `done` out), every one paused at
+    random."""
 
+    def __init__(self, dut):
+        super().__init__(dut)
+        self.params = bench_params()
+        self.layout = WeightLayout(**self.params["layout"])
+        self.beat = self.params["ema"]["data_width"] // 8
+        self.ram = self.monitor = None
 
-def _steps() -> list[list[DcuJob]]:
-    """The file's first `jobs` groups, in steps: a new one where the trace's pass and layer
-    change or the EMA's slots or buffer would overflow (the reference model decides)."""
-    reference = EmaReference(LAYOUT, BEAT, P["ema"]["buffer_bytes"], P["ema"]["slots"])
-    with np.load(P["groups_file"]) as f:
-        q, counts, meta, m, e, g = (f[k] for k in ("q", "counts", "meta", "m", "e", "g"))
-    steps: list[list[DcuJob]] = []
-    at = 0
-    for i, (n, (layer, expert, matrix, _depth, first)) in enumerate(zip(counts, meta)):
-        if i == P["jobs"]:
-            break
-        matrix = Matrix(int(matrix))
-        c = LAYOUT.in_channels(matrix)
-        job = DcuJob(i % 256, int(layer), int(expert), matrix, q[at:at + n, :c], m[at:at + n],
-                     e[at:at + n], g[at:at + n], golden.requested_count(c, P["ratio"]), scales=True)
-        at += n
-        try:
-            fits = bool(steps) and not first and reference.step(
-                [golden.job_descriptor(j) for j in steps[-1] + [job]]) is not None
-        except ValueError:
-            fits = False
-        if fits:
-            steps[-1].append(job)
-        else:
-            steps.append([job])
-    return [[dataclasses.replace(j, new_step=k == 0) for k, j in enumerate(step)]
-            for step in steps]
+    async def reset(self):
+        """The reset, then the memory and its monitor, once: after the reset, when the chain's
+        measured runs have always attached them."""
+        await super().reset()
+        self.ram, self.monitor = attach_ema_memory(self.dut, self.layout, self.params["ema"],
+                                                   self.params["latency"], "dcu_ema")
 
+    def open_streams(self, rng: random.Random):
+        self.add_source("route", random_pauses(rng), rng)
+        self.add_source("data", random_pauses(rng), rng)
+        self.add_sink("done", random_pauses(rng))
 
-async def _csr(dut, reg: EmaCsr) -> int:
-    dut.csr__addr.value = reg.value
-    await RisingEdge(dut.clk)
-    await RisingEdge(dut.clk)
-    return dut.csr__data.value.to_unsigned()
+    def reference(self) -> EmaReference:
+        ema = self.params["ema"]
+        return EmaReference(self.layout, self.beat, ema["buffer_bytes"], ema["slots"])
+
+    def steps(self) -> list[list[DcuJob]]:
+        """The file's first `jobs` groups, in steps: a new one where the trace's pass and layer
+        change or the EMA's slots or buffer would overflow (the reference model decides)."""
+        P, layout = self.params, self.layout
+        reference = self.reference()
+        with np.load(P["groups_file"]) as f:
+            q, counts, meta, m, e, g = (f[k] for k in ("q", "counts", "meta", "m", "e", "g"))
+        steps: list[list[DcuJob]] = []
+        at = 0
+        for i, (n, (layer, expert, matrix, _depth, first)) in enumerate(zip(counts, meta)):
+            if i == P["jobs"]:
+                break
+            matrix = Matrix(int(matrix))
+            c = layout.in_channels(matrix)
+            job = DcuJob(i % 256, int(layer), int(expert), matrix, q[at:at + n, :c],
+                         m[at:at + n], e[at:at + n], g[at:at + n],
+                         golden.requested_count(c, P["ratio"]), scales=True)
+            at += n
+            try:
+                fits = bool(steps) and not first and reference.step(
+                    [golden.job_descriptor(j) for j in steps[-1] + [job]]) is not None
+            except ValueError:
+                fits = False
+            if fits:
+                steps[-1].append(job)
+            else:
+                steps.append([job])
+        return [[dataclasses.replace(j, new_step=k == 0) for k, j in enumerate(step)]
+                for step in steps]
+
+    async def csr(self, reg: EmaCsr) -> int:
+        self.dut.csr__addr.value = reg.value
+        await RisingEdge(self.clk)
+        await RisingEdge(self.clk)
+        return self.dut.csr__data.value.to_unsigned()
 
 
 @cocotb.test()
 async def chained_ema(dut):
     rng = random.Random(f"{cocotb.RANDOM_SEED}-chained_ema")
-    await start_clock_and_reset(dut)
-    _, monitor = attach_ema_memory(dut, LAYOUT, P["ema"], P["latency"], "dcu_ema")
+    tb = TB(dut)
+    await tb.reset()
+    layout, monitor = tb.layout, tb.monitor
 
-    steps = _steps()
-    reference = EmaReference(LAYOUT, BEAT, P["ema"]["buffer_bytes"], P["ema"]["slots"])
+    steps = tb.steps()
+    reference = tb.reference()
     results = [reference.step([golden.job_descriptor(j) for j in step]) for step in steps]
     policy_bytes = 0
     for step in steps:
-        fetches = PassFetches(LAYOUT)
+        fetches = PassFetches(layout)
         for job in step:
             d = golden.job_descriptor(job)
             fetches.fetch(d.layer, d.expert, d.matrix, sorted(d.channels))
@@ -90,15 +115,14 @@ async def chained_ema(dut):
     route, data = [], []
     for step in steps:
         for job in step:
-            r, d = encode_job(LAYOUT, job)
+            r, d = encode_job(layout, job)
             route += r
             data += d
     jobs = sum(len(s) for s in steps)
     dut._log.info("chained_ema: seed %d, %d jobs in %d steps, latency %d, pauses random",
-                  cocotb.RANDOM_SEED, jobs, len(steps), P["latency"])
-    route_src = StreamSource(dut, "route", Pauses("random", rng), rng)
-    data_src = StreamSource(dut, "data", Pauses("random", rng), rng)
-    done = StreamSink(dut, "done", Pauses("random", rng))
+                  cocotb.RANDOM_SEED, jobs, len(steps), tb.params["latency"])
+    tb.open_streams(rng)
+    route_src, data_src, done = tb.sources["route"], tb.sources["data"], tb.sinks["done"]
 
     async def send(source, beats):
         for beat in beats:
@@ -109,7 +133,7 @@ async def chained_ema(dut):
     for task in senders:
         await task
     await ClockCycles(dut.clk, 50)
-    done.stop()
+    tb.stop_sinks()
     monitor.stop()
     monitor.assert_drained()
     got = [Completion(i & (2**TAG_BITS - 1), (i >> TAG_BITS) & (2**SLOT_BITS - 1),
@@ -119,10 +143,10 @@ async def chained_ema(dut):
     ars = [(a, n) for a, n, _ in monitor.ars]
     expected = [b for r in results for b in reference.bursts(r)]
     assert ars == expected, f"{len(ars)} ARs != golden's {len(expected)} (first {ars[:3]} vs {expected[:3]})"
-    counters = {reg.name: await _csr(dut, reg) for reg in
+    counters = {reg.name: await tb.csr(reg) for reg in
                 (EmaCsr.BYTES, EmaCsr.BURSTS, EmaCsr.FETCHED_CHANNELS)}
     assert counters["BURSTS"] == len(expected)
-    assert counters["BYTES"] == beats * BEAT
+    assert counters["BYTES"] == beats * tb.beat
     assert counters["FETCHED_CHANNELS"] == sum(r.fetched_channels for r in results)
     write_bench_report({"seed": int(os.environ["COCOTB_RANDOM_SEED"]), "tests": {"chained_ema": {
         "jobs": jobs, "steps": len(steps), "bursts": len(expected), "bytes": counters["BYTES"],

@@ -26,7 +26,7 @@ from edgexpert.contracts.ema import Descriptor, encode_descriptor, encode_step, 
 from edgexpert.golden.blocks.ema import split_bursts
 from edgexpert.contracts.ema import EmaCsr, EmaError, EmaOp, EmaStatus, ema_command_layout
 from edgexpert.contracts.mask_trace import read_mask_trace
-from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import write_bench_report
 from edgexpert.contracts.weight_layout import Matrix
 
 _report: dict = {}
@@ -92,7 +92,7 @@ async def random_masks(dut, pauses: str):
     latency = 30 if pauses == "none" else \
         random.Random(f"{cocotb.RANDOM_SEED}-{name}").randint(1, 120)
     tb = EmaTB(dut, name, latency=latency, pauses=pauses)
-    await tb.start()
+    await tb.reset()
     steps = [tb.random_step(tb.rng.randint(5, 9), tag0=40 * i) for i in range(3)]
     await _steps(tb, steps, name)
 
@@ -102,7 +102,7 @@ async def trace_masks(dut):
     """Steps of the golden model's depth-coalesced mask trace (params["trace_file"], written by
     run_bench; its source is in the report), at a memory latency of 100 cycles."""
     tb = EmaTB(dut, "trace_masks", latency=100)
-    trace = read_mask_trace(bench_params()["trace_file"], tb.layout)
+    trace = read_mask_trace(tb.params["trace_file"], tb.layout)
     steps, tag = [], 0
     for entries in trace.steps:
         step = []
@@ -110,7 +110,7 @@ async def trace_masks(dut):
             step.append(Descriptor(tag % 256, e.layer, e.expert, e.matrix, e.channels, True))
             tag += 1
         steps.append(step)
-    await tb.start()
+    await tb.reset()
     await _steps(tb, steps, "trace_masks")
     _report["trace_masks"]["mask_source"] = trace.source
     _record(tb, "trace_masks", **_report["trace_masks"])
@@ -127,7 +127,7 @@ async def dense_bursts(dut):
         for matrix in Matrix:
             step.append(Descriptor(len(step), layer, expert, matrix,
                                    range(lay.in_channels(matrix)), scales=True))
-    await tb.start()
+    await tb.reset()
     results = await _steps(tb, [step], "dense_bursts")
     ars = tb.monitor.ars
     B = tb.g.beat_bytes
@@ -176,7 +176,7 @@ async def bus_error(dut, resp: str):
     no beat after the error reaches the buffer; a reset, and the next step is exact."""
     name = f"bus_error/{resp}"
     tb = EmaTB(dut, name, latency=20)
-    await tb.start()
+    await tb.reset()
     lay, B = tb.layout, tb.g.beat_bytes
     # a first step fills the buffer with other data, so lines the failed step must not write
     # hold something that differs from what it would have written
@@ -326,10 +326,10 @@ async def bus_errors_random(dut):
     the ARs a prefix of the planned bursts reaching at least the failing one, no AR offered
     after the cycle of the first error beat, every burst drained, every line before the first
     error beat new and every later one unchanged. A reset between cases."""
-    params = bench_params()
-    cases, seed0 = params.get("error_cases", 6), params.get("error_seed", cocotb.RANDOM_SEED)
     tb = EmaTB(dut, "bus_errors_random", latency=60, pauses="random")
-    await tb.start()
+    cases = tb.params.get("error_cases", 6)
+    seed0 = tb.params.get("error_seed", cocotb.RANDOM_SEED)
+    await tb.reset()
     lines = await tb.read_buffer()
     counts = {"cases": 0, "descriptors": 0, "failed_on_bus_error": 0, "bad_descriptor_first": 0,
               "errors_in_several_descriptors": 0, "aborted": 0, "late_accepted_ars": 0,
@@ -401,7 +401,7 @@ async def reset_mid_burst(dut):
     """A reset while bursts are in flight (beats half delivered): STATUS and counters clear,
     nothing hangs, and the next step is exact."""
     tb = EmaTB(dut, "reset_mid_burst", latency=20)
-    await tb.start()
+    await tb.reset()
     lay = tb.layout
     step = [Descriptor(i, i % 2, 1, Matrix.GATE_UP, range(lay.in_channels(Matrix.GATE_UP)), True)
             for i in range(2)]
@@ -440,7 +440,7 @@ async def command_errors(dut):
     buffer holds. Each: the descriptor FAILS, later ones are ABORTED, STATUS names it, nothing
     hangs, a reset clears it."""
     tb = EmaTB(dut, "command_errors", latency=10)
-    await tb.start()
+    await tb.reset()
     lay, g = tb.layout, tb.g
     good = lambda tag, ch=(0, 1, 2): encode_descriptor(lay, Descriptor(tag, 0, 0, Matrix.DOWN, ch))
     down_words = g.mask_words(Matrix.DOWN)

@@ -15,7 +15,7 @@ from cocotbext.axi import AxiBus
 
 from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam, memory_for
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
-from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.cocotb_tests.streams import BenchTB, pauses
 from edgexpert.contracts.ema import Completion, Descriptor, encode_step
 from edgexpert.golden.blocks.ema import SCALE, EmaReference, StepResult
 from edgexpert.hw.ema import EmaGeometry
@@ -53,7 +53,8 @@ def attach_ema_memory(dut, layout: WeightLayout, ema: dict, latency: int,
 
 
 def pause_generator(rng: random.Random, probability: float):
-    """True (pause) on each cycle with `probability`, seeded."""
+    """A pause generator for the AXI memory's channels: True (pause) on each cycle with
+    `probability`, seeded."""
     while True:
         yield rng.random() < probability
 
@@ -89,17 +90,18 @@ class WriteRecorder:
                                  d.loc_wr__data.value.to_unsigned()))
 
 
-class EmaTB:
-    """One test's bench. Create it, then `await tb.start()`; `pauses` is "none" or "random"
-    (command valid, completion ready, AR ready and R valid, each paused at random).
+class EmaTB(BenchTB):
+    """One test's bench: the clock, the AXI memory under the read protocol monitor, the `cmd`
+    and `done` streams, the reference model and the read-back. Create it, then
+    `await tb.reset()` (again for each reset); `pauses` is "none" or "random" (command valid,
+    completion ready, AR ready and R valid, each paused at random).
     `record_writes` watches the buffer and location-table writes (`WriteRecorder`), and
     `run_step` then checks every one of them; the utilization benchmark leaves it off (a
     coroutine per cycle costs simulation time)."""
 
     def __init__(self, dut, name: str, *, latency: int, pauses: str = "none",
                  record_writes: bool = True):
-        p = bench_params()
-        self.dut = dut
+        self.params = p = bench_params()
         self.name = name
         self.layout = WeightLayout(**p["layout"])
         self.g = EmaGeometry(self.layout, p["data_width"], p["buffer_bytes"], p["slots"])
@@ -132,26 +134,26 @@ class EmaTB:
         self.writes = WriteRecorder(dut) if record_writes else None
         self.source = None
         self.sink = None
-
-    async def start(self):
-        await start_clock_and_reset(self.dut, period_ns=PERIOD_NS)
-        self._attach()
+        # the clock last, behind the memory's and the recorder's coroutines, as it always
+        # started: the scheduling order the measured cycles were taken with
+        super().__init__(dut, period_ns=PERIOD_NS)
 
     def _attach(self):
-        mode = "random" if self.pauses == "random" else "none"
         if self.monitor is None:
             self.monitor = AxiReadMonitor(self.dut, "m_axi", beat_bytes=self.g.beat_bytes,
                                           max_outstanding=self.outstanding)
-        self.source = StreamSource(self.dut, "cmd", Pauses(mode, self.rng), self.rng)
-        self.sink = StreamSink(self.dut, "done", Pauses(mode, self.rng))
+        mode = "random" if self.pauses == "random" else "none"
+        self.source = self.add_source("cmd", pauses(mode, self.rng), self.rng)
+        self.sink = self.add_sink("done", pauses(mode, self.rng))
 
     async def reset(self, cycles: int = 3):
-        """Pulse the DUT's reset (the memory model resets with it); fresh stream drivers."""
-        self.sink.stop()
-        self.source.idle()
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, cycles)
-        self.dut.rst.value = 0
+        """Hold the DUT's reset (the memory model resets with it), then fresh stream drivers
+        (drawing from `rng`, which a test may replace between resets); on a reset while the
+        bench runs, the old drivers stop first."""
+        if self.sink is not None:
+            self.sink.stop()
+            self.source.idle()
+        await super().reset(cycles)
         self._attach()
 
     # --- streams ---------------------------------------------------------------------------

@@ -37,7 +37,7 @@ _report: dict = {}
 def _workload(tb: EmaTB, case: str) -> tuple[list[list[Descriptor]], str]:
     """The case's steps, built by the same definition the performance model calibrates on
     (`sim.perf.ema_model.bench_workload`), and where its masks come from."""
-    trace_file = bench_params()["trace_file"]
+    trace_file = tb.params["trace_file"]
     params = EmaParameters(tb.g.data_width, tb.outstanding, tb.g.buffer_bytes, tb.g.slots)
     # the run's seed, not the test's (cocotb derives that from the test name): every latency
     # sees the same random masks
@@ -58,6 +58,8 @@ def _tagged(steps):
     return out
 
 
+# read at import: the memory decides the latencies cocotb.parametrize names when it collects
+# the tests
 MEMORY = bench_params().get("memory", {"memory": "latency"})["memory"]
 
 
@@ -70,7 +72,7 @@ async def utilization(dut, case: str, latency: int):
     steps, source = _workload(tb, case)
     results = [tb.ref.step(step) for step in steps]
     words = [w for step in steps for w in encode_step(tb.layout, step)]
-    await tb.start()
+    await tb.reset()
     n = sum(len(r.completions) for r in results)
     bound = sum(tb.bound(r) for r in results)
     got = await tb.run_commands(words, n, bound)

@@ -19,12 +19,12 @@ import torch
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.mac_lane import WRAP_MAX_BEATS, wrap_beats
-from edgexpert.cocotb_tests.streams import (BACKPRESSURE_MODES, Pauses, StreamSink, StreamSource,
-                                            start_clock_and_reset)
+from edgexpert.cocotb_tests.streams import BACKPRESSURE_MODES, BenchTB, pauses
 from edgexpert.golden.integer.a8w4 import INT4_RANGE, INT8_RANGE, dot_a8w4
 from edgexpert.hw.mac_lane import ACC_WIDTH, mac_lane_input_layout
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
+# read at import: the wrap test's skip condition is decided when cocotb collects the tests
 PAIRS = bench_params()["pairs_per_beat"]
 LAYOUT = mac_lane_input_layout(PAIRS)
 _report: dict = {}
@@ -59,29 +59,38 @@ def _to_signed(value: int) -> int:
     return value - (1 << ACC_WIDTH) if value >> (ACC_WIDTH - 1) else value
 
 
-async def _check_run(dut, vectors, in_mode: str, out_mode: str, name: str):
-    """Send `vectors` into the running, reset DUT and compare every result with the golden."""
-    rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
-    source = StreamSource(dut, "i_stream", Pauses(in_mode, rng), rng)
-    sink = StreamSink(dut, "o_stream", Pauses(out_mode, rng))
-    expected = _expected(vectors)
-    beats = [beat for a, w in vectors for beat in _beats(a, w, rng)]
-    start = sink.cycles
-    for beat in beats:
-        await source.send(beat)
-    # each beat costs at most a few cycles even under both backpressures; 20x is a hang
-    await sink.wait_for(len(expected), max_cycles=20 * len(beats) + 100)
-    cycles = sink.cycles - start
-    await ClockCycles(dut.clk, 20)
-    sink.stop()
-    got = [_to_signed(v) for v in sink.items]
-    assert len(got) == len(expected), f"{len(got)} results for {len(expected)} dot products"
-    for i, (g, e) in enumerate(zip(got, expected)):
-        assert g == e, f"dot product {i}: RTL {g} != golden {e} (vector {vectors[i]})"
-    _report[name] = {"dot_products": len(expected), "beats": len(beats), "cycles": cycles,
-                     "beats_per_cycle": round(len(beats) / cycles, 4)}
-    write_bench_report({"pairs_per_beat": PAIRS, "seed": int(os.environ["COCOTB_RANDOM_SEED"]),
-                        "tests": _report})
+class TB(BenchTB):
+    """The lane's clock, reset and its two streams (`i_stream` in, `o_stream` out)."""
+
+    async def pulse_reset(self):
+        """One cycle of reset while the lane runs, without restarting the streams."""
+        self.dut.rst.value = 1
+        await RisingEdge(self.clk)
+        self.dut.rst.value = 0
+
+    async def check_run(self, vectors, in_mode: str, out_mode: str, name: str):
+        """Send `vectors` into the running, reset lane and compare every result with golden."""
+        rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
+        source = self.add_source("i_stream", pauses(in_mode, rng), rng)
+        sink = self.add_sink("o_stream", pauses(out_mode, rng))
+        expected = _expected(vectors)
+        beats = [beat for a, w in vectors for beat in _beats(a, w, rng)]
+        start = sink.cycles
+        for beat in beats:
+            await source.send(beat)
+        # each beat costs at most a few cycles even under both backpressures; 20x is a hang
+        await sink.wait_for(len(expected), max_cycles=20 * len(beats) + 100)
+        cycles = sink.cycles - start
+        await ClockCycles(self.clk, 20)
+        self.stop_sinks()
+        got = [_to_signed(v) for v in sink.items]
+        assert len(got) == len(expected), f"{len(got)} results for {len(expected)} dot products"
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert g == e, f"dot product {i}: RTL {g} != golden {e} (vector {vectors[i]})"
+        _report[name] = {"dot_products": len(expected), "beats": len(beats), "cycles": cycles,
+                         "beats_per_cycle": round(len(beats) / cycles, 4)}
+        write_bench_report({"pairs_per_beat": PAIRS,
+                            "seed": int(os.environ["COCOTB_RANDOM_SEED"]), "tests": _report})
 
 
 @cocotb.test()
@@ -92,8 +101,9 @@ async def random_vectors(dut, in_mode: str, out_mode: str):
     count = int(os.environ.get("NUM_SAMPLES", "150"))
     dut._log.info("seed %d, %d dot products, pairs_per_beat %d", cocotb.RANDOM_SEED, count, PAIRS)
     vectors = [_random_vector(rng) for _ in range(count)]
-    await start_clock_and_reset(dut)
-    await _check_run(dut, vectors, in_mode, out_mode, f"random_vectors/{in_mode}/{out_mode}")
+    tb = TB(dut)
+    await tb.reset()
+    await tb.check_run(vectors, in_mode, out_mode, f"random_vectors/{in_mode}/{out_mode}")
 
 
 @cocotb.test(skip=wrap_beats(PAIRS) > WRAP_MAX_BEATS)
@@ -101,22 +111,22 @@ async def accumulator_wraps(dut):
     """Largest products until the int32 accumulator passes 2**31: RTL and golden both wrap."""
     n = wrap_beats(PAIRS) * PAIRS
     vectors = [([INT8_RANGE[0]] * n, [INT4_RANGE[0]] * n), ([5], [-3])]
-    await start_clock_and_reset(dut)
-    await _check_run(dut, vectors, "none", "none", "accumulator_wraps")
+    tb = TB(dut)
+    await tb.reset()
+    await tb.check_run(vectors, "none", "none", "accumulator_wraps")
 
 
 @cocotb.test()
 async def reset_mid_vector(dut):
     """A reset in the middle of a dot product discards it; the next results are exact."""
     rng = random.Random(cocotb.RANDOM_SEED)
-    await start_clock_and_reset(dut)
-    source = StreamSource(dut, "i_stream", Pauses("none", rng), rng)
+    tb = TB(dut)
+    await tb.reset()
+    source = tb.add_source("i_stream", pauses("none", rng), rng)
     a, w = [INT8_RANGE[1]] * (3 * PAIRS), [INT4_RANGE[1]] * (3 * PAIRS)
     for beat in _beats(a, w, rng)[:-1]:  # everything but the closing beat
         await source.send(beat)
-    dut.rst.value = 1
-    await RisingEdge(dut.clk)
-    dut.rst.value = 0
+    await tb.pulse_reset()
     assert not bool(dut.o_stream__valid.value), "a result appeared from the discarded vector"
     vectors = [_random_vector(rng) for _ in range(20)]
-    await _check_run(dut, vectors, "random", "random", "reset_mid_vector")
+    await tb.check_run(vectors, "random", "random", "reset_mid_vector")

@@ -22,13 +22,15 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.pru import LANES, MAX_TOKENS
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors, pru_params
-from edgexpert.cocotb_tests.streams import (BACKPRESSURE_MODES, Pauses, StreamSink, StreamSource,
-                                            start_clock_and_reset)
+from edgexpert.cocotb_tests.streams import BACKPRESSURE_MODES, BenchTB, StreamSource, pauses
 from edgexpert.contracts.prefill_trace import read_prefill_trace
 from edgexpert.contracts.pru import WEIGHT_BITS
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
 _report: dict = {}
+# read at import: each trace and mode is a cocotb test of its own, named when cocotb collects
+# them; the module imported outside a run (no $EDGEXPERT_BENCH_PARAMS) has none
+_TRACES = bench_params()["traces"] if "EDGEXPERT_BENCH_PARAMS" in os.environ else {}
 
 
 def quiet_limit(hw) -> int:
@@ -50,21 +52,35 @@ async def _feed(source: StreamSource, words: list[int]):
         await source.send(word)
 
 
+class TB(BenchTB):
+    """The PRU's clock, reset and four streams (`i_score`, `i_logit` in; `o_route`, `o_ema`
+    out), with the trace it runs on and the PRU's parameters for that trace."""
+
+    def __init__(self, dut, trace_name: str):
+        super().__init__(dut)
+        self.trace = read_prefill_trace(_TRACES[trace_name]["file"])
+        self.hw = pru_params(self.trace, MAX_TOKENS, LANES)
+
+    def open_streams(self, mode: str, rng: random.Random):
+        """The four streams, each paused by `mode` from an rng of its own seeded from `rng`."""
+        self.add_source("i_score", pauses(mode, random.Random(rng.random())), rng)
+        self.add_source("i_logit", pauses(mode, random.Random(rng.random())), rng)
+        self.add_sink("o_route", pauses(mode, random.Random(rng.random())))
+        self.add_sink("o_ema", pauses(mode, random.Random(rng.random())))
+
+
 async def _run_trace(dut, trace_name: str, mode: str):
-    params = bench_params()
-    trace = read_prefill_trace(params["traces"][trace_name]["file"])
-    hw = pru_params(trace, MAX_TOKENS, LANES)
+    tb = TB(dut, trace_name)
+    trace, hw = tb.trace, tb.hw
     seed = int(os.environ["COCOTB_RANDOM_SEED"]) + BACKPRESSURE_MODES.index(mode)
     rng = random.Random(seed)
     dut._log.info(f"PRU bench {trace_name}/{mode}: seed {seed}, {trace.header['source']}")
-    await start_clock_and_reset(dut)
-    scores = StreamSource(dut, "i_score", Pauses(mode, random.Random(rng.random())), rng)
-    logits = StreamSource(dut, "i_logit", Pauses(mode, random.Random(rng.random())), rng)
-    routes = StreamSink(dut, "o_route", Pauses(mode, random.Random(rng.random())))
-    ema = StreamSink(dut, "o_ema", Pauses(mode, random.Random(rng.random())))
+    await tb.reset()
+    tb.open_streams(mode, rng)
+    scores, logits = tb.sources["i_score"], tb.sources["i_logit"]
+    routes, ema = tb.sinks["o_route"], tb.sinks["o_ema"]
     prompts = sorted(set(trace["tok_prompt"].tolist()))
     vectors = [prompt_vectors(trace, p, hw) for p in prompts]
-    start = cocotb.utils.get_sim_time("ns")
     cycles = 0
     feeders = [cocotb.start_soon(_feed(scores, [w for v in vectors for w in v.scores])),
                cocotb.start_soon(_feed(logits, [w for v in vectors for w in v.logits]))]
@@ -89,8 +105,7 @@ async def _run_trace(dut, trace_name: str, mode: str):
     assert len(routes.items) == len(want_routes) and len(ema.items) == len(want_ema), \
         "output beats after golden's last one"
     assert all(f.done() for f in feeders), "inputs left unconsumed"
-    routes.stop()
-    ema.stop()
+    tb.stop_sinks()
     tokens = sum(v.tokens for v in vectors)
     _record(f"{trace_name}/{mode}", prompts=len(prompts), tokens=tokens, layers=hw.n_layers,
             route_beats=len(want_routes), ema_words=len(want_ema), cycles=cycles,
@@ -105,7 +120,6 @@ def _make(trace_name: str, mode: str):
     return cocotb.test(test)
 
 
-_TRACES = bench_params()["traces"] if "EDGEXPERT_BENCH_PARAMS" in os.environ else {}
 for _name, _spec in _TRACES.items():
     for _mode in _spec["modes"]:
         globals()[f"test_{_name}_{_mode}"] = _make(_name, _mode)

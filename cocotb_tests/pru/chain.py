@@ -23,7 +23,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
 from edgexpert.cocotb_tests.ema.harness import attach_ema_memory
-from edgexpert.cocotb_tests.streams import Pauses, StreamSink, StreamSource, start_clock_and_reset
+from edgexpert.cocotb_tests.streams import BenchTB, StreamSource, random_pauses
 from edgexpert.contracts.ema import (SLOT_BITS, TAG_BITS, Completion, Descriptor, EmaCsr,
                                      EmaStatus)
 from edgexpert.contracts.prefill_trace import read_prefill_trace
@@ -33,16 +33,39 @@ from edgexpert.golden.blocks.pru import chunk_fetches
 from edgexpert.hw.pru import PruParams
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
-P = bench_params()
-LAYOUT = WeightLayout(**P["layout"])
-BEAT = P["ema"]["data_width"] // 8
 
+class TB(BenchTB):
+    """The chain's clock and reset, its parameters, the EMA's AXI memory under the read
+    protocol monitor, and its streams (`i_score`, `i_logit` in; `o_route`, `done` out), every
+    one paused at random."""
 
-async def _csr(dut, reg: EmaCsr) -> int:
-    dut.csr__addr.value = reg.value
-    await RisingEdge(dut.clk)
-    await RisingEdge(dut.clk)
-    return dut.csr__data.value.to_unsigned()
+    def __init__(self, dut):
+        super().__init__(dut)
+        self.params = bench_params()
+        self.layout = WeightLayout(**self.params["layout"])
+        self.beat = self.params["ema"]["data_width"] // 8
+        self.hw = PruParams(**self.params["pru"])
+        self.trace = read_prefill_trace(self.params["trace"])
+        self.ram = self.monitor = None
+
+    async def reset(self):
+        """The reset, then the memory and its monitor, once: after the reset, when the chain's
+        measured runs have always attached them."""
+        await super().reset()
+        self.ram, self.monitor = attach_ema_memory(self.dut, self.layout, self.params["ema"],
+                                                   self.params["latency"], "pru_ema")
+
+    def open_streams(self, rng: random.Random):
+        self.add_source("i_score", random_pauses(rng), rng)
+        self.add_source("i_logit", random_pauses(rng), rng)
+        self.add_sink("o_route", random_pauses(rng))
+        self.add_sink("done", random_pauses(rng))
+
+    async def csr(self, reg: EmaCsr) -> int:
+        self.dut.csr__addr.value = reg.value
+        await RisingEdge(self.clk)
+        await RisingEdge(self.clk)
+        return self.dut.csr__data.value.to_unsigned()
 
 
 async def _feed(source: StreamSource, words: list[int]):
@@ -53,17 +76,17 @@ async def _feed(source: StreamSource, words: list[int]):
 @cocotb.test()
 async def chained_ema(dut):
     rng = random.Random(f"{cocotb.RANDOM_SEED}-pru-chained_ema")
-    hw = PruParams(**P["pru"])
-    trace = read_prefill_trace(P["trace"])
-    await start_clock_and_reset(dut)
-    _, monitor = attach_ema_memory(dut, LAYOUT, P["ema"], P["latency"], "pru_ema")
+    tb = TB(dut)
+    hw, trace, layout, beat, params = tb.hw, tb.trace, tb.layout, tb.beat, tb.params
+    await tb.reset()
+    monitor = tb.monitor
 
     # golden: the chunk's experts (layer 0), in the EMA steps the PRU's fetch list cuts them into
     experts = torch.from_numpy(trace.prompt(0)["experts"][:, 0]).long()
     assert len(experts) == hw.chunk, f"the trace's prompt has {len(experts)} tokens, not a chunk"
     (chosen,) = chunk_fetches(experts, hw.chunk)
-    reference = EmaReference(LAYOUT, BEAT, P["ema"]["buffer_bytes"], P["ema"]["slots"])
-    steps = [[Descriptor(t, 0, e, mtx, range(LAYOUT.in_channels(mtx)), True)
+    reference = EmaReference(layout, beat, params["ema"]["buffer_bytes"], params["ema"]["slots"])
+    steps = [[Descriptor(t, 0, e, mtx, range(layout.in_channels(mtx)), True)
               for t, (e, mtx) in enumerate((e, mtx) for e in group for mtx in Matrix)]
              for group in (chosen[i:i + hw.experts_per_step]
                            for i in range(0, len(chosen), hw.experts_per_step))]
@@ -71,16 +94,15 @@ async def chained_ema(dut):
     want = [c for r in results for c in r.completions]
     expected = [b for r in results for b in reference.bursts(r)]
     beats = sum(n for _, n in expected)
-    policy_bytes = len(chosen) * LAYOUT.expert_fetch_bytes
+    policy_bytes = len(chosen) * layout.expert_fetch_bytes
     vectors = prompt_vectors(trace, 0, hw)
     dut._log.info("chained_ema: seed %d, %d tokens, %d experts in %d EMA steps, latency %d, "
                   "pauses random", cocotb.RANDOM_SEED, vectors.tokens, len(chosen), len(steps),
-                  P["latency"])
+                  params["latency"])
 
-    scores = StreamSource(dut, "i_score", Pauses("random", rng), rng)
-    logits = StreamSource(dut, "i_logit", Pauses("random", rng), rng)
-    routes = StreamSink(dut, "o_route", Pauses("random", rng))
-    done = StreamSink(dut, "done", Pauses("random", rng))
+    tb.open_streams(rng)
+    scores, logits = tb.sources["i_score"], tb.sources["i_logit"]
+    routes, done = tb.sinks["o_route"], tb.sinks["done"]
     feeders = [cocotb.start_soon(_feed(scores, vectors.scores)),
                cocotb.start_soon(_feed(logits, vectors.logits))]
     limit = 8 * (len(vectors.logits) + len(vectors.routes) + beats) + 5000
@@ -88,8 +110,7 @@ async def chained_ema(dut):
     await routes.wait_for(len(vectors.routes), max_cycles=limit)
     await ClockCycles(dut.clk, 50)
     assert all(f.done() for f in feeders), "inputs left unconsumed"
-    routes.stop()
-    done.stop()
+    tb.stop_sinks()
     monitor.stop()
     monitor.assert_drained()
     assert list(routes.items) == vectors.routes, "o_route differs from golden"
@@ -99,9 +120,9 @@ async def chained_ema(dut):
     ars = [(a, n) for a, n, _ in monitor.ars]
     assert ars == expected, (f"{len(ars)} ARs != golden's {len(expected)} "
                              f"(first {ars[:3]} vs {expected[:3]})")
-    counters = {reg.name: await _csr(dut, reg) for reg in (EmaCsr.BYTES, EmaCsr.BURSTS)}
+    counters = {reg.name: await tb.csr(reg) for reg in (EmaCsr.BYTES, EmaCsr.BURSTS)}
     assert counters["BURSTS"] == len(expected)
-    assert counters["BYTES"] == beats * BEAT
+    assert counters["BYTES"] == beats * beat
     # whole experts are whole beats: the EMA moves exactly what the cost model counts
     assert counters["BYTES"] == policy_bytes, (f"EMA moved {counters['BYTES']} bytes, the prefill "
                                                f"cost model counts {policy_bytes}")

@@ -15,7 +15,7 @@ from edgexpert.cocotb_tests.axi_memory import LatencyAxiRam, memory_for
 from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.ema.harness import pause_generator
 from edgexpert.contracts.top import TopCsr
-from edgexpert.cocotb_tests.streams import (Pauses, StreamSink, StreamSource,
+from edgexpert.cocotb_tests.streams import (StreamSink, StreamSource, pauses,
                                             start_clock_and_reset)
 
 __all__ = ["PERIOD_NS", "read_csr", "read_counters", "check_no_rejects", "feed", "weight_memory", "start_top",
@@ -100,5 +100,5 @@ async def start_top(dut, params: dict, base_address: int, rng, mode: str) -> Axi
 
 def command_streams(dut, outputs, mode: str, rng) -> tuple[StreamSource, dict[str, StreamSink]]:
     """The `cmd` driver and a sink per output port, all paused by `mode`."""
-    return (StreamSource(dut, "cmd", Pauses(mode, rng), rng),
-            {p: StreamSink(dut, p, Pauses(mode, rng)) for p in outputs})
+    return (StreamSource(dut, "cmd", pauses(mode, rng), rng),
+            {p: StreamSink(dut, p, pauses(mode, rng)) for p in outputs})
