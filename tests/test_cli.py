@@ -66,8 +66,8 @@ def test_bench_memory_names_are_taken_in_any_case():
      "edgexpert: error: hardware.mac_lane.pairs_per_beat = 0 is out of range: accepted integers 1..64"),
     (["synth", "nope"],
      "edgexpert: error: block 'nope' is not known: accepted dcu, ema, ema_system, engine, "
-     "engine_combine, engine_down_mac, engine_l128, engine_quantizer, engine_requant, "
-     "engine_swiglu, mac_lane, pru, pru_e128, top"),
+     "engine_combine, engine_down_mac, engine_l128, engine_l16, engine_l32, engine_quantizer, "
+     "engine_requant, engine_swiglu, mac_lane, pru, pru_e128, top"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_data_width=100"],
      "edgexpert: error: hardware.ema.axi_data_width = 100 is not accepted: accepted 64, 128, 256"),
     (["rtl", "ema", "--out", "x", "--set", "hardware.ema.axi_addr_width=16"],
@@ -89,7 +89,8 @@ def test_bench_memory_names_are_taken_in_any_case():
      "edgexpert: error: bench dcu replays the bundled model's traces: it needs the default model"),
     (["synth"], "edgexpert: error: synth needs a BLOCK or --all: accepted blocks "
                 "dcu, ema, ema_system, engine, engine_combine, engine_down_mac, engine_l128, "
-                "engine_quantizer, engine_requant, engine_swiglu, mac_lane, pru, pru_e128, top"),
+                "engine_l16, engine_l32, engine_quantizer, engine_requant, engine_swiglu, "
+                "mac_lane, pru, pru_e128, top"),
     (["synth", "mac_lane", "--all"],
      "edgexpert: error: synth takes a BLOCK or --all, not both (BLOCK 'mac_lane')"),
     (["synth", "--scale", "--all"], "edgexpert: error: synth --scale reads the cost table: "
