@@ -103,6 +103,11 @@ class StreamSource:
         self.sent += 1
         self.idle()
 
+    async def send_all(self, payloads):
+        """`send` each of `payloads` in order (the benches start this as a task per stream)."""
+        for payload in payloads:
+            await self.send(payload)
+
 
 class StreamSink:
     """Consumes a stream output of the DUT with `ready` held low on the cycles `pauses` (a pause

@@ -30,7 +30,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from edgexpert.cocotb_tests.streams import BenchTB, StreamSource, pauses
+from edgexpert.cocotb_tests.streams import BenchTB, pauses
 from edgexpert.cocotb_tests.dcu.bad_jobs import bad_jobs
 from edgexpert.contracts.dcu import (DcuCsr, DcuError, DcuJob, dcu_reject_layout,
                                      dcu_status_layout, encode_job)
@@ -160,8 +160,8 @@ class TB(BenchTB):
                     rejected.append((DcuError(beat.code), int(beat.tag)))
         watcher = cocotb.start_soon(watch())
         rejecter = cocotb.start_soon(watch_rejected())
-        sending = [cocotb.start_soon(_send(route_src, route)),
-                   cocotb.start_soon(_send(data_src, data))]
+        sending = [cocotb.start_soon(route_src.send_all(route)),
+                   cocotb.start_soon(data_src.send_all(data))]
         # a job costs at most a few hundred cycles per 32 channels; 8 x that bound (pauses halve
         # the rate on three streams) is a hang
         bound = 8 * sum(40 * (len(j.m) + 32) * -(-j.q.shape[1] // 32) for j in jobs) + 40 * (
@@ -194,11 +194,6 @@ class TB(BenchTB):
         await RisingEdge(self.clk)
         await RisingEdge(self.clk)
         return self.dut.csr__data.value.to_unsigned()
-
-
-async def _send(source: StreamSource, beats: list[int]):
-    for beat in beats:
-        await source.send(beat)
 
 
 @cocotb.test()

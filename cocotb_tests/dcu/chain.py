@@ -18,45 +18,29 @@ import random
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles
 
-from edgexpert.cocotb_tests.ema.harness import attach_ema_memory
-from edgexpert.cocotb_tests.streams import BenchTB, random_pauses
+from edgexpert.cocotb_tests.ema.harness import EmaChainTB
+from edgexpert.cocotb_tests.streams import random_pauses
 from edgexpert.contracts.dcu import DcuJob, encode_job
 from edgexpert.contracts.ema import SLOT_BITS, TAG_BITS, Completion, EmaCsr, EmaStatus
-from edgexpert.contracts.weight_layout import Matrix, WeightLayout
+from edgexpert.contracts.weight_layout import Matrix
 from edgexpert.golden.blocks import dcu as golden
-from edgexpert.golden.blocks.ema import EmaReference
 from edgexpert.golden.decoding.policy import PassFetches
-from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import write_bench_report
 
-class TB(BenchTB):
-    """The chain's clock and reset, its parameters, the EMA's AXI memory under the read
-    protocol monitor, and its streams (`route`, `data` in; `done` out), every one paused at
-    random."""
+
+class TB(EmaChainTB):
+    """The chain's TB (`EmaChainTB`) with its streams (`route`, `data` in; `done` out), every
+    one paused at random."""
 
     def __init__(self, dut):
-        super().__init__(dut)
-        self.params = bench_params()
-        self.layout = WeightLayout(**self.params["layout"])
-        self.beat = self.params["ema"]["data_width"] // 8
-        self.ram = self.monitor = None
-
-    async def reset(self):
-        """The reset, then the memory and its monitor, once: after the reset, when the chain's
-        measured runs have always attached them."""
-        await super().reset()
-        self.ram, self.monitor = attach_ema_memory(self.dut, self.layout, self.params["ema"],
-                                                   self.params["latency"], "dcu_ema")
+        super().__init__(dut, "dcu_ema")
 
     def open_streams(self, rng: random.Random):
         self.add_source("route", random_pauses(rng), rng)
         self.add_source("data", random_pauses(rng), rng)
         self.add_sink("done", random_pauses(rng))
-
-    def reference(self) -> EmaReference:
-        ema = self.params["ema"]
-        return EmaReference(self.layout, self.beat, ema["buffer_bytes"], ema["slots"])
 
     def steps(self) -> list[list[DcuJob]]:
         """The file's first `jobs` groups, in steps: a new one where the trace's pass and layer
@@ -88,11 +72,6 @@ class TB(BenchTB):
         return [[dataclasses.replace(j, new_step=k == 0) for k, j in enumerate(step)]
                 for step in steps]
 
-    async def csr(self, reg: EmaCsr) -> int:
-        self.dut.csr__addr.value = reg.value
-        await RisingEdge(self.clk)
-        await RisingEdge(self.clk)
-        return self.dut.csr__data.value.to_unsigned()
 
 
 @cocotb.test()
@@ -123,11 +102,8 @@ async def chained_ema(dut):
                   cocotb.RANDOM_SEED, jobs, len(steps), tb.params["latency"])
     tb.open_streams(rng)
     route_src, data_src, done = tb.sources["route"], tb.sources["data"], tb.sinks["done"]
-
-    async def send(source, beats):
-        for beat in beats:
-            await source.send(beat)
-    senders = [cocotb.start_soon(send(route_src, route)), cocotb.start_soon(send(data_src, data))]
+    senders = [cocotb.start_soon(route_src.send_all(route)),
+               cocotb.start_soon(data_src.send_all(data))]
     beats = sum(b for r in results for _, b in reference.bursts(r))
     await done.wait_for(jobs, max_cycles=8 * (len(route) + len(data) + beats) + 100 * jobs + 5000)
     for task in senders:

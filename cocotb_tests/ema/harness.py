@@ -26,7 +26,7 @@ from edgexpert.contracts.weight_image import (column_values, memory_image, rando
                                     unpack_int4)
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 
-__all__ = ["PERIOD_NS", "EmaTB", "WriteRecorder", "decode_status", "pause_generator"]
+__all__ = ["PERIOD_NS", "EmaTB", "EmaChainTB", "WriteRecorder", "decode_status", "pause_generator"]
 
 PERIOD_NS = 10
 
@@ -50,6 +50,36 @@ def attach_ema_memory(dut, layout: WeightLayout, ema: dict, latency: int,
     monitor = AxiReadMonitor(dut, "m_axi", beat_bytes=ema["data_width"] // 8,
                              max_outstanding=ema["outstanding"])
     return ram, monitor
+
+
+class EmaChainTB(BenchTB):
+    """The TB of a unit chained to `EmaSystem` (the DCU's and the PRU's chain benches): the
+    bench's parameters (`layout`, `ema`, `latency`), the EMA's AXI memory under the read protocol
+    monitor, attached once after the reset (when the chains' measured runs have always attached
+    it), the EMA's golden reference and its register reads. `memory_name`: the memory's logger."""
+
+    def __init__(self, dut, memory_name: str):
+        super().__init__(dut)
+        self.params = bench_params()
+        self.layout = WeightLayout(**self.params["layout"])
+        self.beat = self.params["ema"]["data_width"] // 8
+        self._memory_name = memory_name
+        self.ram = self.monitor = None
+
+    async def reset(self):
+        await super().reset()
+        self.ram, self.monitor = attach_ema_memory(self.dut, self.layout, self.params["ema"],
+                                                   self.params["latency"], self._memory_name)
+
+    def reference(self) -> EmaReference:
+        ema = self.params["ema"]
+        return EmaReference(self.layout, self.beat, ema["buffer_bytes"], ema["slots"])
+
+    async def csr(self, reg: EmaCsr) -> int:
+        self.dut.csr__addr.value = reg.value
+        await RisingEdge(self.clk)
+        await RisingEdge(self.clk)
+        return self.dut.csr__data.value.to_unsigned()
 
 
 def pause_generator(rng: random.Random, probability: float):

@@ -27,7 +27,7 @@ from cocotb.triggers import ClockCycles
 from edgexpert.cocotb_tests.engine.host import (INPUTS, OUTPUTS, flush_items, group_items,
                                                 group_outputs, layouts, moe_items, plan_groups,
                                                 unpack, values_in)
-from edgexpert.cocotb_tests.streams import BenchTB, StreamSource, pauses
+from edgexpert.cocotb_tests.streams import BenchTB, pauses
 from edgexpert.contracts.trace import PassKind, read_trace
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
 
@@ -108,11 +108,6 @@ class TB(BenchTB):
                             "rows": sum(len(rows) for _, rows in self.batches(selection))}
 
 
-async def _feed(source: StreamSource, values: list[int]):
-    for value in values:
-        await source.send(value)
-
-
 @cocotb.test()
 @cocotb.parametrize(mode=["none", "random"])
 async def trace_rows(dut, mode: str):
@@ -136,11 +131,11 @@ async def trace_rows(dut, mode: str):
     # the top's command order: a batch's flushes right behind its last candidate, the next
     # batch's candidates behind them (the engine reads each slot out once the groups before
     # its flush are combined, before the next batch's groups add to it)
-    tasks = [cocotb.start_soon(_feed(sources[p], [v for items in plan for v in items[p]]))
+    tasks = [cocotb.start_soon(sources[p].send_all([v for items in plan for v in items[p]]))
              for p in INPUTS if p not in ("cand", "flush")]
     for items in plan:
-        await _feed(sources["cand"], items["cand"])
-        await _feed(sources["flush"], items["flush"])
+        await sources["cand"].send_all(items["cand"])
+        await sources["flush"].send_all(items["flush"])
     for task in tasks:
         await task
     for p in OUTPUTS:

@@ -76,8 +76,7 @@ class TB(BenchTB):
         expected = _expected(vectors)
         beats = [beat for a, w in vectors for beat in _beats(a, w, rng)]
         start = sink.cycles
-        for beat in beats:
-            await source.send(beat)
+        await source.send_all(beats)
         # each beat costs at most a few cycles even under both backpressures; 20x is a hang
         await sink.wait_for(len(expected), max_cycles=20 * len(beats) + 100)
         cycles = sink.cycles - start
@@ -124,8 +123,7 @@ async def reset_mid_vector(dut):
     await tb.reset()
     source = tb.add_source("i_stream", pauses("none", rng), rng)
     a, w = [INT8_RANGE[1]] * (3 * PAIRS), [INT4_RANGE[1]] * (3 * PAIRS)
-    for beat in _beats(a, w, rng)[:-1]:  # everything but the closing beat
-        await source.send(beat)
+    await source.send_all(_beats(a, w, rng)[:-1])  # everything but the closing beat
     await tb.pulse_reset()
     assert not bool(dut.o_stream__valid.value), "a result appeared from the discarded vector"
     vectors = [_random_vector(rng) for _ in range(20)]

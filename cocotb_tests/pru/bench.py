@@ -22,7 +22,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.pru import LANES, MAX_TOKENS
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors, pru_params
-from edgexpert.cocotb_tests.streams import BACKPRESSURE_MODES, BenchTB, StreamSource, pauses
+from edgexpert.cocotb_tests.streams import BACKPRESSURE_MODES, BenchTB, pauses
 from edgexpert.contracts.prefill_trace import read_prefill_trace
 from edgexpert.contracts.pru import WEIGHT_BITS
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
@@ -45,11 +45,6 @@ def quiet_limit(hw) -> int:
 def _record(name: str, **values):
     _report[name] = values
     write_bench_report({"seed": int(os.environ["COCOTB_RANDOM_SEED"]), "tests": _report})
-
-
-async def _feed(source: StreamSource, words: list[int]):
-    for word in words:
-        await source.send(word)
 
 
 class TB(BenchTB):
@@ -82,8 +77,8 @@ async def _run_trace(dut, trace_name: str, mode: str):
     prompts = sorted(set(trace["tok_prompt"].tolist()))
     vectors = [prompt_vectors(trace, p, hw) for p in prompts]
     cycles = 0
-    feeders = [cocotb.start_soon(_feed(scores, [w for v in vectors for w in v.scores])),
-               cocotb.start_soon(_feed(logits, [w for v in vectors for w in v.logits]))]
+    feeders = [cocotb.start_soon(scores.send_all([w for v in vectors for w in v.scores])),
+               cocotb.start_soon(logits.send_all([w for v in vectors for w in v.logits]))]
     want_routes = [w for v in vectors for w in v.routes]
     want_ema = [w for v in vectors for w in v.ema]
     quiet, seen, limit = 0, 0, quiet_limit(hw)

@@ -19,41 +19,28 @@ import random
 
 import cocotb
 import torch
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles
 
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
-from edgexpert.cocotb_tests.ema.harness import attach_ema_memory
-from edgexpert.cocotb_tests.streams import BenchTB, StreamSource, random_pauses
+from edgexpert.cocotb_tests.ema.harness import EmaChainTB
+from edgexpert.cocotb_tests.streams import random_pauses
 from edgexpert.contracts.ema import (SLOT_BITS, TAG_BITS, Completion, Descriptor, EmaCsr,
                                      EmaStatus)
 from edgexpert.contracts.prefill_trace import read_prefill_trace
-from edgexpert.contracts.weight_layout import Matrix, WeightLayout
-from edgexpert.golden.blocks.ema import EmaReference
+from edgexpert.contracts.weight_layout import Matrix
 from edgexpert.golden.blocks.pru import chunk_fetches
 from edgexpert.hw.pru import PruParams
-from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
+from edgexpert.cocotb_tests.runner import write_bench_report
 
 
-class TB(BenchTB):
-    """The chain's clock and reset, its parameters, the EMA's AXI memory under the read
-    protocol monitor, and its streams (`i_score`, `i_logit` in; `o_route`, `done` out), every
-    one paused at random."""
+class TB(EmaChainTB):
+    """The chain's TB (`EmaChainTB`) with the PRU's parameters, the prefill trace and its
+    streams (`i_score`, `i_logit` in; `o_route`, `done` out), every one paused at random."""
 
     def __init__(self, dut):
-        super().__init__(dut)
-        self.params = bench_params()
-        self.layout = WeightLayout(**self.params["layout"])
-        self.beat = self.params["ema"]["data_width"] // 8
+        super().__init__(dut, "pru_ema")
         self.hw = PruParams(**self.params["pru"])
         self.trace = read_prefill_trace(self.params["trace"])
-        self.ram = self.monitor = None
-
-    async def reset(self):
-        """The reset, then the memory and its monitor, once: after the reset, when the chain's
-        measured runs have always attached them."""
-        await super().reset()
-        self.ram, self.monitor = attach_ema_memory(self.dut, self.layout, self.params["ema"],
-                                                   self.params["latency"], "pru_ema")
 
     def open_streams(self, rng: random.Random):
         self.add_source("i_score", random_pauses(rng), rng)
@@ -61,16 +48,6 @@ class TB(BenchTB):
         self.add_sink("o_route", random_pauses(rng))
         self.add_sink("done", random_pauses(rng))
 
-    async def csr(self, reg: EmaCsr) -> int:
-        self.dut.csr__addr.value = reg.value
-        await RisingEdge(self.clk)
-        await RisingEdge(self.clk)
-        return self.dut.csr__data.value.to_unsigned()
-
-
-async def _feed(source: StreamSource, words: list[int]):
-    for word in words:
-        await source.send(word)
 
 
 @cocotb.test()
@@ -85,7 +62,7 @@ async def chained_ema(dut):
     experts = torch.from_numpy(trace.prompt(0)["experts"][:, 0]).long()
     assert len(experts) == hw.chunk, f"the trace's prompt has {len(experts)} tokens, not a chunk"
     (chosen,) = chunk_fetches(experts, hw.chunk)
-    reference = EmaReference(layout, beat, params["ema"]["buffer_bytes"], params["ema"]["slots"])
+    reference = tb.reference()
     steps = [[Descriptor(t, 0, e, mtx, range(layout.in_channels(mtx)), True)
               for t, (e, mtx) in enumerate((e, mtx) for e in group for mtx in Matrix)]
              for group in (chosen[i:i + hw.experts_per_step]
@@ -103,8 +80,8 @@ async def chained_ema(dut):
     tb.open_streams(rng)
     scores, logits = tb.sources["i_score"], tb.sources["i_logit"]
     routes, done = tb.sinks["o_route"], tb.sinks["done"]
-    feeders = [cocotb.start_soon(_feed(scores, vectors.scores)),
-               cocotb.start_soon(_feed(logits, vectors.logits))]
+    feeders = [cocotb.start_soon(scores.send_all(vectors.scores)),
+               cocotb.start_soon(logits.send_all(vectors.logits))]
     limit = 8 * (len(vectors.logits) + len(vectors.routes) + beats) + 5000
     await done.wait_for(len(want), max_cycles=limit)
     await routes.wait_for(len(vectors.routes), max_cycles=limit)

@@ -34,7 +34,7 @@ from edgexpert.cocotb_tests.axi_monitor import AxiReadMonitor
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack, values_in
 from edgexpert.contracts.top import EXPERT_OUT_VALUES
 from edgexpert.cocotb_tests.streams import StreamSink, StreamSource
-from edgexpert.cocotb_tests.top.harness import (check_no_rejects, command_streams, feed,
+from edgexpert.cocotb_tests.top.harness import (check_no_rejects, command_streams,
                                                memory_report, read_counters, read_csr,
                                                start_top)
 from edgexpert.cocotb_tests.top import step_rows
@@ -142,7 +142,7 @@ async def play(dut, batches: list, masks: str, source: StreamSource,
                 want[p] += expect[p]
             limit += bound(batch, beats, expect)
         start, first_beat = monitor.cycle, len(monitor.beat_cycles)
-        task = cocotb.start_soon(feed(source, beats))
+        task = cocotb.start_soon(source.send_all(beats))
         await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=limit)
         end, last_beat = monitor.cycle, len(monitor.beat_cycles)
         await task
@@ -289,7 +289,7 @@ async def reset_mid_step(dut, cut: str):
     # "combine": the first group's expert outputs and one of the next group's
     outputs = len(first.groups[0].cands) * D // EXPERT_OUT_VALUES + 1
     assert len(expect["expert_out"]) > outputs, "the first batch has a single group"
-    task = cocotb.start_soon(feed(source, beats))
+    task = cocotb.start_soon(source.send_all(beats))
     if cut == "combine":
         await sinks["expert_out"].wait_for(outputs, max_cycles=bound(first, beats, expect))
     else:

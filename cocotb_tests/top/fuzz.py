@@ -35,7 +35,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
 from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
-from edgexpert.cocotb_tests.top.harness import (command_streams, feed, read_counters, read_csr,
+from edgexpert.cocotb_tests.top.harness import (command_streams, read_counters, read_csr,
                                                running_memory, start_top)
 from edgexpert.cocotb_tests.top.host import Batch, Group, cycle_bound, expected_outputs
 from edgexpert.contracts.dcu import DcuError
@@ -111,7 +111,7 @@ class Fuzzer:
         if seq["bus_error"] is not None:
             err = seq["bus_error"]
             memory.errors[(memory.bursts + err["burst"], err["beat"])] = err["resp"]
-        task = cocotb.start_soon(feed(self.source, beats))
+        task = cocotb.start_soon(self.source.send_all(beats))
         self.counts["sequences"] += 1
         # the valid commands: each group (its commands and beats) and each token's flush
         self.counts["valid_commands"] += len(seq["groups"]) + len(seq["rows"])

@@ -1,7 +1,6 @@
 """What the top's two benches (bench.py: decode steps, prefill_bench.py: a prefill chunk) share:
-the clock, the CSR port's reads, the counters, feeding a list of command beats, the external
-memory holding the weight image, the start-up, and the command and output streams. Runs inside
-the simulator."""
+the clock, the CSR port's reads, the counters, the external memory holding the weight image,
+the start-up, and the command and output streams. Runs inside the simulator."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from edgexpert.contracts.top import TopCsr
 from edgexpert.cocotb_tests.streams import (StreamSink, StreamSource, pauses,
                                             start_clock_and_reset)
 
-__all__ = ["PERIOD_NS", "read_csr", "read_counters", "check_no_rejects", "feed", "weight_memory", "start_top",
+__all__ = ["PERIOD_NS", "read_csr", "read_counters", "check_no_rejects", "weight_memory", "start_top",
            "command_streams", "memory_report", "running_memory"]
 
 PERIOD_NS = 10
@@ -44,11 +43,6 @@ async def check_no_rejects(dut) -> None:
     for reg in (TopCsr.COMMAND_STATUS, TopCsr.DCU_STATUS, TopCsr.PRU_STATUS):
         status = await read_csr(dut, int(reg))
         assert status == 0, f"{reg.name} {status:#x}: a good command was rejected"
-
-
-async def feed(source: StreamSource, values: list[int]):
-    for value in values:
-        await source.send(value)
 
 
 #: the memory of the test that runs (one at a time): `memory_report` reads it

@@ -28,7 +28,7 @@ from cocotb.triggers import ClockCycles
 
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack, values_in
 from edgexpert.cocotb_tests.pru.vectors import prompt_vectors
-from edgexpert.cocotb_tests.top.harness import (check_no_rejects, command_streams, feed,
+from edgexpert.cocotb_tests.top.harness import (check_no_rejects, command_streams,
                                                memory_report, read_counters, read_csr,
                                                start_top)
 from edgexpert.cocotb_tests.top.prefill import (expected_group_outputs, expected_moe,
@@ -73,13 +73,13 @@ async def prefill_chunk(dut, mode: str):
     want = {p: [] for p in OUTPUTS}
     layers = []
     wall = time.time()
-    await feed(source, score_beats(CMD, vec.scores))
+    await source.send_all(score_beats(CMD, vec.scores))
     n_routes = 0
     groups_total = 0
     before = await read_counters(dut, COUNTERS)
     for layer in range(PRU.n_layers):
         start = sinks["route"].cycles
-        task = cocotb.start_soon(feed(source, logit_beats(CMD, vec.logits, layer, t,
+        task = cocotb.start_soon(source.send_all(logit_beats(CMD, vec.logits, layer, t,
                                                            PRU.beats_per_token)))
         routes_want = sum(int(e >= 0) for e in rows["experts"][:, layer].ravel())
         await sinks["route"].wait_for(n_routes + routes_want, max_cycles=40 * t * 64 + 5000)
@@ -94,7 +94,7 @@ async def prefill_chunk(dut, mode: str):
         want["moe_out"] += expected_moe(rows, layer, t, EMA["data_width"])
         beats = group_beats(CMD, rows, layer, groups, candidates=CANDS, tokens=SLOTS, d_model=D,
                             expert_ffn=F, word_bits=EMA["data_width"])
-        task = cocotb.start_soon(feed(source, beats))
+        task = cocotb.start_soon(source.send_all(beats))
         words = len(groups) * (D * 2 + F) + 2000
         bound = 40 * (len(beats) + words) + 8 * PARAMS["latency"] * len(groups) + 20_000
         await sinks["moe_out"].wait_for(len(want["moe_out"]), max_cycles=bound)
