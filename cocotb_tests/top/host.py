@@ -40,7 +40,8 @@ from edgexpert.hw.top import command_layout
 from edgexpert.hw.top.layouts import data_item_layout, route_item_layout
 
 __all__ = ["Group", "Batch", "expert_groups", "top_groups", "plan_batches", "batch_commands",
-           "expected_outputs", "fetch_order", "HOST_LEAD", "DCU_LEAD", "DCU_LEAD_LIMIT", "cycle_bound"]
+           "expected_outputs", "fetch_order", "HOST_LEAD", "DCU_LEAD", "DCU_LEAD_LIMIT",
+           "cycle_bound"]
 
 #: GATE_UP descriptors the host sends ahead of a group's DOWN with its own masks, and GATE_UP
 #: jobs ahead of a DOWN job in the DCU's `ahead` order, each with its group's CAND and X, as
