@@ -15,17 +15,13 @@ from amaranth.hdl import Array, Cat, Fragment, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 
 from ..contracts.weight_layout import WeightLayout
-from ..hw.axi import AXI_BURST_INCR
+from ..hw.axi import AxiBurst, AxiResp
 from ..hw.ema import EmaController
 from ..hw.ema import issuer as ema_issuer
 from ..hw.ema.geometry import MAX_BURST_BEATS, PAGE_BYTES
 from .rules import PropertyWrapper, mirror
 
-__all__ = ["AXI_RESP_EXOKAY", "EMA_MUTANTS", "EmaReadMasterCheck"]
-
-#: RRESP EXOKAY (AMBA AXI4 spec, A3.4.4): only an exclusive access may get it, and the EMA
-#: never asks for one (it has no ARLOCK), so a slave keeping the rules never answers it
-AXI_RESP_EXOKAY = 1
+__all__ = ["EMA_MUTANTS", "EmaReadMasterCheck"]
 
 #: deliberately broken variants, each known to break one property set (the check can fail)
 EMA_MUTANTS = {
@@ -102,7 +98,7 @@ class EmaReadMasterCheck(PropertyWrapper):
                          c.m_axi.arready.eq(axi.arready & ~held)]
         ar_hs = arvalid & axi.arready
         r_hs = axi.rvalid & axi.rready
-        bad_beat = r_hs & axi.rresp[1]           # SLVERR (2) or DECERR (3): A3.4.4
+        bad_beat = r_hs & ((axi.rresp == AxiResp.SLVERR) | (axi.rresp == AxiResp.DECERR))
 
         # --- the slave's book: bursts accepted and not finished, their lengths in order ---
         depth = n + 1                            # one more than allowed: an excess shows
@@ -127,7 +123,8 @@ class EmaReadMasterCheck(PropertyWrapper):
         self.assume(~axi.rvalid | (axi.rlast == (beat == lengths[head])))
         # A5.3: a burst's data carries its ARID; the EMA issues ID 0 only (proved in ar_legal)
         self.assume(~axi.rvalid | (axi.rid == 0))
-        self.assume(~axi.rvalid | (axi.rresp != AXI_RESP_EXOKAY))
+        # EXOKAY answers only an exclusive access, and the EMA never asks for one (no ARLOCK)
+        self.assume(~axi.rvalid | (axi.rresp != AxiResp.EXOKAY))
         # A3.2.1: RVALID held until RREADY, the beat unchanged meanwhile
         r_wait = self.past(axi.rvalid & ~axi.rready, name="r_waited")
         self.assume(~(self.past_valid & r_wait)
@@ -148,7 +145,7 @@ class EmaReadMasterCheck(PropertyWrapper):
         end = axi.araddr + beats * beat_bytes
         layout = self._layout
         self.prove("ar_legal", ~arvalid | (
-            (axi.arburst == AXI_BURST_INCR) & (axi.arsize == (beat_bytes - 1).bit_length())
+            (axi.arburst == AxiBurst.INCR) & (axi.arsize == (beat_bytes - 1).bit_length())
             & (axi.arid == 0) & (axi.araddr[:(beat_bytes - 1).bit_length()] == 0)
             & (beats <= self.burst_bound())))
         # the EMA's own: it reads the weight layout and nothing else (docs/weight-layout.md)

@@ -8,17 +8,26 @@ bursts, `AxiReadDataSignature` to the part that takes beats) and joins them to i
 """
 
 from amaranth.hdl import Module
-from amaranth.lib import wiring
+from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AXI_BURST_INCR", "AXI_RESP_SLVERR", "AXI_RESP_DECERR", "AxiReadAddressSignature",
-           "AxiReadDataSignature", "Axi4ReadSignature", "Axi4WriteSignature", "Axi4Signature",
-           "forward"]
+__all__ = ["AxiBurst", "AxiResp", "AxiReadAddressSignature", "AxiReadDataSignature",
+           "Axi4ReadSignature", "Axi4WriteSignature", "Axi4Signature", "forward"]
 
-# encodings of ARBURST and RRESP (AMBA AXI spec, A3.4.1 and A3.4.4)
-AXI_BURST_INCR = 1
-AXI_RESP_SLVERR = 2
-AXI_RESP_DECERR = 3
+
+class AxiBurst(enum.Enum, shape=2):
+    """ARBURST / AWBURST (AMBA AXI spec, A3.4.1)."""
+    FIXED = 0
+    INCR = 1
+    WRAP = 2
+
+
+class AxiResp(enum.Enum, shape=2):
+    """RRESP / BRESP (AMBA AXI spec, A3.4.4): the high bit set is an error."""
+    OKAY = 0
+    EXOKAY = 1
+    SLVERR = 2
+    DECERR = 3
 
 
 def _check(**widths):
@@ -33,7 +42,7 @@ class AxiReadAddressSignature(wiring.Signature):
         _check(addr_width=addr_width, id_width=id_width)
         super().__init__({
             "arid": Out(id_width), "araddr": Out(addr_width), "arlen": Out(8), "arsize": Out(3),
-            "arburst": Out(2), "arvalid": Out(1), "arready": In(1),
+            "arburst": Out(AxiBurst), "arvalid": Out(1), "arready": In(1),
         })
 
 
@@ -42,7 +51,7 @@ class AxiReadDataSignature(wiring.Signature):
     def __init__(self, data_width: int, id_width: int):
         _check(data_width=data_width, id_width=id_width)
         super().__init__({
-            "rid": In(id_width), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
+            "rid": In(id_width), "rdata": In(data_width), "rresp": In(AxiResp), "rlast": In(1),
             "rvalid": In(1), "rready": Out(1),
         })
 

@@ -50,8 +50,8 @@ class MacLane(wiring.Component):
 
     Ports
     -----
-    i_stream : In(stream.Signature(mac_lane_input_layout(pairs_per_beat)))
-    o_stream : Out(stream.Signature(signed(32))), one result per `last` beat
+    pairs : In(stream.Signature(mac_lane_input_layout(pairs_per_beat)))
+    dot : Out(stream.Signature(signed(32))), one result per `last` beat
     """
 
     def __init__(self, pairs_per_beat: int = 4):
@@ -60,8 +60,8 @@ class MacLane(wiring.Component):
             raise TypeError(f"pairs_per_beat must be an integer in 1..64, not {pairs_per_beat!r}")
         self._pairs_per_beat = pairs_per_beat
         super().__init__({
-            "i_stream": In(stream.Signature(mac_lane_input_layout(pairs_per_beat))),
-            "o_stream": Out(stream.Signature(signed(ACC_WIDTH))),
+            "pairs": In(stream.Signature(mac_lane_input_layout(pairs_per_beat))),
+            "dot": Out(stream.Signature(signed(ACC_WIDTH))),
         })
 
     @property
@@ -70,7 +70,7 @@ class MacLane(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        beat = self.i_stream.payload
+        beat = self.pairs.payload
 
         # Stage 1: the beat's products, summed, registered.
         beat_sum = _adder_tree([beat.act[i] * beat.wgt[i] for i in range(self._pairs_per_beat)])
@@ -83,22 +83,22 @@ class MacLane(wiring.Component):
         acc = Signal(signed(ACC_WIDTH))
         total = Signal(signed(ACC_WIDTH))
         m.d.comb += total.eq(acc + s1_sum)  # truncation to 32 bits is the int32 wrap
-        out_free = ~self.o_stream.valid | self.o_stream.ready
+        out_free = ~self.dot.valid | self.dot.ready
         s1_take = s1_valid & (~s1_last | out_free)
 
-        m.d.comb += self.i_stream.ready.eq(~s1_valid | s1_take)
-        with m.If(self.i_stream.valid & self.i_stream.ready):
+        m.d.comb += self.pairs.ready.eq(~s1_valid | s1_take)
+        with m.If(self.pairs.valid & self.pairs.ready):
             m.d.sync += [s1_valid.eq(1), s1_sum.eq(beat_sum), s1_last.eq(beat.last)]
         with m.Elif(s1_take):
             m.d.sync += s1_valid.eq(0)
 
-        with m.If(self.o_stream.ready):
-            m.d.sync += self.o_stream.valid.eq(0)
+        with m.If(self.dot.ready):
+            m.d.sync += self.dot.valid.eq(0)
         with m.If(s1_take):
             with m.If(s1_last):
                 m.d.sync += [
-                    self.o_stream.payload.eq(total),
-                    self.o_stream.valid.eq(1),
+                    self.dot.payload.eq(total),
+                    self.dot.valid.eq(1),
                     acc.eq(0),
                 ]
             with m.Else():

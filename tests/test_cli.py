@@ -48,7 +48,7 @@ def test_rtl_writes_simulation_and_synthesis_forms(tmp_path):
     for name in ("mac_lane.il", "mac_lane.v", "mac_lane_sim.v"):
         assert (tmp_path / name).is_file() and name in out
     # 2 pairs x (8 + 4) bits + last
-    assert "input [24:0] i_stream__payload" in (tmp_path / "mac_lane_sim.v").read_text()
+    assert "input [24:0] pairs__payload" in (tmp_path / "mac_lane_sim.v").read_text()
 
 
 def test_bench_memory_names_are_taken_in_any_case():
@@ -189,7 +189,7 @@ def test_rtl_pru_writes_the_block_and_rejects_a_chunk_beyond_the_longest_prompt(
     run("rtl", "pru", "--out", str(tmp_path / "a"))
     # 8 router logits of 32 bits per input beat; class 2 + expert 5 + weight 17 + last 1 bits out
     text = (tmp_path / "a" / "pru_sim.v").read_text()
-    assert "input [255:0] i_logit__payload" in text and "output [24:0] o_route__payload" in text
+    assert "input [255:0] logit__payload" in text and "output [24:0] route__payload" in text
     proc = run("rtl", "pru", "--out", str(tmp_path / "c"), "--set", "policies.prefill.chunk=200",
                check=False)
     assert proc.returncode != 0

@@ -594,28 +594,28 @@ def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
     got, scale_taken, last_sum_taken = [], [], []
 
     async def tb(ctx):
-        ctx.set(rq.out.ready, 1)
+        ctx.set(rq.o_sums.ready, 1)
         for cycle in range(300):
             ctx.set(rq.scales.valid, bool(scales))
             if scales:
                 ctx.set(rq.scales.payload.as_value(), scales[0])
             offer = bool(sums) and cycle % 4 == 0
-            ctx.set(rq.sums.valid, offer)
+            ctx.set(rq.i_sums.valid, offer)
             if sums:
                 g, item = sums[0]
-                ctx.set(rq.sums.payload.as_value(), item)
+                ctx.set(rq.i_sums.payload.as_value(), item)
                 for c in range(cands):
                     ctx.set(rq.act_scale[c].m, int(groups[g][2][c]))
                     ctx.set(rq.act_scale[c].e, int(groups[g][3][c]))
             if scales and ctx.get(rq.scales.ready):
                 scales.popleft()
                 scale_taken.append(cycle)
-            if offer and ctx.get(rq.sums.ready):
+            if offer and ctx.get(rq.i_sums.ready):
                 if len(sums) == len(groups[1][1]) + 1:
                     last_sum_taken.append(cycle)
                 sums.popleft()
-            if ctx.get(rq.out.valid):
-                item = unpack(lay_s, ctx.get(rq.out.payload.as_value()))
+            if ctx.get(rq.o_sums.valid):
+                item = unpack(lay_s, ctx.get(rq.o_sums.payload.as_value()))
                 got.append((item["candidate"], item["index"], item["value"]))
             await ctx.tick()
             if len(got) == len(want):

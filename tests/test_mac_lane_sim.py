@@ -32,23 +32,23 @@ def _simulate(pairs: int, vectors, rng: random.Random, busy: float) -> list[int]
             for i in range(0, len(act), pairs):
                 while rng.random() > busy:
                     await ctx.tick()
-                ctx.set(dut.i_stream.payload, {"act": act[i:i + pairs], "wgt": wgt[i:i + pairs],
+                ctx.set(dut.pairs.payload, {"act": act[i:i + pairs], "wgt": wgt[i:i + pairs],
                                                "last": int(i + pairs == len(act))})
-                ctx.set(dut.i_stream.valid, 1)
-                await ctx.tick().until(dut.i_stream.ready)
-                ctx.set(dut.i_stream.valid, 0)
+                ctx.set(dut.pairs.valid, 1)
+                await ctx.tick().until(dut.pairs.ready)
+                ctx.set(dut.pairs.valid, 0)
 
     async def consumer(ctx):
         while len(got) < len(vectors):
             ready = rng.random() <= busy
-            ctx.set(dut.o_stream.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(dut.o_stream.valid, dut.o_stream.payload)
+            ctx.set(dut.dot.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(dut.dot.valid, dut.dot.payload)
             if ready and valid:
                 got.append(payload)
         # drained: no result may appear from nowhere
-        ctx.set(dut.o_stream.ready, 1)
+        ctx.set(dut.dot.ready, 1)
         for _ in range(10):
-            assert not ctx.get(dut.o_stream.valid)
+            assert not ctx.get(dut.dot.valid)
             await ctx.tick()
 
     sim = Simulator(dut)

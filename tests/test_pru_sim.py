@@ -48,16 +48,16 @@ def run(dut: Pru, vectors, seed: int, stall: bool, rejects: list | None = None,
                 out.append(payload)
 
     async def scores(ctx):
-        await source(ctx, dut.i_score, vectors.scores)
+        await source(ctx, dut.score, vectors.scores)
 
     async def logits(ctx):
-        await source(ctx, dut.i_logit, vectors.logits)
+        await source(ctx, dut.logit, vectors.logits)
 
     async def route_sink(ctx):
-        await sink(ctx, dut.o_route, routes, len(vectors.routes))
+        await sink(ctx, dut.route, routes, len(vectors.routes))
 
     async def ema_sink(ctx):
-        await sink(ctx, dut.o_ema, ema, len(vectors.ema))
+        await sink(ctx, dut.cmd, ema, len(vectors.ema))
 
     async def clock(ctx):
         # the last prompt may be a rejected one: its completion follows its last logit beat
@@ -120,7 +120,7 @@ class _Chain(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.pru, m.submodules.ema = self.pru, self.ema
-        wiring.connect(m, self.pru.o_ema, self.ema.cmd)
+        wiring.connect(m, self.pru.cmd, self.ema.cmd)
         return m
 
 
@@ -175,16 +175,16 @@ def test_pru_drives_the_ema_through_a_prompt():
         ctx.set(port.valid, 0)
 
     async def scores(ctx):
-        await feed(ctx, pru.i_score, vectors.scores)
+        await feed(ctx, pru.score, vectors.scores)
 
     async def logits(ctx):
-        await feed(ctx, pru.i_logit, vectors.logits)
+        await feed(ctx, pru.logit, vectors.logits)
 
     async def memory(ctx):
         axi, queue, head, sent = ema.m_axi, [], None, 0
         ctx.set(axi.arready, 1)
         ctx.set(ema.done.ready, 1)
-        ctx.set(pru.o_route.ready, 1)
+        ctx.set(pru.route.ready, 1)
         for _ in range(20_000):
             if len(done) == sum(len(r.completions) for r in results):
                 break

@@ -102,16 +102,16 @@ async def drive_lane_hold(ctx, dut, rng, cycles, change_probability):
     """The lane at full throughput; each cycle the operands change with `change_probability`,
     else the previous beat repeats: input activity proportional to the probability."""
     pairs = dut.pairs_per_beat
-    ctx.set(dut.o_stream.ready, 1)
-    ctx.set(dut.i_stream.valid, 1)
+    ctx.set(dut.dot.ready, 1)
+    ctx.set(dut.pairs.valid, 1)
     payload = {"act": [0] * pairs, "wgt": [0] * pairs, "last": 0}
     macs = 0
     for _ in range(cycles):
         if rng.random() < change_probability:
             payload = {"act": [rng.randint(-128, 127) for _ in range(pairs)],
                        "wgt": [rng.randint(-8, 7) for _ in range(pairs)], "last": 0}
-        ctx.set(dut.i_stream.payload, payload)
-        _, _, ready = await ctx.tick().sample(dut.i_stream.ready)
+        ctx.set(dut.pairs.payload, payload)
+        _, _, ready = await ctx.tick().sample(dut.pairs.ready)
         macs += pairs * ready
     return macs
 
@@ -172,7 +172,7 @@ def test_lane_activity_comes_from_the_trace_and_checks_out(build_dir):
 
     # an input missing from the trace: the logic it feeds (up to the registers) gets the default
     partial = Trace(trace.cycles, {k: v for k, v in trace.bits.items()
-                                   if k != ("i_stream__payload", 0)})
+                                   if k != ("pairs__payload", 0)})
     missing = evaluate(netlist, library, partial)
     assert missing.stats["input_bits_from_trace"] == stats["input_bits"] - 1
     assert 0 < missing.stats["nets_default_activity"] < missing.stats["nets"] / 4

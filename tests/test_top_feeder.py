@@ -237,10 +237,10 @@ class ReplayChain(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.replayer, m.submodules.chain = self.replayer, self.chain
-        wiring.connect(m, wiring.flipped(self.jobs), self.replayer.jobs_in)
-        wiring.connect(m, wiring.flipped(self.issued), self.replayer.issued_in)
-        wiring.connect(m, self.replayer.jobs, self.chain.jobs)
-        wiring.connect(m, self.replayer.issued, self.chain.issued)
+        wiring.connect(m, wiring.flipped(self.jobs), self.replayer.i_jobs)
+        wiring.connect(m, wiring.flipped(self.issued), self.replayer.i_issued)
+        wiring.connect(m, self.replayer.o_jobs, self.chain.jobs)
+        wiring.connect(m, self.replayer.o_issued, self.chain.issued)
         m.d.comb += self.chain.filled.eq(self.filled)
         wiring.connect(m, self.chain.words, wiring.flipped(self.words))
         return m

@@ -60,7 +60,7 @@ def _to_signed(value: int) -> int:
 
 
 class TB(BenchTB):
-    """The lane's clock, reset and its two streams (`i_stream` in, `o_stream` out)."""
+    """The lane's clock, reset and its two streams (`pairs` in, `dot` out)."""
 
     async def pulse_reset(self):
         """One cycle of reset while the lane runs, without restarting the streams."""
@@ -71,8 +71,8 @@ class TB(BenchTB):
     async def check_run(self, vectors, in_mode: str, out_mode: str, name: str):
         """Send `vectors` into the running, reset lane and compare every result with golden."""
         rng = random.Random(f"{cocotb.RANDOM_SEED}-{name}")
-        source = self.add_source("i_stream", pauses(in_mode, rng), rng)
-        sink = self.add_sink("o_stream", pauses(out_mode, rng))
+        source = self.add_source("pairs", pauses(in_mode, rng), rng)
+        sink = self.add_sink("dot", pauses(out_mode, rng))
         expected = _expected(vectors)
         beats = [beat for a, w in vectors for beat in _beats(a, w, rng)]
         start = sink.cycles
@@ -121,10 +121,10 @@ async def reset_mid_vector(dut):
     rng = random.Random(cocotb.RANDOM_SEED)
     tb = TB(dut)
     await tb.reset()
-    source = tb.add_source("i_stream", pauses("none", rng), rng)
+    source = tb.add_source("pairs", pauses("none", rng), rng)
     a, w = [INT8_RANGE[1]] * (3 * PAIRS), [INT4_RANGE[1]] * (3 * PAIRS)
     await source.send_all(_beats(a, w, rng)[:-1])  # everything but the closing beat
     await tb.pulse_reset()
-    assert not bool(dut.o_stream__valid.value), "a result appeared from the discarded vector"
+    assert not bool(dut.dot__valid.value), "a result appeared from the discarded vector"
     vectors = [_random_vector(rng) for _ in range(20)]
     await tb.check_run(vectors, "random", "random", "reset_mid_vector")

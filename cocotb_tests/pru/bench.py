@@ -1,9 +1,9 @@
 """cocotb bench of the prompt routing unit (`Pru`) on prefill traces.
 
 Each test feeds every prompt of one trace back to back (no reset in between): the scores on
-`i_score`, then per layer every token's router logits twice (docs/blocks/pru.md), with `valid`
-and `ready` paused by one backpressure mode on all four streams. It checks every `o_route` beat
-(class, expert, weight, last) and every `o_ema` word against golden, bit for bit and in order,
+`score`, then per layer every token's router logits twice (docs/blocks/pru.md), with `valid`
+and `ready` paused by one backpressure mode on all four streams. It checks every `route` beat
+(class, expert, weight, last) and every `cmd` word against golden, bit for bit and in order,
 the stream rules on both outputs (streams.StreamSink: X/Z, held payload), that no output beat
 is left over afterwards, and that nothing hangs. Reported per test: prompts, tokens, layers,
 cycles and tokens per cycle (token-layers: one token's routing in one layer, both phases).
@@ -48,7 +48,7 @@ def _record(name: str, **values):
 
 
 class TB(BenchTB):
-    """The PRU's clock, reset and four streams (`i_score`, `i_logit` in; `o_route`, `o_ema`
+    """The PRU's clock, reset and four streams (`score`, `logit` in; `route`, `cmd`
     out), with the trace it runs on and the PRU's parameters for that trace."""
 
     def __init__(self, dut, trace_name: str):
@@ -58,10 +58,10 @@ class TB(BenchTB):
 
     def open_streams(self, mode: str, rng: random.Random):
         """The four streams, each paused by `mode` from an rng of its own seeded from `rng`."""
-        self.add_source("i_score", pauses(mode, random.Random(rng.random())), rng)
-        self.add_source("i_logit", pauses(mode, random.Random(rng.random())), rng)
-        self.add_sink("o_route", pauses(mode, random.Random(rng.random())))
-        self.add_sink("o_ema", pauses(mode, random.Random(rng.random())))
+        self.add_source("score", pauses(mode, random.Random(rng.random())), rng)
+        self.add_source("logit", pauses(mode, random.Random(rng.random())), rng)
+        self.add_sink("route", pauses(mode, random.Random(rng.random())))
+        self.add_sink("cmd", pauses(mode, random.Random(rng.random())))
 
 
 async def _run_trace(dut, trace_name: str, mode: str):
@@ -72,8 +72,8 @@ async def _run_trace(dut, trace_name: str, mode: str):
     dut._log.info(f"PRU bench {trace_name}/{mode}: seed {seed}, {trace.header['source']}")
     await tb.reset()
     tb.open_streams(mode, rng)
-    scores, logits = tb.sources["i_score"], tb.sources["i_logit"]
-    routes, ema = tb.sinks["o_route"], tb.sinks["o_ema"]
+    scores, logits = tb.sources["score"], tb.sources["logit"]
+    routes, ema = tb.sinks["route"], tb.sinks["cmd"]
     prompts = sorted(set(trace["tok_prompt"].tolist()))
     vectors = [prompt_vectors(trace, p, hw) for p in prompts]
     cycles = 0
@@ -91,8 +91,8 @@ async def _run_trace(dut, trace_name: str, mode: str):
         assert quiet < limit, (f"no output for {limit} cycles: {len(routes.items)} of "
                                      f"{len(want_routes)} routes, {len(ema.items)} of "
                                      f"{len(want_ema)} EMA words")
-    for got, want, name in ((list(routes.items), want_routes, "o_route"),
-                            (list(ema.items), want_ema, "o_ema")):
+    for got, want, name in ((list(routes.items), want_routes, "route"),
+                            (list(ema.items), want_ema, "cmd")):
         for i, (g, w) in enumerate(zip(got, want)):
             assert g == w, f"{name} beat {i}: {g:#x}, golden {w:#x}"
         assert len(got) == len(want), f"{name}: {len(got)} beats, golden {len(want)}"

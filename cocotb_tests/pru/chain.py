@@ -3,7 +3,7 @@
 The prompt's first chunk (`policies.prefill.chunk` tokens) of the golden integer model's prefill
 trace, one layer: the PRU's fetch list goes straight into the EMA, which fetches from
 cocotbext-axi's AxiRam (the weight image, a pipelined latency) under the AXI protocol monitor.
-Checked: every `o_route` beat against golden; every EMA completion (tag, slot, OK) and every
+Checked: every `route` beat against golden; every EMA completion (tag, slot, OK) and every
 AR (address, beats) in order, and the BYTES and BURSTS counters, against the EMA reference model
 (golden/blocks/ema.py) on the steps `golden.blocks.pru.fetch_commands` cuts the chunk's experts into; and the
 bytes against what the policy's prefill cost model counts for the chunk (the chunk's distinct
@@ -35,7 +35,7 @@ from edgexpert.cocotb_tests.runner import write_bench_report
 
 class TB(EmaChainTB):
     """The chain's TB (`EmaChainTB`) with the PRU's parameters, the prefill trace and its
-    streams (`i_score`, `i_logit` in; `o_route`, `done` out), every one paused at random."""
+    streams (`score`, `logit` in; `route`, `done` out), every one paused at random."""
 
     def __init__(self, dut):
         super().__init__(dut, "pru_ema")
@@ -43,9 +43,9 @@ class TB(EmaChainTB):
         self.trace = read_prefill_trace(self.params["trace"])
 
     def open_streams(self, rng: random.Random):
-        self.add_source("i_score", random_pauses(rng), rng)
-        self.add_source("i_logit", random_pauses(rng), rng)
-        self.add_sink("o_route", random_pauses(rng))
+        self.add_source("score", random_pauses(rng), rng)
+        self.add_source("logit", random_pauses(rng), rng)
+        self.add_sink("route", random_pauses(rng))
         self.add_sink("done", random_pauses(rng))
 
 
@@ -78,8 +78,8 @@ async def chained_ema(dut):
                   params["latency"])
 
     tb.open_streams(rng)
-    scores, logits = tb.sources["i_score"], tb.sources["i_logit"]
-    routes, done = tb.sinks["o_route"], tb.sinks["done"]
+    scores, logits = tb.sources["score"], tb.sources["logit"]
+    routes, done = tb.sinks["route"], tb.sinks["done"]
     feeders = [cocotb.start_soon(scores.send_all(vectors.scores)),
                cocotb.start_soon(logits.send_all(vectors.logits))]
     limit = 8 * (len(vectors.logits) + len(vectors.routes) + beats) + 5000
@@ -90,7 +90,7 @@ async def chained_ema(dut):
     tb.stop_sinks()
     monitor.stop()
     monitor.assert_drained()
-    assert list(routes.items) == vectors.routes, "o_route differs from golden"
+    assert list(routes.items) == vectors.routes, "route differs from golden"
     got = [Completion(i & (2**TAG_BITS - 1), (i >> TAG_BITS) & (2**SLOT_BITS - 1),
                       EmaStatus(i >> (TAG_BITS + SLOT_BITS))) for i in done.items]
     assert got == want, f"completions {got[:4]}... != golden {want[:4]}..."

@@ -1,7 +1,7 @@
 """The PRU's fuzz bench in Amaranth's simulator (docs/blocks/pru.md, "Fuzz bench"; issue 28):
 random sequences of good prompts (prompts.py's, golden's routes and EMA words through a synthetic
 prefill trace) and bad ones (every `PruError`) played by block_fuzz.py under random pauses on
-`i_score`, `i_logit`, `o_route` and `o_ema` and random resets. `edgexpert bench fuzz --block pru`
+`score`, `logit`, `route` and `cmd` and random resets. `edgexpert bench fuzz --block pru`
 runs it long; tests/test_block_fuzz.py short."""
 
 from __future__ import annotations
@@ -62,15 +62,15 @@ def pru_sequence(rng: random.Random, params: PruParams, model) -> Sequence:
             for _ in range(rng.randint(1, MAX_PROMPTS))]
     good = [random_prompt(rng, params) for kind in plan if kind is None]
     trace = synthetic_prefill_trace(model, SETTINGS, good, {}) if good else None
-    inputs = {"i_score": [], "i_logit": []}
-    outputs = {"o_route": [], "o_ema": []}
+    inputs = {"score": [], "logit": []}
+    outputs = {"route": [], "cmd": []}
     rejections, counts, bound, g = [], {"valid_prompts": 0, "invalid_prompts": 0}, 0, 0
     for number, kind in enumerate(plan):
         if kind is None:
             v = prompt_vectors(trace, g, params)
             scores, logits, tokens = v.scores, v.logits, v.tokens
-            outputs["o_route"] += v.routes
-            outputs["o_ema"] += v.ema
+            outputs["route"] += v.routes
+            outputs["cmd"] += v.ema
             owed = len(v.routes) + len(v.ema)
             g += 1
             counts["valid_prompts"] += 1
@@ -80,8 +80,8 @@ def pru_sequence(rng: random.Random, params: PruParams, model) -> Sequence:
             rejections.append((int(BAD_KINDS[kind]), number))
             counts["invalid_prompts"] += 1
             counts[f"invalid_{kind}"] = counts.get(f"invalid_{kind}", 0) + 1
-        inputs["i_score"] += scores
-        inputs["i_logit"] += logits
+        inputs["score"] += scores
+        inputs["logit"] += logits
         bound += prompt_cycles(params, scores, logits, tokens, owed)
     return Sequence(inputs, outputs, rejections, counts["valid_prompts"], bound, counts,
                     numbered=len(plan))
@@ -92,8 +92,8 @@ def run_pru_fuzz(sequences: int, seed: int, progress: bool = False) -> dict:
     block_fuzz.run_block_fuzz's report and the hardware."""
     params, model = fuzz_params(), _model()
     report = run_block_fuzz(
-        "pru", Pru(params), lambda d: {"i_score": d.i_score, "i_logit": d.i_logit},
-        lambda d: {"o_route": d.o_route, "o_ema": d.o_ema}, PruCsr,
+        "pru", Pru(params), lambda d: {"score": d.score, "logit": d.logit},
+        lambda d: {"route": d.route, "cmd": d.cmd}, PruCsr,
         lambda rng: pru_sequence(rng, params, model), PruError, PROMPT_TAG_BITS, sequences,
         seed, progress=progress)
     return {**report, "hardware": dict(FUZZ_SHAPE)}

@@ -36,10 +36,10 @@ def pru_params(trace: PrefillTrace, max_tokens: int, lanes: int) -> PruParams:
 
 @dataclass
 class PromptVectors:
-    scores: list[int]        # i_score payloads
-    logits: list[int]        # i_logit payloads (`lanes` two's complement LOGIT_BITS words)
-    routes: list[int]        # o_route payloads expected, in order
-    ema: list[int]           # o_ema words expected, in order
+    scores: list[int]        # score payloads
+    logits: list[int]        # logit payloads (`lanes` two's complement LOGIT_BITS words)
+    routes: list[int]        # route payloads expected, in order
+    ema: list[int]           # cmd words expected, in order
     tokens: int
 
 

@@ -35,12 +35,12 @@ def _beat(lay, op: TopOp, bits: int) -> int:
 
 
 def score_beats(lay, scores: list[int]) -> list[int]:
-    """SCORE beats of the PRU's i_score payloads (cocotb_tests/pru/vectors.py)."""
+    """SCORE beats of the PRU's score payloads (cocotb_tests/pru/vectors.py)."""
     return [_beat(lay, TopOp.SCORE, s) for s in scores]
 
 
 def logit_beats(lay, logits: list[int], layer: int, tokens: int, beats_per_token: int) -> list[int]:
-    """LOGIT beats of one layer: both phases' i_logit payloads (cocotb_tests/pru/vectors.py
+    """LOGIT beats of one layer: both phases' logit payloads (cocotb_tests/pru/vectors.py
     lists every layer's, each layer 2 x tokens x beats_per_token of them)."""
     per_layer = 2 * tokens * beats_per_token
     return [_beat(lay, TopOp.LOGIT, v) for v in logits[layer * per_layer:(layer + 1) * per_layer]]

@@ -85,13 +85,13 @@ def _in_range(name: str, value: int, lo: int, hi: int) -> int:
 
 
 def score_beat(score: int, length: int) -> int:
-    """One `i_score` payload (score in bits 0..16, length above), unchecked: `score_beats`
+    """One `score` payload (score in bits 0..16, length above), unchecked: `score_beats`
     checks; a bench builds bad beats with it."""
     return score | length << SCORE_BITS
 
 
 def score_beats(scores_q16, max_tokens: int) -> list[int]:
-    """A prompt's `i_score` payloads for a PRU of `max_tokens`: each Q.16 score (0..SCORE_MAX)
+    """A prompt's `score` payloads for a PRU of `max_tokens`: each Q.16 score (0..SCORE_MAX)
     with the prompt's length (1..max_tokens)."""
     scores = [int(s) for s in scores_q16]
     t = _in_range("prompt length", len(scores), 1, max_tokens)
@@ -99,7 +99,7 @@ def score_beats(scores_q16, max_tokens: int) -> list[int]:
 
 
 def logit_beats(z_q16, lanes: int) -> list[int]:
-    """`i_logit` payloads of rows of Q.16 router logits (each row a token's n_experts, a
+    """`logit` payloads of rows of Q.16 router logits (each row a token's n_experts, a
     multiple of `lanes`): `lanes` two's complement LOGIT_BITS words per beat, expert order from
     lane 0. Every int32 value is accepted."""
     lo, hi = -(1 << (LOGIT_BITS - 1)), (1 << (LOGIT_BITS - 1)) - 1

@@ -7,7 +7,7 @@ stream into the engine; CAND, X and FLUSH beats are the expert engine's `cand`, 
 items (hw/engine/layouts.py); ROUTE and DATA beats are the DCU's (edgexpert.contracts.dcu),
 whose EMA commands join the host's in front of the EMA and the feeder; DCU_CAND is a CAND whose
 group's DOWN job the DCU makes from the engine's hidden outputs; SCORE and LOGIT beats are the
-PRU's `i_score` and `i_logit` items (hw/pru/, in a top built with it), whose fetch words join
+PRU's `score` and `logit` items (hw/pru/, in a top built with it), whose fetch words join
 the EMA commands too. The register map is one read port: the top's own registers at
 `TOP_CSR_BASE` and above, the EMA controller's (`EmaCsr`) below.
 

@@ -39,8 +39,8 @@ class Accumulator(wiring.Component):
     def __init__(self, geometry: DcuGeometry):
         self._g = geometry
         super().__init__({
-            "job_in": In(stream.Signature(job_layout)),
-            "job_out": Out(stream.Signature(job_layout)),
+            "i_job": In(stream.Signature(job_layout)),
+            "o_job": Out(stream.Signature(job_layout)),
             "data": In(stream.Signature(dcu_data_layout)),
             "weight_rd": Out(ReadSignature(geometry.cand_bits, WEIGHT_BITS)),
             "sums_rd": Out(ReadSignature(geometry.bank_addr_bits, importance_layout.size)),
@@ -129,12 +129,12 @@ class Accumulator(wiring.Component):
 
         with m.FSM():
             with m.State("Idle"):
-                m.d.comb += self.job_in.ready.eq(1)
-                with m.If(self.job_in.valid):
+                m.d.comb += self.i_job.ready.eq(1)
+                with m.If(self.i_job.valid):
                     m.d.comb += cand_next.eq(0)
-                    m.d.sync += [job.eq(self.job_in.payload), word.eq(0), cand.eq(0), top.eq(0)]
+                    m.d.sync += [job.eq(self.i_job.payload), word.eq(0), cand.eq(0), top.eq(0)]
                     # a count of 0 (a rejected job) announces no data
-                    with m.If(self.job_in.payload.header.count == 0):
+                    with m.If(self.i_job.payload.header.count == 0):
                         m.next = "Offer"
                     with m.Else():
                         m.next = "Run"
@@ -156,8 +156,8 @@ class Accumulator(wiring.Component):
                 # encoder on one path: 12.9 ns at 180 nm)
                 m.next = "Offer"
             with m.State("Offer"):
-                m.d.comb += [self.job_out.valid.eq(1), self.job_out.payload.eq(job),
-                             self.job_out.payload.top.eq(top)]
-                with m.If(self.job_out.ready):
+                m.d.comb += [self.o_job.valid.eq(1), self.o_job.payload.eq(job),
+                             self.o_job.payload.top.eq(top)]
+                with m.If(self.o_job.ready):
                     m.next = "Idle"
         return m

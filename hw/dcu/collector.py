@@ -9,7 +9,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
-from ...contracts.dcu import (COUNT_BITS, E_BITS, G_MAX, KEEP_BITS, LANES, DcuError,
+from ...contracts.dcu import (COUNT_BITS, G_MAX, KEEP_BITS, LANES, DcuError,
                               dcu_entry_layout, dcu_header_layout, dcu_route_layout)
 from ...contracts.weight_layout import Matrix
 from .arith import bit_length, popcount

@@ -90,11 +90,11 @@ class Dcu(wiring.Component):
         wiring.connect(m, wiring.flipped(self.csr), registers.csr)
         # a rejected job's completion goes out and to the status register and counter
         report(m, registers, selector.rejected, selector.completed, out=self.rejected)
-        wiring.connect(m, collector.job, weigher.job_in)
-        wiring.connect(m, weigher.job_out, accumulator.job_in)
-        wiring.connect(m, accumulator.job_out, selector.job)
+        wiring.connect(m, collector.job, weigher.i_job)
+        wiring.connect(m, weigher.o_job, accumulator.i_job)
+        wiring.connect(m, accumulator.o_job, selector.job)
         # the front takes the next job once this one has moved on to the selector
-        m.d.comb += collector.passed.eq(accumulator.job_out.valid & accumulator.job_out.ready)
+        m.d.comb += collector.passed.eq(accumulator.o_job.valid & accumulator.o_job.ready)
 
         def write(port, source):
             m.d.comb += [port.addr.eq(source.addr), port.data.eq(source.data),

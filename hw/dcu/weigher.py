@@ -25,8 +25,8 @@ class Weigher(wiring.Component):
         self._g = geometry
         entry_bits = dcu_entry_layout.size
         super().__init__({
-            "job_in": In(stream.Signature(job_layout)),
-            "job_out": Out(stream.Signature(job_layout)),
+            "i_job": In(stream.Signature(job_layout)),
+            "o_job": Out(stream.Signature(job_layout)),
             "entry_rd": Out(ReadSignature(geometry.cand_bits, entry_bits)),
             "weight_wr": In(WritePort.Signature(addr_width=geometry.cand_bits, shape=WEIGHT_BITS)),
         })
@@ -51,10 +51,10 @@ class Weigher(wiring.Component):
 
         with m.FSM():
             with m.State("Idle"):
-                m.d.comb += self.job_in.ready.eq(1)
-                with m.If(self.job_in.valid):
-                    m.d.sync += [job.eq(self.job_in.payload), cand.eq(0)]
-                    with m.If(self.job_in.payload.error == DcuError.NONE):
+                m.d.comb += self.i_job.ready.eq(1)
+                with m.If(self.i_job.valid):
+                    m.d.sync += [job.eq(self.i_job.payload), cand.eq(0)]
+                    with m.If(self.i_job.payload.error == DcuError.NONE):
                         m.next = "Run"
                     with m.Else():
                         m.next = "Offer"
@@ -67,7 +67,7 @@ class Weigher(wiring.Component):
                 with m.If(cand == job.header.count):
                     m.next = "Offer"
             with m.State("Offer"):
-                m.d.comb += [self.job_out.valid.eq(1), self.job_out.payload.eq(job)]
-                with m.If(self.job_out.ready):
+                m.d.comb += [self.o_job.valid.eq(1), self.o_job.payload.eq(job)]
+                with m.If(self.o_job.ready):
                     m.next = "Idle"
         return m

@@ -160,7 +160,7 @@ class _Decode:
 
     def descriptor_states(self):
         """Idle (take a descriptor or NEW_STEP), Lookup, Address, Scales."""
-        m, c, g, lay = self.m, self.c, self.g, self.g.layout
+        m, c, lay = self.m, self.c, self.g.layout
         cmd = c.cmd.payload
         with m.State("Idle"):
             m.d.comb += c.cmd.ready.eq(1)

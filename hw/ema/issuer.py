@@ -9,7 +9,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...contracts.ema import TAG_BITS, EmaStatus
-from ..axi import AXI_BURST_INCR, AxiReadAddressSignature
+from ..axi import AxiBurst, AxiReadAddressSignature
 from .allocator import read_layout
 from .geometry import AXI_ID_WIDTH, MAX_BURST_BEATS, PAGE_BYTES, EmaGeometry
 
@@ -67,7 +67,7 @@ class BurstIssuer(wiring.Component):
         out = self.bursts.payload
         m.d.comb += [piece.eq(Mux(h.beats < limit, h.beats, limit)),
                      ar.araddr.eq(ar_addr), ar.arlen.eq(ar_len), ar.arid.eq(0),
-                     ar.arsize.eq(size_shift), ar.arburst.eq(AXI_BURST_INCR),
+                     ar.arsize.eq(size_shift), ar.arburst.eq(AxiBurst.INCR),
                      out.line.eq(h.line), out.tag.eq(h.tag), out.slot.eq(h.slot),
                      out.status.eq(h.status), out.marker.eq(h.marker),
                      self.in_flight.eq(in_flight), self.busy.eq(valid | ar.arvalid)]

@@ -9,7 +9,7 @@ from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
 from ...contracts.ema import EmaError, EmaStatus, ema_completion_layout
-from ..axi import AxiReadDataSignature
+from ..axi import AxiReadDataSignature, AxiResp
 from .geometry import AXI_ID_WIDTH, EmaGeometry
 from .issuer import burst_layout
 from .ports import ErrorSignature
@@ -49,7 +49,7 @@ class BeatWriter(wiring.Component):
         next_line = Signal(self._g.line_bits, reset_less=True)
         bus_error = Signal()        # an error beat was taken before this cycle
         desc_err = Signal()         # the first error beat belongs to the descriptor arriving
-        beat_bad = r.rresp[1]       # SLVERR (2) or DECERR (3)
+        beat_bad = (r.rresp == AxiResp.SLVERR) | (r.rresp == AxiResp.DECERR)
         line = Mux(first, head.line, next_line)
         first_error = Signal()
         m.d.comb += first_error.eq(self.beat & beat_bad & ~bus_error)
@@ -83,6 +83,6 @@ class BeatWriter(wiring.Component):
             with m.If(first_error):
                 m.d.sync += desc_err.eq(1)
                 m.d.comb += [self.error.valid.eq(1), self.error.payload.tag.eq(head.tag),
-                             self.error.payload.code.eq(Mux(r.rresp[0], EmaError.DECERR,
+                             self.error.payload.code.eq(Mux(r.rresp == AxiResp.DECERR, EmaError.DECERR,
                                                             EmaError.SLVERR))]
         return m

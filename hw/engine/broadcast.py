@@ -10,28 +10,30 @@ __all__ = ["Broadcast"]
 
 
 class Broadcast(wiring.Component):
-    """Each item of `i` is delivered once on `a` and once on `b`, each at its own pace: an output
-    that took the item drops `valid` until the other one has taken it too (neither waits for the
-    other's `ready` to raise `valid`). No storage: `i` holds the item until both took it."""
+    """Each item of `i_stream` is delivered once on `o_a` and once on `o_b`, each at its own
+    pace: an output that took the item drops `valid` until the other one has taken it too
+    (neither waits for the other's `ready` to raise `valid`). No storage: `i_stream` holds the
+    item until both took it."""
 
     def __init__(self, shape):
         super().__init__({
-            "i": In(stream.Signature(shape)),
-            "a": Out(stream.Signature(shape)),
-            "b": Out(stream.Signature(shape)),
+            "i_stream": In(stream.Signature(shape)),
+            "o_a": Out(stream.Signature(shape)),
+            "o_b": Out(stream.Signature(shape)),
         })
 
     def elaborate(self, platform):
         m = Module()
-        taken = {"a": Signal(name="taken_a"), "b": Signal(name="taken_b")}
+        taken = {"o_a": Signal(name="taken_a"), "o_b": Signal(name="taken_b")}
         done = []
         for name, flag in taken.items():
             port = getattr(self, name)
-            m.d.comb += [port.valid.eq(self.i.valid & ~flag), port.payload.eq(self.i.payload)]
+            m.d.comb += [port.valid.eq(self.i_stream.valid & ~flag),
+                         port.payload.eq(self.i_stream.payload)]
             done.append(flag | port.ready)
             with m.If(port.valid & port.ready):
                 m.d.sync += flag.eq(1)
-        m.d.comb += self.i.ready.eq(done[0] & done[1])
-        with m.If(self.i.valid & self.i.ready):
+        m.d.comb += self.i_stream.ready.eq(done[0] & done[1])
+        with m.If(self.i_stream.valid & self.i_stream.ready):
             m.d.sync += [flag.eq(0) for flag in taken.values()]
         return m

@@ -143,18 +143,18 @@ class ExpertEngine(wiring.Component):
         connect = wiring.connect
         connect(m, wiring.flipped(self.gate_up), gu_mac.columns)
         connect(m, wiring.flipped(self.gate_up_scales), gu_rq.scales)
-        connect(m, gu_mac.sums, gu_rq.sums)
-        connect(m, gu_rq.out, swiglu.i)
-        connect(m, swiglu.o, quant.h)
-        connect(m, quant.hidden, hidden_copy.i)
-        connect(m, hidden_copy.b, wiring.flipped(self.hidden))
+        connect(m, gu_mac.sums, gu_rq.i_sums)
+        connect(m, gu_rq.o_sums, swiglu.sums)
+        connect(m, swiglu.h, quant.h)
+        connect(m, quant.hidden, hidden_copy.i_stream)
+        connect(m, hidden_copy.o_b, wiring.flipped(self.hidden))
         connect(m, quant.scale, wiring.flipped(self.hidden_scale))
         connect(m, wiring.flipped(self.down), dn_mac.columns)
         connect(m, wiring.flipped(self.down_scales), dn_rq.scales)
-        connect(m, dn_mac.sums, dn_rq.sums)
-        connect(m, dn_rq.out, out_copy.i)
-        connect(m, out_copy.a, comb.y)
-        connect(m, out_copy.b, wiring.flipped(self.expert_out))
+        connect(m, dn_mac.sums, dn_rq.i_sums)
+        connect(m, dn_rq.o_sums, out_copy.i_stream)
+        connect(m, out_copy.o_a, comb.y)
+        connect(m, out_copy.o_b, wiring.flipped(self.expert_out))
         connect(m, comb.moe_out, wiring.flipped(self.moe_out))
 
         # Groups overlap: each MAC array loads one group's inputs, multiplies the one before and
@@ -226,17 +226,17 @@ class ExpertEngine(wiring.Component):
                      comb.flush.valid.eq(flushes.r.valid & due),
                      comb.flush.payload.eq(flushes.r.payload.token),
                      flushes.r.ready.eq(comb.flush.ready & due)]
-        hidden = hidden_copy.a.payload
+        hidden = hidden_copy.o_a.payload
         # a hidden channel outside the candidate's DOWN mask enters its DOWN sums as 0, which is
         # what the mask means (docs/contracts.md); `hidden` itself keeps every value
         masked_in = mask_head[hidden.candidate].bit_select(hidden.channel, 1)
-        m.d.comb += [dn_mac.act.valid.eq(hidden_copy.a.valid),
+        m.d.comb += [dn_mac.act.valid.eq(hidden_copy.o_a.valid),
                      dn_mac.act.payload.candidate.eq(hidden.candidate),
                      dn_mac.act.payload.beat.eq(hidden.channel),
                      dn_mac.act.payload.values[0].eq(Mux(masked_in, hidden.value, 0)),
                      dn_mac.act.payload.last.eq(hidden.last),
                      dn_mac.act_final.eq(quant.hidden_final),
-                     hidden_copy.a.ready.eq(dn_mac.act.ready)]
+                     hidden_copy.o_a.ready.eq(dn_mac.act.ready)]
         m.d.comb += [gu_mac.act.valid.eq(self.x.valid & x_open),
                      gu_mac.act.payload.eq(self.x.payload),
                      self.x.ready.eq(gu_mac.act.ready & x_open)]

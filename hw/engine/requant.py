@@ -48,10 +48,10 @@ class Requant(wiring.Component):
         self._c, self._o, self._w, self._parts = candidates, outputs, word_bits, parts
         self._split = check_split(split, parts, outputs)
         super().__init__({
-            "sums": In(stream.Signature(sum_layout(candidates, outputs, parts))),
+            "i_sums": In(stream.Signature(sum_layout(candidates, outputs, parts))),
             "scales": In(stream.Signature(scale_words_layout(word_bits))),
             "act_scale": In(data.ArrayLayout(dyadic_layout, candidates)),
-            "out": Out(stream.Signature(sum_layout(candidates, outputs, parts))),
+            "o_sums": Out(stream.Signature(sum_layout(candidates, outputs, parts))),
         })
 
     @property
@@ -83,7 +83,7 @@ class Requant(wiring.Component):
                     with m.If(load_bank == b):
                         m.d.sync += full[b].eq(1)
 
-        item = self.sums.payload
+        item = self.i_sums.payload
         shift = per_word.bit_length() - 1
         x = self.act_scale[item.candidate]
         half = self._o // self._parts
@@ -92,9 +92,9 @@ class Requant(wiring.Component):
         # (1) the sum times m_x, the output's scale read and decoded, the shift's amounts;
         # (2) times m_w, the low 24 bits and the rest apart; (3) their sum and the rounding
         # term; (4) the shift
-        advance = ~self.out.valid | self.out.ready
-        take = self.sums.valid & full.bit_select(use_bank, 1) & advance
-        m.d.comb += self.sums.ready.eq(take)
+        advance = ~self.o_sums.valid | self.o_sums.ready
+        take = self.i_sums.valid & full.bit_select(use_bank, 1) & advance
+        m.d.comb += self.i_sums.ready.eq(take)
         depth = 3
         meta = [Signal(sum_layout(self._c, self._o, self._parts), name=f"meta_{i}")
                 for i in range(depth)]
@@ -133,18 +133,18 @@ class Requant(wiring.Component):
                              for k in stages[i]]
             product.append(rshift_apply(rounded, stages[2]["right"], stages[2]["left"])[:Q16_WIDTH])
 
-        with m.If(self.out.ready):
-            m.d.sync += self.out.valid.eq(0)
+        with m.If(self.o_sums.ready):
+            m.d.sync += self.o_sums.valid.eq(0)
         with m.If(advance):
             m.d.sync += [valid[0].eq(take), meta[0].eq(item)]
             m.d.sync += [valid[i + 1].eq(valid[i]) for i in range(depth - 1)]
             m.d.sync += [meta[i + 1].eq(meta[i]) for i in range(depth - 1)]
             with m.If(valid[-1]):
-                m.d.sync += [self.out.valid.eq(1),
-                             self.out.payload.candidate.eq(meta[-1].candidate),
-                             self.out.payload.index.eq(meta[-1].index),
-                             self.out.payload.value.eq(Cat(*product)),
-                             self.out.payload.last.eq(meta[-1].last)]
+                m.d.sync += [self.o_sums.valid.eq(1),
+                             self.o_sums.payload.candidate.eq(meta[-1].candidate),
+                             self.o_sums.payload.index.eq(meta[-1].index),
+                             self.o_sums.payload.value.eq(Cat(*product)),
+                             self.o_sums.payload.last.eq(meta[-1].last)]
         with m.If(take & item.last):
             m.d.sync += use_bank.eq(~use_bank)
             for b in range(2):

@@ -17,8 +17,8 @@ reference golden/blocks/pru.py. Small components joined by streams:
 
 Input order (the engine's side of the contract): a prompt's `length` scores; then per layer the
 router logits of every token twice, in token order, `n_experts / lanes` beats per token: once for the
-shared-set phase, once for the routing phase. Outputs: `o_route`, per routing-phase token its
-picks in pick order (the last one marked) with class and weight; `o_ema`, per chunk of each
+shared-set phase, once for the routing phase. Outputs: `route`, per routing-phase token its
+picks in pick order (the last one marked) with class and weight; `cmd`, per chunk of each
 layer its EMA step, in chunk order. A prompt with a field out of range for the instance is
 rejected (`rejected`, STATUS and counters on `csr`, hw/rejects.py) with its beats taken and
 dropped; the next prompt is taken as usual.

@@ -18,8 +18,8 @@ PRU_NAMES = {"csr": "pru_csr"}
 
 
 class PruEma(wiring.Component):
-    """`Pru` with its `o_ema` stream into an `EmaSystem`'s `cmd`: scores and logits in on
-    `i_score` and `i_logit`, routes out on `o_route`, its `rejected` and its register port as
+    """`Pru` with its `cmd` stream into an `EmaSystem`'s `cmd`: scores and logits in on
+    `score` and `logit`, routes out on `route`, its `rejected` and its register port as
     `pru_csr`, and the EMA system's other ports (`done`, `m_axi`, `csr`, `buf_rd`, `loc_rd`,
     `res_rd`) as they are. `ema`: the EMA system's keyword arguments."""
 
@@ -27,7 +27,7 @@ class PruEma(wiring.Component):
         self._pru = Pru(params)
         self._ema = EmaSystem(layout, **ema)
         members = {PRU_NAMES.get(name, name): member
-                   for name, member in self._pru.signature.members.items() if name != "o_ema"}
+                   for name, member in self._pru.signature.members.items() if name != "cmd"}
         members.update({name: member for name, member in self._ema.signature.members.items()
                         if name != "cmd"})
         super().__init__(members)
@@ -36,8 +36,8 @@ class PruEma(wiring.Component):
         m = Module()
         m.submodules.pru = pru = self._pru
         m.submodules.ema = ema = self._ema
-        wiring.connect(m, pru.o_ema, ema.cmd)
-        for part, skip in ((pru, "o_ema"), (ema, "cmd")):
+        wiring.connect(m, pru.cmd, ema.cmd)
+        for part, skip in ((pru, "cmd"), (ema, "cmd")):
             for name in part.signature.members:
                 if name == skip:
                     continue

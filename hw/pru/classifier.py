@@ -21,12 +21,12 @@ class Classifier(wiring.Component):
     beat per cycle; the class is a register (one cycle of latency), held until taken."""
     def __init__(self, params: PruParams):
         self._p = params
-        super().__init__({"i_score": In(stream.Signature(params.score_layout)),
-                          "o_class": Out(stream.Signature(params.class_layout))})
+        super().__init__({"score": In(stream.Signature(params.score_layout)),
+                          "token_class": Out(stream.Signature(params.class_layout))})
 
     def elaborate(self, platform):
         m = Module()
-        p, i, o = self._p, self.i_score, self.o_class
+        p, i, o = self._p, self.score, self.token_class
         seen = Signal(p.length_bits)        # tokens of this prompt already classified
         held = Signal(p.length_bits)        # the prompt's length, from its first beat
         error = Signal(PruError)            # the prompt's first bad field so far

@@ -14,21 +14,21 @@ __all__ = ["FetchList"]
 
 
 class FetchList(wiring.Component):
-    """Watches the routing picks (`i_pick`): every pick's expert joins the chunk's set; the pick
+    """Watches the routing picks (`pick`): every pick's expert joins the chunk's set; the pick
     that ends a chunk (`chunk_last` and `last`) hands the set to the emitter, which writes the
-    chunk's EMA steps on `o_ema`: per `experts_per_step` experts in ascending index a NEW_STEP,
+    chunk's EMA steps on `cmd`: per `experts_per_step` experts in ascending index a NEW_STEP,
     then per expert a GATE_UP and a DOWN descriptor (scale blocks wanted, tags 0, 1, ... within
     the step), each followed by all-ones MASK words over the matrix's input channels. One word per cycle; the next chunk
     collects while one is emitted; a chunk's end waits only while the previous chunk is still
     being emitted. The lowest expert left is found by a priority encoder."""
     def __init__(self, params: PruParams):
         self._p = params
-        super().__init__({"i_pick": In(stream.Signature(params.pick_layout)),
-                          "o_ema": Out(stream.Signature(ema_command_layout))})
+        super().__init__({"pick": In(stream.Signature(params.pick_layout)),
+                          "cmd": Out(stream.Signature(ema_command_layout))})
 
     def elaborate(self, platform):
         m = Module()
-        p, i, o = self._p, self.i_pick, self.o_ema
+        p, i, o = self._p, self.pick, self.cmd
         e = p.n_experts
         collecting = Signal(e)
         emitting = Signal(e)

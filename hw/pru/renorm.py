@@ -28,18 +28,18 @@ class Renormalizer(wiring.Component):
     ex = EXP2[f] >> n (rounded) as it arrives, and adds them into S. After the token's last
     pick, every weight floor((ex 2^16 + floor(S/2)) / S) at once, by top_k restoring dividers
     of two quotient bits per cycle ((WEIGHT_BITS + 1) / 2 cycles); the weights then leave through
-    `o_route` in pick order, one per cycle (a register, held until taken). Picks are not taken
+    `route` in pick order, one per cycle (a register, held until taken). Picks are not taken
     meanwhile: a token of j picks occupies the stage 2 j + 3 + (WEIGHT_BITS + 1) / 2 cycles
     (j taking picks, 2 draining the exponent's pipeline, 1 preparing the numerators, then
     dividing, then j leaving)."""
     def __init__(self, params: PruParams):
         self._p = params
-        super().__init__({"i_pick": In(stream.Signature(params.pick_layout)),
-                          "o_route": Out(stream.Signature(params.route_layout))})
+        super().__init__({"pick": In(stream.Signature(params.pick_layout)),
+                          "route": Out(stream.Signature(params.route_layout))})
 
     def elaborate(self, platform):
         m = Module()
-        p, i, o = self._p, self.i_pick, self.o_route
+        p, i, o = self._p, self.pick, self.route
         k = p.top_k
         sum_bits = EXP_BITS + bits_for(k)
         m.submodules.exp2 = table = Memory(shape=unsigned(EXP_BITS), depth=len(EXP2_TABLE),

@@ -56,19 +56,19 @@ class Selector(wiring.Component):
     picked yet (`max_tree`). The key is the logit, except for a minor or trivial token's picks
     after its top-1 in the routing phase, whose key is (expert in S, logit). Shared-set phase
     picks set their expert in S and leave nothing; a job with `clear` empties S first. Routing
-    picks leave through `o_pick` (a register, held until taken). A token takes n_experts / lanes +
+    picks leave through `pick` (a register, held until taken). A token takes n_experts / lanes +
     picks + 1 cycles when nothing stalls. With `params.pick_register` the max tree has a register
     after that many levels and a pick takes two cycles (the tree settles, then the pick commits):
     n_experts / lanes + 2 picks + 1 cycles."""
     def __init__(self, params: PruParams):
         self._p = params
-        super().__init__({"i_job": In(stream.Signature(params.job_layout)),
-                          "i_logit": In(stream.Signature(params.logit_layout)),
-                          "o_pick": Out(stream.Signature(params.pick_layout))})
+        super().__init__({"job": In(stream.Signature(params.job_layout)),
+                          "logit": In(stream.Signature(params.logit_layout)),
+                          "pick": Out(stream.Signature(params.pick_layout))})
 
     def elaborate(self, platform):
         m = Module()
-        p, o = self._p, self.o_pick
+        p, o = self._p, self.pick
         e = p.n_experts
         # a shift register by `lanes` entries per beat: the logits arrive in expert order, so
         # after the token's last beat entry i holds expert i's logit without an address decoder
@@ -95,17 +95,17 @@ class Selector(wiring.Component):
             m.d.sync += o.valid.eq(0)
         with m.FSM(name="fsm"):
             with m.State("Take-Job"):
-                m.d.comb += self.i_job.ready.eq(1)
-                with m.If(self.i_job.valid):
-                    m.d.sync += [job.eq(self.i_job.payload), index.eq(0), taken.eq(0), picked.eq(0)]
-                    with m.If(self.i_job.payload.clear):
+                m.d.comb += self.job.ready.eq(1)
+                with m.If(self.job.valid):
+                    m.d.sync += [job.eq(self.job.payload), index.eq(0), taken.eq(0), picked.eq(0)]
+                    with m.If(self.job.payload.clear):
                         m.d.sync += s.eq(0)
                     m.next = "Load-Logits"
             with m.State("Load-Logits"):
-                m.d.comb += self.i_logit.ready.eq(1)
-                with m.If(self.i_logit.valid):
+                m.d.comb += self.logit.ready.eq(1)
+                with m.If(self.logit.valid):
                     lanes = p.lanes
-                    m.d.sync += [logits[e - lanes + j].eq(self.i_logit.payload[j])
+                    m.d.sync += [logits[e - lanes + j].eq(self.logit.payload[j])
                                  for j in range(lanes)]
                     m.d.sync += [logits[i].eq(logits[i + lanes]) for i in range(e - lanes)]
                     m.d.sync += index.eq(index + 1)

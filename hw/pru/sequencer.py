@@ -24,14 +24,14 @@ class Sequencer(wiring.Component):
     that announced no token (`empty`) has no job and completes at once."""
     def __init__(self, params: PruParams):
         self._p = params
-        super().__init__({"i_class": In(stream.Signature(params.class_layout)),
-                          "o_job": Out(stream.Signature(params.job_layout)),
+        super().__init__({"token_class": In(stream.Signature(params.class_layout)),
+                          "job": Out(stream.Signature(params.job_layout)),
                           "rejected": Out(reject_signature(PruError, PROMPT_TAG_BITS)),
                           "completed": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
-        p, o = self._p, self.o_job
+        p, o = self._p, self.job
         # flip-flops, not a memory: max_tokens x 2 bits is far below any SRAM macro
         # written by the classifier before the jobs read them: no reset
         classes = Array(Signal(TokenClass, name=f"class_{t}", reset_less=True)
@@ -65,9 +65,9 @@ class Sequencer(wiring.Component):
 
         with m.FSM(name="fsm"):
             with m.State("Take-Classes"):
-                m.d.comb += self.i_class.ready.eq(1)
-                beat = self.i_class.payload
-                with m.If(self.i_class.valid):
+                m.d.comb += self.token_class.ready.eq(1)
+                beat = self.token_class.payload
+                with m.If(self.token_class.valid):
                     # a rejected prompt's tokens past max_tokens have no class to keep
                     with m.If(count < p.max_tokens):
                         m.d.sync += classes[count].eq(beat.cls)

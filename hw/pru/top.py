@@ -25,7 +25,7 @@ class Pru(wiring.Component):
 
     A prompt with a field out of range for the instance (docs/contracts.md, "PRU prompts:
     accepted ranges") is rejected: the beats its first score beat announces are taken and
-    dropped, nothing goes out on `o_route` or `o_ema` for it, and one cycle of `rejected`
+    dropped, nothing goes out on `route` or `cmd` for it, and one cycle of `rejected`
     (nothing to acknowledge) gives its number and first bad field (`PruError`) once its logits
     are taken; STATUS keeps the first one, PROMPTS and REJECTED count (`csr`: `PruCsr` address
     in, the register one cycle later). The next prompt is taken as usual."""
@@ -33,10 +33,10 @@ class Pru(wiring.Component):
         if not isinstance(params, PruParams):
             raise TypeError(f"params must be a PruParams, not {params!r}")
         self._p = params
-        super().__init__({"i_score": In(stream.Signature(params.score_layout)),
-                          "i_logit": In(stream.Signature(params.logit_layout)),
-                          "o_route": Out(stream.Signature(params.route_layout)),
-                          "o_ema": Out(stream.Signature(ema_command_layout)),
+        super().__init__({"score": In(stream.Signature(params.score_layout)),
+                          "logit": In(stream.Signature(params.logit_layout)),
+                          "route": Out(stream.Signature(params.route_layout)),
+                          "cmd": Out(stream.Signature(ema_command_layout)),
                           "rejected": Out(reject_signature(PruError, PROMPT_TAG_BITS)),
                           "csr": In(ReadSignature(PruCsr.as_shape().width, CSR_DATA_BITS))})
 
@@ -53,20 +53,20 @@ class Pru(wiring.Component):
         m.submodules.renorm = renorm = Renormalizer(p)
         m.submodules.fetch = fetch = FetchList(p)
         m.submodules.registers = registers = RejectRegisters(PruError, PROMPT_TAG_BITS)
-        wiring.connect(m, wiring.flipped(self.i_score), classifier.i_score)
-        wiring.connect(m, classifier.o_class, sequencer.i_class)
-        wiring.connect(m, sequencer.o_job, selector.i_job)
-        wiring.connect(m, wiring.flipped(self.i_logit), selector.i_logit)
-        wiring.connect(m, renorm.o_route, wiring.flipped(self.o_route))
-        wiring.connect(m, fetch.o_ema, wiring.flipped(self.o_ema))
+        wiring.connect(m, wiring.flipped(self.score), classifier.score)
+        wiring.connect(m, classifier.token_class, sequencer.token_class)
+        wiring.connect(m, sequencer.job, selector.job)
+        wiring.connect(m, wiring.flipped(self.logit), selector.logit)
+        wiring.connect(m, renorm.route, wiring.flipped(self.route))
+        wiring.connect(m, fetch.cmd, wiring.flipped(self.cmd))
         wiring.connect(m, wiring.flipped(self.csr), registers.csr)
         # a prompt's completion: rejected ones out and to the status register, all counted
         report(m, registers, sequencer.rejected, sequencer.completed, out=self.rejected)
         # a pick goes to both the weights and the fetch list; each side's valid waits for the
         # other's ready (neither ready depends on valid, so this cannot deadlock)
-        pick = selector.o_pick
-        m.d.comb += [renorm.i_pick.payload.eq(pick.payload), fetch.i_pick.payload.eq(pick.payload),
-                     renorm.i_pick.valid.eq(pick.valid & fetch.i_pick.ready),
-                     fetch.i_pick.valid.eq(pick.valid & renorm.i_pick.ready),
-                     pick.ready.eq(renorm.i_pick.ready & fetch.i_pick.ready)]
+        pick = selector.pick
+        m.d.comb += [renorm.pick.payload.eq(pick.payload), fetch.pick.payload.eq(pick.payload),
+                     renorm.pick.valid.eq(pick.valid & fetch.pick.ready),
+                     fetch.pick.valid.eq(pick.valid & renorm.pick.ready),
+                     pick.ready.eq(renorm.pick.ready & fetch.pick.ready)]
         return m

@@ -42,8 +42,8 @@ def _by_matrix(matrix, values: dict):
 
 
 class Replayer(wiring.Component):
-    """Passes the feeder's command words (`jobs_in`) and the EMA's notices (`issued_in`: a
-    descriptor's slot, hw/ema `issued_signature`) on (`jobs`, `issued`), and replays
+    """Passes the feeder's command words (`i_jobs`) and the EMA's notices (`i_issued`: a
+    descriptor's slot, hw/ema `issued_signature`) on (`o_jobs`, `o_issued`), and replays
     descriptor pairs: a DESCRIPTOR word with `uses` = n >= 2 starts a pair, it and its mask
     words, then the next descriptor and its mask words (a GATE_UP and a DOWN of one expert:
     each engine group walks both), which the consumer sees n times in all, each time with the
@@ -70,10 +70,10 @@ class Replayer(wiring.Component):
         self._max_uses = max_uses
         self._ahead = ahead
         super().__init__({
-            "jobs_in": In(stream.Signature(job_layout(max_uses))),
-            "issued_in": In(stream.Signature(ema_completion_layout)),
-            "jobs": Out(stream.Signature(ema_command_layout)),
-            "issued": Out(stream.Signature(ema_completion_layout)),
+            "i_jobs": In(stream.Signature(job_layout(max_uses))),
+            "i_issued": In(stream.Signature(ema_completion_layout)),
+            "o_jobs": Out(stream.Signature(ema_command_layout)),
+            "o_issued": Out(stream.Signature(ema_completion_layout)),
             "replay": Out(1),
             "again": Out(1),
         })
@@ -90,39 +90,39 @@ class Replayer(wiring.Component):
         ptr = Signal(range(size + 1))           # the next word recorded or replayed
         dptr = Signal(range(3))                 # the next notice recorded or replayed
         behind = Signal(range(self._ahead + 1))  # notices owed for descriptors passed before
-        left = Signal.like(self.jobs_in.payload.uses)     # replays still owed
+        left = Signal.like(self.i_jobs.payload.uses)     # replays still owed
         descriptors = Signal(range(3))          # descriptors of the pair recorded so far
         words = Signal(range(most_words + 1))   # mask words still expected after a descriptor
         words_in = Signal()                     # the pair's words are all recorded
 
-        cmd = self.jobs_in.payload.cmd
+        cmd = self.i_jobs.payload.cmd
         is_desc = cmd.op == EmaOp.DESCRIPTOR
         cmd_words = _by_matrix(cmd.arg.descriptor.matrix,
                                {mat: g.mask_words(mat) for mat in Matrix})
-        take = self.jobs.valid & self.jobs.ready
-        take_notice = self.issued.valid & self.issued.ready
+        take = self.o_jobs.valid & self.o_jobs.ready
+        take_notice = self.o_issued.valid & self.o_issued.ready
 
         def pass_notices(condition):
-            m.d.comb += [self.issued.valid.eq(self.issued_in.valid & condition),
-                         self.issued_in.ready.eq(self.issued.ready & condition),
-                         self.issued.payload.eq(self.issued_in.payload)]
+            m.d.comb += [self.o_issued.valid.eq(self.i_issued.valid & condition),
+                         self.i_issued.ready.eq(self.o_issued.ready & condition),
+                         self.o_issued.payload.eq(self.i_issued.payload)]
 
         def pass_words(condition):
-            m.d.comb += [self.jobs.valid.eq(self.jobs_in.valid & condition),
-                         self.jobs_in.ready.eq(self.jobs.ready & condition),
-                         self.jobs.payload.eq(cmd)]
+            m.d.comb += [self.o_jobs.valid.eq(self.i_jobs.valid & condition),
+                         self.i_jobs.ready.eq(self.o_jobs.ready & condition),
+                         self.o_jobs.payload.eq(cmd)]
 
         with m.FSM(name="replay"):
             with m.State("Pass"):
                 pass_words(1)
                 pass_notices(1)
                 m.d.sync += behind.eq(behind + (take & is_desc) - take_notice)
-                with m.If(take & is_desc & (self.jobs_in.payload.uses >= 2)):
+                with m.If(take & is_desc & (self.i_jobs.payload.uses >= 2)):
                     # the pair's own descriptor is not owed a notice before it
                     m.d.sync += [record[0].eq(cmd), ptr.eq(1), dptr.eq(0), descriptors.eq(1),
                                  words.eq(cmd_words), words_in.eq(0),
                                  behind.eq(behind - take_notice),
-                                 left.eq(self.jobs_in.payload.uses - 1)]
+                                 left.eq(self.i_jobs.payload.uses - 1)]
                     m.next = "Record"
             with m.State("Record"):
                 # the notices owed before the pair pass, the pair's two pass and are kept, the
@@ -133,7 +133,7 @@ class Replayer(wiring.Component):
                     with m.If(behind != 0):
                         m.d.sync += behind.eq(behind - 1)
                     with m.Else():
-                        m.d.sync += [notices[dptr].eq(self.issued_in.payload), dptr.eq(dptr + 1)]
+                        m.d.sync += [notices[dptr].eq(self.i_issued.payload), dptr.eq(dptr + 1)]
                 with m.If(take):
                     m.d.sync += [record[ptr].eq(cmd), ptr.eq(ptr + 1)]
                     with m.If(words == 0):      # the second descriptor
@@ -148,9 +148,10 @@ class Replayer(wiring.Component):
             with m.State("Replay"):
                 # a replay ends once its words and both notices are taken
                 m.d.comb += [self.replay.eq(1),
-                             self.jobs.valid.eq(ptr != length), self.jobs.payload.eq(record[ptr]),
-                             self.issued.valid.eq(dptr != 2),
-                             self.issued.payload.eq(notices[dptr])]
+                             self.o_jobs.valid.eq(ptr != length),
+                             self.o_jobs.payload.eq(record[ptr]),
+                             self.o_issued.valid.eq(dptr != 2),
+                             self.o_issued.payload.eq(notices[dptr])]
                 with m.If(take_notice):
                     m.d.sync += dptr.eq(dptr + 1)
                 with m.If(take):

@@ -258,10 +258,10 @@ class Feeder(wiring.Component):
                      issued.w.payload.eq(self.issued.payload)]
         if self._max_uses > 1:
             replayer = m.submodules.replayer = Replayer(g, self._max_uses, ahead=notices)
-            connect(m, jobs.r, replayer.jobs_in)
-            connect(m, issued.r, replayer.issued_in)
-            connect(m, replayer.jobs, split.jobs)
-            connect(m, replayer.issued, split.issued)
+            connect(m, jobs.r, replayer.i_jobs)
+            connect(m, issued.r, replayer.i_issued)
+            connect(m, replayer.o_jobs, split.jobs)
+            connect(m, replayer.o_issued, split.issued)
             m.d.comb += self.again.eq(replayer.again)
         else:
             m.d.comb += [split.jobs.valid.eq(jobs.r.valid),

@@ -128,15 +128,15 @@ class PrefillPath(wiring.Component):
         m = Module()
         pru = m.submodules.pru = self._pru
         uses = m.submodules.uses = self._uses
-        wiring.connect(m, wiring.flipped(self.score), pru.i_score)
-        wiring.connect(m, wiring.flipped(self.logit), pru.i_logit)
+        wiring.connect(m, wiring.flipped(self.score), pru.score)
+        wiring.connect(m, wiring.flipped(self.logit), pru.logit)
         wiring.connect(m, wiring.flipped(self.csr), pru.csr)
         length = Signal.like(uses.length)
         with m.If(self.score.valid & self.score.ready):
             m.d.sync += length.eq(self.score.payload.length)
         m.d.comb += uses.length.eq(length)
-        wiring.connect(m, pru.o_route, uses.i_route)
+        wiring.connect(m, pru.route, uses.i_route)
         wiring.connect(m, uses.o_route, wiring.flipped(self.route))
-        wiring.connect(m, pru.o_ema, uses.i_cmd)
+        wiring.connect(m, pru.cmd, uses.i_cmd)
         wiring.connect(m, uses.o_cmd, wiring.flipped(self.cmd))
         return m

@@ -94,8 +94,8 @@ async def drive_mac_lane(ctx, dut, rng: random.Random, cycles: int, vector_lengt
 
     pairs = dut.pairs_per_beat
     beats = -(-vector_length // pairs)
-    ctx.set(dut.o_stream.ready, 1)
-    ctx.set(dut.i_stream.valid, 1)
+    ctx.set(dut.dot.ready, 1)
+    ctx.set(dut.pairs.valid, 1)
     macs = beat = 0
     payload = None
     for _ in range(cycles):
@@ -105,8 +105,8 @@ async def drive_mac_lane(ctx, dut, rng: random.Random, cycles: int, vector_lengt
             payload = {"act": act + [0] * (pairs - real),
                        "wgt": [_operand(rng, "wgt", operands, *INT4_RANGE) for _ in range(pairs)],
                        "last": int(beat == beats - 1)}
-            ctx.set(dut.i_stream.payload, payload)
-        _, _, ready = await ctx.tick().sample(dut.i_stream.ready)
+            ctx.set(dut.pairs.payload, payload)
+        _, _, ready = await ctx.tick().sample(dut.pairs.ready)
         if ready:  # transferred: the next cycle brings a new beat; otherwise hold it
             macs += real
             beat = (beat + 1) % beats

@@ -38,18 +38,18 @@ async def drive_pru(ctx, dut, rng: random.Random, cycles: int, tokens: int) -> i
     scores: list[int] = []
     logits: list[int] = []
     routed = 0
-    ctx.set(dut.o_route.ready, 1)
-    ctx.set(dut.o_ema.ready, 1)
+    ctx.set(dut.route.ready, 1)
+    ctx.set(dut.cmd.ready, 1)
     for _ in range(cycles):
         if not logits:
             scores, logits = _prompt(rng, dut, tokens)
-        ctx.set(dut.i_score.valid, bool(scores))
+        ctx.set(dut.score.valid, bool(scores))
         if scores:
-            ctx.set(dut.i_score.payload.as_value(), scores[0])
-        ctx.set(dut.i_logit.valid, 1)
-        ctx.set(dut.i_logit.payload, logits[0])
+            ctx.set(dut.score.payload.as_value(), scores[0])
+        ctx.set(dut.logit.valid, 1)
+        ctx.set(dut.logit.payload, logits[0])
         _, _, s_ready, l_ready, r_valid, r_last = await ctx.tick().sample(
-            dut.i_score.ready, dut.i_logit.ready, dut.o_route.valid, dut.o_route.payload.last)
+            dut.score.ready, dut.logit.ready, dut.route.valid, dut.route.payload.last)
         if scores and s_ready:
             scores.pop(0)
         if l_ready:
