@@ -98,7 +98,7 @@ class EmaReadMasterCheck(PropertyWrapper):
                          c.m_axi.arready.eq(axi.arready & ~held)]
         ar_hs = arvalid & axi.arready
         r_hs = axi.rvalid & axi.rready
-        bad_beat = r_hs & ((axi.rresp == AxiResp.SLVERR) | (axi.rresp == AxiResp.DECERR))
+        bad_beat = r_hs & axi.rresp.as_value()[1]    # SLVERR or DECERR: A3.4.4
 
         # --- the slave's book: bursts accepted and not finished, their lengths in order ---
         depth = n + 1                            # one more than allowed: an excess shows

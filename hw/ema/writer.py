@@ -9,7 +9,7 @@ from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
 from ...contracts.ema import EmaError, EmaStatus, ema_completion_layout
-from ..axi import AxiReadDataSignature, AxiResp
+from ..axi import AxiReadDataSignature
 from .geometry import AXI_ID_WIDTH, EmaGeometry
 from .issuer import burst_layout
 from .ports import ErrorSignature
@@ -49,7 +49,7 @@ class BeatWriter(wiring.Component):
         next_line = Signal(self._g.line_bits, reset_less=True)
         bus_error = Signal()        # an error beat was taken before this cycle
         desc_err = Signal()         # the first error beat belongs to the descriptor arriving
-        beat_bad = (r.rresp == AxiResp.SLVERR) | (r.rresp == AxiResp.DECERR)
+        beat_bad = r.rresp.as_value()[1]     # SLVERR or DECERR: the high bit (AxiResp)
         line = Mux(first, head.line, next_line)
         first_error = Signal()
         m.d.comb += first_error.eq(self.beat & beat_bad & ~bus_error)
@@ -82,7 +82,8 @@ class BeatWriter(wiring.Component):
                 m.d.sync += bus_error.eq(1)
             with m.If(first_error):
                 m.d.sync += desc_err.eq(1)
+                decerr = r.rresp.as_value()[0]      # of the two error codes, DECERR's low bit
                 m.d.comb += [self.error.valid.eq(1), self.error.payload.tag.eq(head.tag),
-                             self.error.payload.code.eq(Mux(r.rresp == AxiResp.DECERR, EmaError.DECERR,
+                             self.error.payload.code.eq(Mux(decerr, EmaError.DECERR,
                                                             EmaError.SLVERR))]
         return m
