@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import ConfigError, DecodeConfig, load_config
+from edgexpert.contracts.trace import PassKind
 from edgexpert.contracts.weight_layout import WeightLayout
 from edgexpert.golden.lm.checkpoint import load_checkpoint, weights_sha256
 from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative, summarize
@@ -162,9 +163,9 @@ def test_combined_drafts_with_the_head_on_chip_over_its_own_tree_losslessly(smal
     for prompt in ([1, 2, 3, 4, 5, 6, 7, 8], [9]):
         run = decode_speculative(engine, prompt, policy.decode, policy=policy)
         assert run.tokens == decode_ar(engine, prompt, DECODE).tokens
-        verify = [p for p in run.passes if p.kind == "verify"]
+        verify = [p for p in run.passes if p.kind == PassKind.VERIFY]
         assert all(p.tokens <= 5 + 1 for p in verify)        # the candidates and the root
-        assert sum(p.kind == "draft" for p in run.passes) <= 2 * len(verify)
+        assert sum(p.kind == PassKind.DRAFT for p in run.passes) <= 2 * len(verify)
         # no expert slots: a verification fetches every expert its tokens used, whole
         assert all(p.bytes % layout.expert_fetch_bytes == 0 and p.bytes > 0 for p in verify)
 

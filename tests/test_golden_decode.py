@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import load_config
+from edgexpert.contracts.trace import PassKind
 from edgexpert.golden.decoding.decode import (FloatEngine, Tree, _accept, build_tree, decode_ar,
                                      decode_speculative, prefill, summarize)
 from edgexpert.golden.integer.int_model import IntModel
@@ -103,26 +104,26 @@ def test_pass_kinds_count_each_pass_and_the_cache_it_reads(model, config):
     engine = IntModel(model)
     ar = decode_ar(engine, [7, 7, 7], config.decode)
     # the prompt but its last token is prefilled; step i then attends to 2 + i cached entries
-    contexts = [p.context for p in ar.passes if p.kind == "ar"]
+    contexts = [p.context for p in ar.passes if p.kind == PassKind.AR]
     assert contexts == list(range(2, 2 + ar.steps))
     kinds = summarize([ar])["pass_kinds"]
     assert set(kinds) == {"ar"}
     assert kinds["ar"] == {"runs_per_step": 1.0, "tokens": 1.0,
                            "context": sum(contexts) / len(contexts),
                            "expert_bytes": pytest.approx(sum(p.bytes for p in ar.passes
-                                                             if p.kind == "ar") / ar.steps),
+                                                             if p.kind == PassKind.AR) / ar.steps),
                            "draft_head_bytes": 0.0, "reads_target": 1.0}
     sd = decode_speculative(engine, [7, 7, 7], config.decode)
     kinds = summarize([sd])["pass_kinds"]
-    verify = [p for p in sd.passes if p.kind == "verify"]
-    draft = [p for p in sd.passes if p.kind == "draft"]
+    verify = [p for p in sd.passes if p.kind == PassKind.VERIFY]
+    draft = [p for p in sd.passes if p.kind == PassKind.DRAFT]
     assert kinds["verify"]["runs_per_step"] == 1.0 and len(verify) == sd.steps
     assert kinds["draft"]["runs_per_step"] == pytest.approx(len(draft) / sd.steps)
     # within a step, each draft level reads the prefix and the entries the earlier levels
     # wrote; verification reads the prefix only (the tree's entries are its own tokens)
     level = []
     for p in sd.passes[1:]:
-        if p.kind == "draft":
+        if p.kind == PassKind.DRAFT:
             assert not level or p.context == level[-1].context + level[-1].tokens
             level.append(p)
         else:

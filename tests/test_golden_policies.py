@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import load_config
+from edgexpert.contracts.trace import PassKind
 from edgexpert.golden.decoding.decode import FloatEngine, decode_ar, decode_speculative
 from edgexpert.golden.studies.evaluate import quality, run_policy, teacher_forced
 from edgexpert.golden.policies.edgexpert import CoalescingHook, EdgeXpert
@@ -81,12 +82,12 @@ def test_pruning_masks(setting):
 def test_moe_spec_keeps_its_budget(setting):
     config, _, engine, layout = setting
     policy = MoESpec(layout, config.decode, config.model.top_k, budget=3)
-    router = policy.router("verify", torch.tensor([1, 2, 3]))
+    router = policy.router(PassKind.VERIFY, torch.tensor([1, 2, 3]))
     logits = torch.randn(10, 8, dtype=torch.float64)
     idx = router(0, logits, None)
     assert len(torch.unique(idx)) <= 3 and idx.shape == (10, 2)
     run = decode_speculative(engine, [4, 5, 6], config.decode, policy=policy)
-    assert all(max(p.experts_per_layer) <= 3 for p in run.passes if p.kind == "verify")
+    assert all(max(p.experts_per_layer) <= 3 for p in run.passes if p.kind == PassKind.VERIFY)
     with pytest.raises(ValueError, match="budget = 1 is out of range: accepted 2..8"):
         MoESpec(layout, config.decode, config.model.top_k, budget=1)
 

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import ConfigError, load_config
+from edgexpert.contracts.trace import PassKind
 from edgexpert.golden.decoding.decode import FloatEngine, Tree, decode_ar, decode_speculative
 from edgexpert.golden.lm.model import LayerTrace
 from edgexpert.golden.policies.combined import Combined
@@ -101,10 +102,10 @@ def test_specmoe_drafts_on_resident_experts_only(setting):
     policy = SpecMoE(layout, config.decode, model, slots=3)
     run = decode_speculative(engine, PROMPT, config.decode, policy=policy)
     assert run.tokens == reference                       # verification is the target's
-    drafts = [p for p in run.passes if p.kind == "draft"]
+    drafts = [p for p in run.passes if p.kind == PassKind.DRAFT]
     assert drafts and all(p.bytes == 0 for p in drafts)
     assert all(max(p.experts_per_layer) <= 3 for p in drafts)
-    verify = [p for p in run.passes if p.kind == "verify"]
+    verify = [p for p in run.passes if p.kind == PassKind.VERIFY]
     # each verification fetches at most the experts it uses, some of them are on chip
     assert all(p.bytes <= sum(p.experts_per_layer) * layout.expert_fetch_bytes for p in verify)
     assert sum(p.bytes for p in verify) < sum(sum(p.experts_per_layer) for p in verify) * \
@@ -122,7 +123,7 @@ def test_specter_drafts_a_quantized_chain_and_prefetches(setting):
     assert all(a <= 3 for a in run.accepted)
     # a draft pass fetches its experts' 2-bit copies: half the int4 bytes
     for p in run.passes:
-        if p.kind == "draft":
+        if p.kind == PassKind.DRAFT:
             assert p.bytes == -(-sum(p.experts_per_layer) * layout.expert_fetch_bytes // 2)
     ternary = quantized_experts(model, 2).layers[0].moe.w_up[0]
     assert all(len(torch.unique(row.abs())) <= 2 for row in ternary)   # 0 and the scale
@@ -141,11 +142,12 @@ def test_specter_prefetches_the_drafts_hottest_experts_into_lru_slots(setting):
                           torch.ones(idx.shape) / idx.shape[1])
     whole = layout.expert_fetch_bytes
     # two draft passes choose expert 3 twice and 5 once in layer 0 (6 in layer 1): 2-bit copies
-    assert policy.decode_bytes("draft", [trace([[3, 5]]), trace([[6, 6]])]) == -(-3 * whole // 2)
-    assert policy.decode_bytes("draft", [trace([[3, -1]]), trace([[6, -1]])]) == -(-2 * whole // 2)
+    draft = PassKind.DRAFT
+    assert policy.decode_bytes(draft, [trace([[3, 5]]), trace([[6, 6]])]) == -(-3 * whole // 2)
+    assert policy.decode_bytes(draft, [trace([[3, -1]]), trace([[6, -1]])]) == -(-2 * whole // 2)
     # verification: 3 and 5 are prefetched in layer 0 and 6 in layer 1 (one load each); it then
     # uses 3 (a hit) and 7 (a demand load evicting 5, the least recently used)
-    moved = policy.decode_bytes("verify", [trace([[3, 7]]), trace([[6, -1]])])
+    moved = policy.decode_bytes(PassKind.VERIFY, [trace([[3, 7]]), trace([[6, -1]])])
     assert moved == 4 * whole
     assert policy.slots.layers[0] == [3, 7] and policy.slots.layers[1] == [6]
     assert int(policy.histogram.sum()) == 0          # a new histogram for the next step
@@ -157,7 +159,7 @@ def test_combined_is_lossless_and_drafts_for_free(setting):
                              policy=Combined(layout, config.decode, model, slots=3, threshold=0.25,
                                              tree=(2, 4)))
     assert run.tokens == reference
-    assert all(p.bytes == 0 for p in run.passes if p.kind == "draft")
+    assert all(p.bytes == 0 for p in run.passes if p.kind == PassKind.DRAFT)
 
 
 def test_resident_ar_saves_fetches_not_tokens(setting):
@@ -165,8 +167,8 @@ def test_resident_ar_saves_fetches_not_tokens(setting):
     run = decode_ar(engine, PROMPT, config.decode, policy=ResidentAR(layout, config.decode, 3))
     plain = decode_ar(engine, PROMPT, config.decode)
     assert run.tokens == reference
-    ar_bytes = sum(p.bytes for p in plain.passes if p.kind == "ar")
-    assert sum(p.bytes for p in run.passes if p.kind == "ar") < ar_bytes
+    ar_bytes = sum(p.bytes for p in plain.passes if p.kind == PassKind.AR)
+    assert sum(p.bytes for p in run.passes if p.kind == PassKind.AR) < ar_bytes
 
 
 def test_s2moe_gating_concentrates_verification(setting):
@@ -174,12 +176,12 @@ def test_s2moe_gating_concentrates_verification(setting):
     policy = S2MoE(layout, config.decode, config.model.top_k, threshold=0.25, cap=2)
     logits = torch.randn(20, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     native = torch.sort(-logits, dim=-1, stable=True).indices[:, :2]
-    gated = policy.router("verify", torch.arange(20))(0, logits, None)
+    gated = policy.router(PassKind.VERIFY, torch.arange(20))(0, logits, None)
     # more of the token-expert pairs land on the two most used experts: more reuse per fetch
     def on_top_two(idx):
         return int(torch.bincount(idx.reshape(-1), minlength=8).sort(descending=True).values[:2].sum())
     assert on_top_two(gated) > on_top_two(native) + 5
-    assert policy.router("draft", torch.arange(3)) is not None      # top-draft_experts draft
+    assert policy.router(PassKind.DRAFT, torch.arange(3)) is not None      # top-draft_experts draft
     with pytest.raises(ValueError, match="cap = 1 is out of range: accepted 2..8"):
         S2MoE(layout, config.decode, config.model.top_k, 0.25, 1)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import load_config
-from edgexpert.contracts.trace import PassKind, TraceError, read_trace, write_trace
+from edgexpert.contracts.trace import DECODE_KINDS, PassKind, TraceError, read_trace, write_trace
 from edgexpert.golden.decoding.decode import FloatEngine, decode_speculative
 from edgexpert.golden.integer.int_model import IntModel
 from edgexpert.golden.lm.model import MoEModel
@@ -42,12 +42,13 @@ def test_round_trip(trace_file):
 
 
 def test_pass_kinds_keep_their_disk_values(trace_file):
-    # docs/traces.md: row_kind 1 autoregressive, 2 draft, 3 verification
-    assert {k.name: int(k) for k in PassKind} == {"AR": 1, "DRAFT": 2, "VERIFY": 3}
+    # docs/traces.md: row_kind 1 autoregressive, 2 draft, 3 verification; prefill never stored
+    assert {k.label: int(k) for k in PassKind} == {"ar": 1, "draft": 2, "verify": 3, "prefill": 4}
+    assert DECODE_KINDS == (PassKind.AR, PassKind.DRAFT, PassKind.VERIFY)
     _, trace, runs, _ = trace_file
     for index, p in enumerate(runs[0].traces):
         rows = (trace["row_prompt"] == 0) & (trace["row_pass"] == index)
-        assert set(trace["row_kind"][rows].tolist()) == {PassKind[p.kind.upper()]}, index
+        assert set(trace["row_kind"][rows].tolist()) == {p.kind}, index
     assert set(trace["row_kind"].tolist()) == {PassKind.DRAFT, PassKind.VERIFY}
 
 def test_rows_are_the_integer_path_values(trace_file):
@@ -105,6 +106,8 @@ def _damaged(tmp_path, trace, **changes):
     (lambda t: {"experts": t["experts"][:, :1]}, r"array 'experts' is int16\[\d+, 1\]: accepted int16\[\d+, 2\]"),
     (lambda t: {"experts": np.full_like(t["experts"], 8)}, "array 'experts' holds 8..8: accepted -1..7"),
     (lambda t: {"row_kind": np.zeros_like(t["row_kind"])}, "array 'row_kind' holds 0..0: accepted 1..3"),
+    (lambda t: {"row_kind": np.full_like(t["row_kind"], PassKind.PREFILL)},
+     "array 'row_kind' holds 4..4: accepted 1..3"),
     (lambda t: {"header": {**t.header, "version": 99}}, "schema 'edgexpert-trace' version 99"),
     (lambda t: {"extra": np.zeros(3)}, r"unknown arrays \['extra'\]"),
 ])

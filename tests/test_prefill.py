@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from edgexpert.contracts.config import ConfigError, DecodeConfig, load_config
+from edgexpert.contracts.trace import PassKind
 from edgexpert.golden.lm.checkpoint import weights_sha256
 from edgexpert.golden.decoding.decode import FloatEngine, run_pass
 from edgexpert.golden.lm.model import KVCache, LayerTrace, MoEModel, route
@@ -98,9 +99,10 @@ def test_prefill_bytes_count_distinct_experts_per_chunk():
     assert chunked_expert_fetches(experts, 16) == 5
     trace = LayerTrace(torch.zeros(5, 64), torch.zeros(5, 8), experts, torch.ones(5, 2))
     policy = Policy(layout, DecodeConfig(), prefill_chunk=2)
-    assert policy.pass_bytes("prefill", [trace, trace], None) == 12 * layout.expert_fetch_bytes
+    whole = layout.expert_fetch_bytes
+    assert policy.pass_bytes(PassKind.PREFILL, [trace, trace], None) == 12 * whole
     # decode passes keep one fetch per distinct expert and pass
-    assert policy.pass_bytes("verify", [trace, trace], None) == 10 * layout.expert_fetch_bytes
+    assert policy.pass_bytes(PassKind.VERIFY, [trace, trace], None) == 10 * whole
 
 
 def test_encoder_is_bidirectional_and_its_scores_sum_to_one(small):
@@ -177,15 +179,15 @@ def test_edgexpert_prefill_routes_by_class(small):
     # every token trivial with n = 1: one expert each, fewer bytes
     cut = policy(1000.0, 1000.0, 1, 1)
     n = len(prompt)
-    _, traces, _ = run_pass(engine, cut, "prefill", torch.tensor(prompt), torch.arange(n), KVCache(),
-                            torch.tril(torch.ones(n, n, dtype=torch.bool)),
+    _, traces, _ = run_pass(engine, cut, PassKind.PREFILL, torch.tensor(prompt), torch.arange(n),
+                            KVCache(), torch.tril(torch.ones(n, n, dtype=torch.bool)),
                             torch.zeros(n, dtype=torch.long))
     for t in traces:
         assert (t.experts[:, 0] >= 0).all() and (t.experts[:, 1:] == -1).all()
     q = prefill_quality(engine, cut, native, [prompt])
     assert q["prefill_bytes_reduction"] > 0 and q["ppl_ratio"] != 1.0
     # decode passes are untouched by the prefill settings
-    assert cut.router("verify", torch.tensor(prompt)) is None
+    assert cut.router(PassKind.VERIFY, torch.tensor(prompt)) is None
 
 
 def test_pareto_front_and_choice():

@@ -152,7 +152,7 @@ async def play(dut, batches: list, masks: str, source: StreamSource,
         after = await read_counters(dut, COUNTERS)
         key = (prompt, index)
         entry = passes.setdefault(key, {
-            "prompt": prompt, "pass": index, "kind": parts[0].kind.name.lower(),
+            "prompt": prompt, "pass": index, "kind": parts[0].kind.label,
             "layers": len({b.layer for b in batches if (b.prompt, b.pass_index) == key}),
             "tokens": 0, "groups": 0, "macs": 0,
             **{k: 0 for k in COUNTERS if k != "groups"}})

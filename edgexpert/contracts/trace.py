@@ -6,8 +6,8 @@ One file is a NumPy .npz archive (docs/traces.md is the reference):
   "layout": WeightLayout fields, "path": "int", "decode": DecodeConfig, "source": ...}.
 - Token rows, one per (pass, layer, token), all of length R:
   `row_prompt`, `row_step`, `row_pass` (index of the pass in its prompt's run), `row_kind`
-  (`PassKind`: 1 ar, 2 draft, 3 verify), `row_layer`, `row_depth` (depth group in the draft tree;
-  0 for the root and for autoregressive steps), `row_token`;
+  (`PassKind`, one of `DECODE_KINDS`: 1 ar, 2 draft, 3 verify), `row_layer`, `row_depth` (depth
+  group in the draft tree; 0 for the root and for autoregressive steps), `row_token`;
   `x_q` [R, D] int8: the MoE input; `x_m` [R] int32 and `x_e` [R] int16: its scale m * 2**-e;
   `experts` [R, K] int16 (-1: none) and `weights_q16` [R, K] int32: routing;
   `hidden_q` [R, K, F] int8, `hidden_m` [R, K] int32, `hidden_e` [R, K] int16: each chosen
@@ -39,20 +39,30 @@ from .config import ModelConfig
 from .errors import InputError
 from .weight_layout import Matrix, WeightLayout
 
-__all__ = ["SCHEMA", "VERSION", "PassKind", "ROW_ARRAYS", "LOAD_ARRAYS", "TraceError", "TraceArchive", "Trace",
-           "write_trace", "read_trace", "fetch_bytes", "save_archive", "open_archive",
-           "check_arrays"]
+__all__ = ["SCHEMA", "VERSION", "PassKind", "DECODE_KINDS", "ROW_ARRAYS", "LOAD_ARRAYS",
+           "TraceError", "TraceArchive", "Trace", "write_trace", "read_trace", "fetch_bytes",
+           "save_archive", "open_archive", "check_arrays"]
 
 SCHEMA = "edgexpert-trace"
 VERSION = 1
 
 
 class PassKind(enum.IntEnum):
-    """`row_kind`: the decoding pass a row belongs to, as stored on disk (docs/traces.md). The
-    golden model's passes are named by the lower-case member name ("ar", "draft", "verify")."""
+    """A forward pass of decoding. AR, DRAFT and VERIFY are the `row_kind` values a trace stores
+    (docs/traces.md, `DECODE_KINDS`); PREFILL, the prompt's pass, is never stored in one."""
     AR = 1
     DRAFT = 2
     VERIFY = 3
+    PREFILL = 4
+
+    @property
+    def label(self) -> str:
+        """The kind as JSON and reports name it: "ar", "draft", "verify", "prefill"."""
+        return self.name.lower()
+
+
+#: the kinds a trace's rows may hold (consecutive values: `read_trace` checks the range)
+DECODE_KINDS = (PassKind.AR, PassKind.DRAFT, PassKind.VERIFY)
 
 
 # name -> (dtype, shape with "R"/"G" for the row/load count and model sizes by name)
@@ -134,8 +144,8 @@ def read_trace(path: Path) -> Trace:
     checks = [
         ("row_layer", 0, model.n_layers - 1), ("load_layer", 0, model.n_layers - 1),
         ("experts", -1, model.n_experts - 1), ("load_expert", 0, model.n_experts - 1),
-        ("row_kind", min(PassKind), max(PassKind)), ("x_q", -127, 127), ("hidden_q", -127, 127),
-        ("row_token", 0, model.vocab_size - 1),
+        ("row_kind", min(DECODE_KINDS), max(DECODE_KINDS)), ("x_q", -127, 127),
+        ("hidden_q", -127, 127), ("row_token", 0, model.vocab_size - 1),
         ("weights_q16", 0, 65536),
         ("load_bytes", 0, WeightLayout(**header["layout"]).expert_fetch_bytes),
     ]

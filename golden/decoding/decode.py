@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ...contracts.config import DecodeConfig
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import WeightLayout
 from ...support.progress import progress_bar
 from .eagle.draft import EagleTree, record_features
@@ -75,7 +76,7 @@ class PassCost:
     EAGLE draft pass (golden/decoding/eagle/draft.py) does not run the target (`reads_target`
     False: no expert, no target weight, its one layer's KV cache) and reads the head's weights
     instead (`draft_head_bytes`, at their storage precision)."""
-    kind: str                     # "prefill", "ar", "draft", "verify"
+    kind: PassKind
     tokens: int
     experts_per_layer: list[int]
     bytes: int
@@ -89,7 +90,7 @@ class PassTrace:
     """One forward pass kept for trace export: its tokens, their depth in the draft tree (0 for
     the root and for autoregressive steps), what each layer did, and for a verification pass
     each token's parent as a row of the pass (-1 for the root; None elsewhere)."""
-    kind: str
+    kind: PassKind
     step: int
     tokens: list[int]
     depths: list[int]
@@ -106,13 +107,12 @@ class DecodeResult:
     traces: list[PassTrace] = field(default_factory=list)
 
 
-def run_pass(engine, policy: Policy, kind: str, tokens: torch.Tensor, positions, cache, allowed,
-             depths: torch.Tensor):
-    """One forward pass of `kind` ("prefill", "ar", "draft", "verify") over `tokens` at
-    `positions`, attending to the cache entries `allowed` [len(tokens), cache + len(tokens)]
-    permits, under the policy's routing and channel choice (`depths`: each token's depth group in
-    the draft tree, 0 outside one); the tokens' entries are appended to `cache`. Returns (logits,
-    per-layer traces, PassCost)."""
+def run_pass(engine, policy: Policy, kind: PassKind, tokens: torch.Tensor, positions, cache,
+             allowed, depths: torch.Tensor):
+    """One forward pass of `kind` over `tokens` at `positions`, attending to the cache entries
+    `allowed` [len(tokens), cache + len(tokens)] permits, under the policy's routing and channel
+    choice (`depths`: each token's depth group in the draft tree, 0 outside one); the tokens'
+    entries are appended to `cache`. Returns (logits, per-layer traces, PassCost)."""
     hook = policy.channels(kind, depths)
     extra = {"channels": hook} if hook is not None else {}
     context = len(cache)
@@ -135,8 +135,8 @@ def prefill(engine, prompt: list[int], policy: Policy | None = None) -> tuple[KV
     body = torch.tensor(prompt[:-1], dtype=torch.long)
     n = len(body)
     if n == 0:
-        return cache, PassCost("prefill", 0, [0] * engine.cfg.n_layers, 0)
-    _, _, cost = run_pass(engine, policy, "prefill", body, torch.arange(n), cache,
+        return cache, PassCost(PassKind.PREFILL, 0, [0] * engine.cfg.n_layers, 0)
+    _, _, cost = run_pass(engine, policy, PassKind.PREFILL, body, torch.arange(n), cache,
                           torch.tril(torch.ones(n, n, dtype=torch.bool)), torch.zeros(n, dtype=torch.long))
     return cache, cost
 
@@ -187,13 +187,13 @@ def decode_ar(engine, prompt: list[int], cfg: DecodeConfig, eot: int | None = No
 
     def step(cache, root, result, gen):
         pos = len(cache)
-        logits, traces, cost = run_pass(engine, policy, "ar", torch.tensor([root]),
+        logits, traces, cost = run_pass(engine, policy, PassKind.AR, torch.tensor([root]),
                                         torch.tensor([pos]), cache,
                                         torch.ones(1, pos + 1, dtype=torch.bool),
                                         torch.zeros(1, dtype=torch.long))
         result.passes.append(cost)
         if keep_traces:
-            result.traces.append(PassTrace("ar", result.steps, [root], [0], traces))
+            result.traces.append(PassTrace(PassKind.AR, result.steps, [root], [0], traces))
         return [], _pick(logits[0], cfg, gen)
     return _run(engine, prompt, cfg, eot, policy, step)
 
@@ -233,7 +233,7 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
                traces_out: list[PassTrace] | None = None, step: int = 0,
                policy: Policy | None = None) -> Tree:
     """Draft a tree after `root` with the policy's draft: the self-speculative one (see the
-    module doc; the policy's "draft" routing and channels apply to every draft pass), or its
+    module doc; the policy's DRAFT routing and channels apply to every draft pass), or its
     EAGLE head (golden/decoding/eagle/draft.py: no target pass, no trace kept)."""
     policy = policy or default_policy(engine, cfg)
     eagle = EagleTree(policy.eagle_for(engine), cache, root) if policy.eagle is not None else None
@@ -249,7 +249,7 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
         tokens = [root if n < 0 else pool.tokens[n] for n in frontier]
         if eagle is not None:
             logits, count, context = eagle.run(frontier, pool.parents, tokens)
-            passes.append(PassCost("draft", count, [0] * engine.cfg.n_layers, 0, context,
+            passes.append(PassCost(PassKind.DRAFT, count, [0] * engine.cfg.n_layers, 0, context,
                                    policy.eagle_bytes, reads_target=False))
         else:
             first = len(fork)   # the root's entry is `prefix`, written by the first pass
@@ -259,13 +259,13 @@ def build_tree(engine, cache: KVCache, root: int, cfg: DecodeConfig, passes: lis
             allowed = _tree_mask(prefix, pool.parents, frontier, prefix, entry_of,
                                  first + len(frontier))
             positions = torch.full((len(frontier),), prefix + depth - 1, dtype=torch.long)
-            logits, traces, cost = run_pass(drafter, policy, "draft", torch.tensor(tokens),
-                                            positions, fork, allowed,
+            logits, traces, cost = run_pass(drafter, policy, PassKind.DRAFT,
+                                            torch.tensor(tokens), positions, fork, allowed,
                                             torch.full((len(frontier),), depth - 1))
             passes.append(cost)
             if traces_out is not None:
-                traces_out.append(PassTrace("draft", step, tokens, [depth - 1] * len(tokens),
-                                            traces))
+                traces_out.append(PassTrace(PassKind.DRAFT, step, tokens,
+                                            [depth - 1] * len(tokens), traces))
             # the target's top-k by the draft's router logits: what verifying the node will
             # likely fetch (policies that size the tree by its expert cost read it)
             for r, n in enumerate(frontier):
@@ -348,13 +348,13 @@ def draft_and_verify(engine, policy: Policy, cache: KVCache, root: int, cfg: Dec
                          prefix + 1 + n)
     tokens = torch.tensor([root] + tree.tokens)
     positions = prefix + torch.tensor([0] + tree.depths)
-    logits, traces, cost = run_pass(engine, policy, "verify", tokens, positions, cache, allowed,
-                                    torch.tensor([0] + tree.depths))
+    logits, traces, cost = run_pass(engine, policy, PassKind.VERIFY, tokens, positions, cache,
+                                    allowed, torch.tensor([0] + tree.depths))
     passes.append(cost)
     if traces_out is not None:
         # row 0 is the root, row 1 + i node i
-        traces_out.append(PassTrace("verify", step, tokens.tolist(), [0] + tree.depths, traces,
-                                    [-1] + [p + 1 for p in tree.parents]))
+        traces_out.append(PassTrace(PassKind.VERIFY, step, tokens.tolist(), [0] + tree.depths,
+                                    traces, [-1] + [p + 1 for p in tree.parents]))
     return tree, logits
 
 
@@ -380,24 +380,24 @@ def decode_speculative(engine, prompt: list[int], cfg: DecodeConfig, eot: int | 
 
 
 def pass_kinds(results: list[DecodeResult]) -> dict:
-    """Per decoding pass kind ("ar", "draft", "verify"; prefill aside): runs per step and, per
-    run, the mean tokens, cached entries attended (`context`), routed-expert bytes, draft-head
-    weight bytes and share of runs that read the target (`reads_target`: 0 for EAGLE drafts).
-    This is what sim/perf/traffic.py turns into every byte a token costs (docs/policies.md, "Total
-    traffic")."""
+    """Per decoding pass kind, keyed by its label ("ar", "draft", "verify"; prefill aside): runs
+    per step and, per run, the mean tokens, cached entries attended (`context`), routed-expert
+    bytes, draft-head weight bytes and share of runs that read the target (`reads_target`: 0 for
+    EAGLE drafts). This is what sim/perf/traffic.py turns into every byte a token costs
+    (docs/policies.md, "Total traffic")."""
     steps = sum(r.steps for r in results)
-    runs: dict[str, list[PassCost]] = {}
+    runs: dict[PassKind, list[PassCost]] = {}
     for r in results:
         for p in r.passes:
-            if p.kind != "prefill":
+            if p.kind != PassKind.PREFILL:
                 runs.setdefault(p.kind, []).append(p)
     # unrounded, so that runs x mean gives back the sums (the byte columns stay exact)
-    return {kind: {"runs_per_step": len(ps) / steps,
-                   "tokens": sum(p.tokens for p in ps) / len(ps),
-                   "context": sum(p.context for p in ps) / len(ps),
-                   "expert_bytes": sum(p.bytes for p in ps) / len(ps),
-                   "draft_head_bytes": sum(p.draft_head_bytes for p in ps) / len(ps),
-                   "reads_target": sum(p.reads_target for p in ps) / len(ps)}
+    return {kind.label: {"runs_per_step": len(ps) / steps,
+                         "tokens": sum(p.tokens for p in ps) / len(ps),
+                         "context": sum(p.context for p in ps) / len(ps),
+                         "expert_bytes": sum(p.bytes for p in ps) / len(ps),
+                         "draft_head_bytes": sum(p.draft_head_bytes for p in ps) / len(ps),
+                         "reads_target": sum(p.reads_target for p in ps) / len(ps)}
             for kind, ps in sorted(runs.items())}
 
 
@@ -407,16 +407,16 @@ def summarize(results: list[DecodeResult]) -> dict:
     root)."""
     tokens = sum(len(r.tokens) for r in results)
     steps = sum(r.steps for r in results)
-    experts: dict[str, int] = {}
-    moved: dict[str, int] = {}
+    experts: dict[PassKind, int] = {}
+    moved: dict[PassKind, int] = {}
     prompt_tokens = 0
     for r in results:
         for p in r.passes:
             experts[p.kind] = experts.get(p.kind, 0) + sum(p.experts_per_layer)
             moved[p.kind] = moved.get(p.kind, 0) + p.bytes
-            if p.kind == "prefill":
+            if p.kind == PassKind.PREFILL:
                 prompt_tokens += p.tokens
-    target = sum(v for k, v in experts.items() if k in ("ar", "verify"))
+    target = sum(v for k, v in experts.items() if k in (PassKind.AR, PassKind.VERIFY))
     return {
         "pass_kinds": pass_kinds(results),
         "tokens": tokens,
@@ -424,16 +424,18 @@ def summarize(results: list[DecodeResult]) -> dict:
         "tokens_per_step": round(tokens / steps, 4),
         "acceptance_length": round(sum(sum(r.accepted) for r in results) / steps, 4),
         "experts_per_step": round(target / steps, 3),
-        "draft_experts_per_step": round(experts.get("draft", 0) / steps, 3),
+        "draft_experts_per_step": round(experts.get(PassKind.DRAFT, 0) / steps, 3),
         # every pass also reads the non-expert weights (attention, embeddings) unless they stay on
         # chip: the sim/ model prices that; here only the count
-        "passes_per_token": round(sum(1 for r in results for p in r.passes if p.kind != "prefill")
-                                  / tokens, 4),
-        "ema_bytes_per_token": round(sum(v for k, v in moved.items() if k != "prefill") / tokens),
+        "passes_per_token": round(sum(1 for r in results for p in r.passes
+                                      if p.kind != PassKind.PREFILL) / tokens, 4),
+        "ema_bytes_per_token": round(sum(v for k, v in moved.items() if k != PassKind.PREFILL)
+                                     / tokens),
         "ema_bytes_per_token_verify": round(sum(v for k, v in moved.items()
-                                                if k in ("ar", "verify")) / tokens),
-        "ema_bytes_per_token_draft": round(moved.get("draft", 0) / tokens),
-        "ema_bytes_per_token_prefill": round(moved.get("prefill", 0) / max(prompt_tokens, 1)),
+                                                if k in (PassKind.AR, PassKind.VERIFY)) / tokens),
+        "ema_bytes_per_token_draft": round(moved.get(PassKind.DRAFT, 0) / tokens),
+        "ema_bytes_per_token_prefill": round(moved.get(PassKind.PREFILL, 0)
+                                             / max(prompt_tokens, 1)),
     }
 
 

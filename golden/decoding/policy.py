@@ -1,6 +1,6 @@
 """What a decoding policy decides, and the EMA accounting every policy shares.
 
-A policy is asked, for every forward pass (kind "prefill", "ar", "draft" or "verify"):
+A policy is asked, for every forward pass (its `PassKind`: PREFILL, AR, DRAFT or VERIFY):
 - `router(kind, tokens)`: the experts each token uses (None: the model's own top-k);
 - `channels(kind, depths)`: which input channels of each used expert are fetched and computed
   on (None: all of them), as a `ChannelHook` that also counts the bytes it fetched;
@@ -34,6 +34,7 @@ from abc import ABC, abstractmethod
 import torch
 
 from ...contracts.config import DecodeConfig
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import Matrix, WeightLayout, channel_runs
 from .eagle.head import EagleHead, IntEagleHead
 from ..integer.int_model import IntModel
@@ -216,13 +217,13 @@ class Policy:
     def start(self, prompt: list[int]) -> None:
         """Called before each prompt (policies with state across passes reset it here)."""
 
-    def router(self, kind: str, tokens: torch.Tensor) -> Router | None:
-        if kind == "draft":
+    def router(self, kind: PassKind, tokens: torch.Tensor) -> Router | None:
+        if kind == PassKind.DRAFT:
             k = self.decode.draft_experts
             return lambda layer, logits, h: route(logits, k)
         return None
 
-    def channels(self, kind: str, depths: torch.Tensor) -> ChannelHook | None:
+    def channels(self, kind: PassKind, depths: torch.Tensor) -> ChannelHook | None:
         return None
 
     def draft_engine(self, engine):
@@ -231,10 +232,11 @@ class Policy:
     def expansion(self, cfg: DecodeConfig, top_k: int) -> "Expansion":
         return Expansion(cfg)
 
-    def pass_bytes(self, kind: str, traces: list[LayerTrace], hook: ChannelHook | None) -> int:
+    def pass_bytes(self, kind: PassKind, traces: list[LayerTrace],
+                   hook: ChannelHook | None) -> int:
         if hook is not None:
             return hook.bytes
-        if kind == "prefill":
+        if kind == PassKind.PREFILL:
             experts = sum(chunked_expert_fetches(t.experts, self.prefill_chunk) for t in traces)
         else:
             experts = sum(len(used_experts(t)) for t in traces)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...contracts.config import DecodeConfig
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import WeightLayout
 from ..decoding.eagle.head import EagleHead
 from ..decoding.policy import Policy
@@ -48,7 +49,7 @@ class Combined(SpecMoE):
         self.onchip = "reuse" if eagle is not None else "configured"
 
     def router(self, kind, tokens):
-        if kind == "prefill" and self.prefill is not None:
+        if kind == PassKind.PREFILL and self.prefill is not None:
             return self.prefill.router(tokens, self.top_k)
         return super().router(kind, tokens)
 

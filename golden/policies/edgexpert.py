@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from ...contracts.config import DecodeConfig
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import Matrix, WeightLayout
 from ..blocks import dcu
 from ..decoding.policy import ChannelHook, Policy
@@ -111,13 +112,13 @@ class EdgeXpert(Policy):
         self.top_k, self.prefill = model.cfg.top_k, prefill
         self.model = model if own_model else None
 
-    def router(self, kind: str, tokens: torch.Tensor) -> Router | None:
-        if kind == "prefill" and self.prefill is not None:
+    def router(self, kind: PassKind, tokens: torch.Tensor) -> Router | None:
+        if kind == PassKind.PREFILL and self.prefill is not None:
             return self.prefill.router(tokens, self.top_k)
         return super().router(kind, tokens)
 
     def channels(self, kind, depths):
-        if kind not in ("draft", "verify"):
+        if kind not in (PassKind.DRAFT, PassKind.VERIFY):
             return None
         return CoalescingHook(self.layout, depths, self.masks, self.ratio, self.calibration)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ...contracts.config import DecodeConfig
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import WeightLayout
 from ..decoding.policy import Policy
 from ..lm.model import Router, route
@@ -26,8 +27,8 @@ class MoESpec(Policy):
                              f"{top_k}..{layout.n_experts}")
         self.top_k, self.budget = top_k, budget
 
-    def router(self, kind: str, tokens: torch.Tensor) -> Router | None:
-        if kind != "verify":
+    def router(self, kind: PassKind, tokens: torch.Tensor) -> Router | None:
+        if kind != PassKind.VERIFY:
             return super().router(kind, tokens)
         k, budget = self.top_k, self.budget
 

@@ -29,6 +29,7 @@ from torch import nn
 
 from ...contracts.config import PolicyConfig, check_prefill_budgets
 from ...contracts.errors import InputError
+from ...contracts.trace import PassKind
 from ...support.progress import progress_bar
 from ..lm.checkpoint import bundled_checkpoint_dir, save_meta, save_tensors, weights_sha256
 from ..decoding.decode import exact_logits, run_pass
@@ -402,7 +403,7 @@ def prefill_pass(engine, policy, prompt: list[int]):
     logits it computed for every position, and its PassCost."""
     policy.start(prompt)
     n = len(prompt) - 1
-    logits, _, cost = run_pass(engine, policy, "prefill", torch.tensor(prompt[:-1]),
+    logits, _, cost = run_pass(engine, policy, PassKind.PREFILL, torch.tensor(prompt[:-1]),
                                torch.arange(n), KVCache(),
                                torch.tril(torch.ones(n, n, dtype=torch.bool)),
                                torch.zeros(n, dtype=torch.long))

@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 import torch
 
 from ...contracts.config import DecodeConfig
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import WeightLayout
 from ..decoding.policy import ExpertSlots, Policy, hottest, used_experts
 from ..lm.model import LayerTrace, MoEModel, Router, route
@@ -50,15 +51,15 @@ class ResidentPolicy(Policy, ABC):
             self.slots.replace(layer, (hot + held)[:self.slots.capacity])
 
     def pass_bytes(self, kind, traces, hook):
-        if kind != "prefill":
+        if kind != PassKind.PREFILL:
             return self.decode_bytes(kind, traces)
         moved = super().pass_bytes(kind, traces, hook)
         self.keep_hottest(traces)
         return moved
 
     @abstractmethod
-    def decode_bytes(self, kind: str, traces: list[LayerTrace]) -> int:
-        """Bytes of an "ar", "draft" or "verify" pass, given and updating what is on chip."""
+    def decode_bytes(self, kind: PassKind, traces: list[LayerTrace]) -> int:
+        """Bytes of an AR, DRAFT or VERIFY pass, given and updating what is on chip."""
 
     def missing_bytes(self, traces: list[LayerTrace]) -> int:
         """Whole-expert fetches of the experts the pass used that were not on chip."""
@@ -113,12 +114,12 @@ class SpecMoE(ResidentPolicy):
         return draft
 
     def router(self, kind, tokens):
-        if kind == "draft":
+        if kind == PassKind.DRAFT:
             return self.resident_router()
         return super().router(kind, tokens)
 
     def decode_bytes(self, kind, traces):
         moved = self.missing_bytes(traces)     # 0 for drafts: resident experts only
-        if kind == "verify":
+        if kind == PassKind.VERIFY:
             self.keep_hottest(traces)
         return moved

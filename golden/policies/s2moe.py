@@ -8,6 +8,7 @@ import math
 import torch
 
 from ...contracts.config import DecodeConfig
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import WeightLayout
 from ..decoding.policy import Expansion, Policy
 from ..lm.model import Router, route
@@ -106,7 +107,7 @@ class S2MoE(Policy):
         self.top_k, self.threshold, self.cap = top_k, threshold, cap
 
     def router(self, kind, tokens):
-        if kind == "verify":
+        if kind == PassKind.VERIFY:
             return reuse_aware_router(self.top_k, self.cap)
         return super().router(kind, tokens)
 

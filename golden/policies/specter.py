@@ -9,6 +9,7 @@ import math
 import torch
 
 from ...contracts.config import DecodeConfig
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import WeightLayout
 from ..decoding.decode import FloatEngine
 from ..decoding.policy import Policy, used_experts
@@ -76,7 +77,7 @@ class Specter(ResidentPolicy):
         return None        # the draft routes as the target does
 
     def decode_bytes(self, kind, traces):
-        if kind == "draft":
+        if kind == PassKind.DRAFT:
             for layer, t in enumerate(traces):
                 self.histogram[layer] += torch.bincount(t.experts[t.experts >= 0],
                                                         minlength=self.layout.n_experts)
@@ -85,7 +86,7 @@ class Specter(ResidentPolicy):
             return math.ceil(Policy.pass_bytes(self, kind, traces, None) * self.draft_bits / 4)
         moved = 0
         for layer, t in enumerate(traces):
-            if kind == "verify":
+            if kind == PassKind.VERIFY:
                 counts = self.histogram[layer]
                 order = torch.sort(-counts, stable=True).indices[:self.slots.capacity]
                 ahead = [e for e in order.tolist() if counts[e] > 0]

@@ -17,6 +17,7 @@ import itertools
 
 import torch
 
+from ...contracts.trace import PassKind
 from ..decoding.decode import DecodeResult, FloatEngine
 from ..integer.int_model import IntModel
 from ..decoding.metrics import LogitComparison
@@ -62,7 +63,7 @@ def coactivation(runs: list[DecodeResult], min_shared: int = 3) -> dict:
     total = dict.fromkeys(("groups", "candidates", "sharing", "pairs", "sharing_pairs"), 0)
     for run in runs:
         for p in run.traces:
-            if p.kind != "verify":
+            if p.kind != PassKind.VERIFY:
                 continue
             depths = torch.tensor(p.depths)
             for d in torch.unique(depths[depths > 0]).tolist():

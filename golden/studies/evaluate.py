@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from ...support.progress import progress_bar
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import WeightLayout
 from ..decoding.decode import (DecodeResult, FloatEngine, PassCost, decode_ar, decode_speculative,
                      draft_and_verify, exact_logits, keep_path, prefill, run_pass, summarize)
@@ -40,7 +41,7 @@ def teacher_forced(engine, policy: Policy, tokens: list[int],
     while j < len(tokens):
         prefix = len(cache)
         if not policy.speculative:
-            logits, _, cost = run_pass(engine, policy, "ar", torch.tensor([root]),
+            logits, _, cost = run_pass(engine, policy, PassKind.AR, torch.tensor([root]),
                                        torch.tensor([prefix]), cache,
                                        torch.ones(1, prefix + 1, dtype=torch.bool),
                                        torch.zeros(1, dtype=torch.long))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import torch
 
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import Matrix, WeightLayout
 from ..decoding.decode import FloatEngine, decode_ar
 from ..decoding.policy import ChannelHook, Policy
@@ -172,7 +173,7 @@ class PrefillRecorder:
 
         def router(kind, tokens):
             route = inner(kind, tokens)
-            if kind != "prefill" or route is None:
+            if kind != PassKind.PREFILL or route is None:
                 return route
             classes = policy.prefill.token_classes(tokens)
             self.s.add("major_share", float((classes == MAJOR).float().mean()))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from ...contracts.config import Config
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import WeightLayout
 from ...support.progress import progress_bar
 from ..decoding.decode import decode_ar, decode_speculative
@@ -50,7 +51,7 @@ def routing_observations(ckpt: Checkpoint, config: Config, prompts: list[list[in
                                 policy=policy)
         tokens, steps = tokens + len(sd.tokens), steps + sd.steps
         verify += [{"parents": p.parents, "depths": p.depths, "experts": _experts(p.layers)}
-                   for p in sd.traces if p.kind == "verify"]
+                   for p in sd.traces if p.kind == PassKind.VERIFY]
     return {"model": config.model.name, "experts": cfg.n_experts, "top_k": cfg.top_k,
             "layers": cfg.n_layers, "seed": config.decode.seed,
             "decode": {"max_depth": config.decode.max_depth,

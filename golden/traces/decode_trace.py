@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from ...contracts.config import DecodeConfig, ModelConfig
-from ...contracts.trace import (LOAD_ARRAYS, ROW_ARRAYS, SCHEMA, VERSION, PassKind, Trace, TraceError,
+from ...contracts.trace import (LOAD_ARRAYS, ROW_ARRAYS, SCHEMA, VERSION, Trace, TraceError,
                                fetch_bytes)
 from ...contracts.weight_layout import WeightLayout
 
@@ -39,8 +39,7 @@ def build_trace(runs: list, model: ModelConfig, decode: DecodeConfig, source: di
                 rows["row_prompt"].append(np.full(n, prompt))
                 rows["row_step"].append(np.full(n, p.step))
                 rows["row_pass"].append(np.full(n, index))
-                # PassTrace.kind is the member's name in lower case ("ar", "draft", "verify")
-                rows["row_kind"].append(np.full(n, int(PassKind[p.kind.upper()])))
+                rows["row_kind"].append(np.full(n, int(p.kind)))
                 rows["row_layer"].append(np.full(n, layer))
                 rows["row_depth"].append(np.asarray(p.depths))
                 rows["row_token"].append(np.asarray(p.tokens))

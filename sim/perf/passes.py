@@ -38,12 +38,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ...contracts.config import DramConfig, PlatformConfig
+from ...contracts.trace import PassKind
 from ...support.tools import build_root
 from ...contracts.weight_layout import Matrix, WeightLayout, channel_runs
 from .dram import DramModel
 
-__all__ = ["MAC_KINDS", "Pass", "StepPlan", "PassCoster", "PassCost", "load_cost_table",
-           "calibrate_dram_passes",
+__all__ = ["MAC_KINDS", "GOLDEN_KINDS", "Pass", "StepPlan", "PassCoster", "PassCost",
+           "load_cost_table", "calibrate_dram_passes",
            "DEFAULT_COSTS", "compute_cycles",
            "calibrate_compute", "calibrate_prefill"]
 
@@ -242,8 +243,10 @@ def calibrate_compute(cycle_file: dict, utilization: float) -> dict:
     return {"model_utilization": utilization, "runs": runs}
 
 
-#: the trace's pass kinds (contracts/trace.py `PassKind`) as the pass model names them
-_TRACE_KINDS = {"ar": "plain", "draft": "draft", "verify": "verify"}
+#: golden's decoding pass kinds, by the label JSON carries them with (a measured run's
+#: "pass_kinds", a cycle file's passes), as the pass model names them (`Pass.KINDS`)
+GOLDEN_KINDS = {PassKind.AR.label: "plain", PassKind.DRAFT.label: "draft",
+                PassKind.VERIFY.label: "verify"}
 
 
 def calibrate_dram_passes(cycle_file: dict, layout: WeightLayout, coalescing_ratio: float,
@@ -270,7 +273,7 @@ def calibrate_dram_passes(cycle_file: dict, layout: WeightLayout, coalescing_rat
         ratio = 1.0 if run["masks"] == "naive_sd" else coalescing_ratio
         passes = [{**{k: p[k] for k in ("prompt", "pass", "kind", "tokens", "beats", "macs",
                                          "busy", "memory_wait", "compute")},
-                   **_priced(coster, clock_hz, _TRACE_KINDS[p["kind"]], p, ratio)}
+                   **_priced(coster, clock_hz, GOLDEN_KINDS[p["kind"]], p, ratio)}
                   for p in run["passes"]]
         kinds = {}
         for kind in sorted({p["kind"] for p in passes}):

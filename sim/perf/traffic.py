@@ -30,15 +30,13 @@ from __future__ import annotations
 
 from ...contracts.config import Config
 from ...contracts.errors import InputError
+from ...contracts.trace import PassKind
 from ...contracts.weight_layout import Matrix
 from .models import MoEModelSpec
-from .passes import Pass, StepPlan
+from .passes import GOLDEN_KINDS, Pass, StepPlan
 
-__all__ = ["GOLDEN_KINDS", "resident_share", "onchip_plan", "staging_bytes", "measured_plan", "traffic_columns", "add_traffic",
-           "TRAFFIC_COLUMNS"]
-
-#: the golden model's pass names -> the performance model's (sim/perf/passes.py Pass.KINDS)
-GOLDEN_KINDS = {"ar": "plain", "draft": "draft", "verify": "verify"}
+__all__ = ["resident_share", "onchip_plan", "staging_bytes", "measured_plan", "traffic_columns",
+           "add_traffic", "TRAFFIC_COLUMNS"]
 
 #: the columns `traffic_columns` adds, per decoded token
 TRAFFIC_COLUMNS = ("total_bytes_per_token", "expert_bytes_per_token", "nonexpert_bytes_per_token",
@@ -86,7 +84,7 @@ def staging_bytes(spec: MoEModelSpec, config: Config) -> int:
 
 def _draft_head_bytes(summary: dict) -> int:
     """The head bytes one EAGLE draft pass of a measured run reads (0: no EAGLE draft)."""
-    draft = summary["pass_kinds"].get("draft", {})
+    draft = summary["pass_kinds"].get(PassKind.DRAFT.label, {})
     eagle_share = 1 - draft.get("reads_target", 1.0)
     return round(draft.get("draft_head_bytes", 0.0) / eagle_share) if eagle_share > 0 else 0
 
