@@ -61,8 +61,8 @@ def pauses(mode: str, rng: random.Random) -> Iterator[int]:
 
 
 async def start_clock_and_reset(dut, *, period_ns: int = 10, reset_cycles: int = 3):
-    """Start `dut.clk` and hold `dut.rst` high for `reset_cycles` rising edges: for a bench
-    without a TB class (the top's harness) and the runner's tests."""
+    """Start `dut.clk` and hold `dut.rst` high for `reset_cycles` rising edges: for the
+    runner's tests (tests/test_sim_runner.py), which have no TB class."""
     cocotb.start_soon(Clock(dut.clk, period_ns, unit="ns").start())
     dut.rst.value = 1
     await ClockCycles(dut.clk, reset_cycles)

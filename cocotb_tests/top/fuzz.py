@@ -31,26 +31,17 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import RisingEdge
 
-from edgexpert.cocotb_tests.engine.host import OUTPUTS, layouts, unpack
-from edgexpert.cocotb_tests.runner import bench_params, write_bench_report
-from edgexpert.cocotb_tests.top.harness import (command_streams, read_counters, read_csr,
-                                               running_memory, start_top)
+from edgexpert.cocotb_tests.engine.host import OUTPUTS, unpack
+from edgexpert.cocotb_tests.runner import write_bench_report
+from edgexpert.cocotb_tests.top.harness import TopTB
 from edgexpert.cocotb_tests.top.host import Batch, Group, cycle_bound, expected_outputs
 from edgexpert.contracts.dcu import DcuError
 from edgexpert.contracts.ema import EmaCsr, EmaError
 from edgexpert.contracts.top import TopCsr, TopError
-from edgexpert.contracts.trace import PassKind, read_trace
-from edgexpert.hw.ema import EmaGeometry
+from edgexpert.contracts.trace import PassKind
 
-PARAMS = bench_params()
-EMA = PARAMS["ema"]
-LAYOUT = read_trace(Path(PARAMS["trace"])).layout
-VECTORS = json.loads(Path(PARAMS["vectors"]).read_text())
-GEOMETRY = EmaGeometry(LAYOUT, EMA["data_width"], EMA["buffer_bytes"], EMA["slots"])
-LAYOUTS = layouts(LAYOUT.d_model, LAYOUT.expert_ffn, PARAMS["candidates"], EMA["data_width"],
-                  PARAMS["tokens"])
 REJECTED = {"command": TopCsr.COMMAND_REJECTED, "dcu": TopCsr.DCU_REJECTED}
 #: register reads the top may stay busy after a sequence's last output (its counters settle)
 IDLE_READS = 200
@@ -66,37 +57,27 @@ def _batch(seq: dict) -> Batch:
     return batch
 
 
-class Fuzzer:
-    """The top, its memory, monitor and streams, and the run's counts."""
+class FuzzTB(TopTB):
+    """The top under random pauses everywhere, the vectors' sequences (`vectors`) and the
+    run's counts."""
 
     def __init__(self, dut, rng: random.Random):
-        self.dut, self.rng = dut, rng
+        super().__init__(dut, rng, "random")
+        self.vectors = json.loads(Path(self.params["vectors"]).read_text())
         self.counts = Counter()
         self.first = {"command": None, "dcu": None}     # first rejection due since reset
 
-    async def start(self):
-        self.monitor = await start_top(self.dut, PARAMS, LAYOUT.base_address, self.rng, "random")
-        self._streams()
-
-    def _streams(self):
-        self.source, self.sinks = command_streams(self.dut, OUTPUTS, "random", self.rng)
-
-    async def reset(self):
+    async def recover(self):
         """The host's recovery: a reset, then every counter and STATUS reads 0."""
-        for sink in self.sinks.values():
-            sink.stop()
-        self.source.idle()
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 2)
-        self.dut.rst.value = 0
-        running_memory().errors.clear()
+        await self.reset(cycles=2)
+        self.ram.errors.clear()
         regs = {**REJECTED, "status": TopCsr.STATUS, "command_status": TopCsr.COMMAND_STATUS,
                 "dcu_status": TopCsr.DCU_STATUS, "ema_status": EmaCsr.STATUS}
-        after = await read_counters(self.dut, regs)
+        after = await self.counters(regs)
         assert all(v == 0 for v in after.values()), f"not cleared by the reset: {after}"
         self.first = {"command": None, "dcu": None}
         self.counts["resets"] += 1
-        self._streams()
+        self.add_streams()
 
     async def play(self, seq: dict) -> None:
         kinds = [f["kind"] for f in seq["faults"]]
@@ -104,28 +85,28 @@ class Fuzzer:
         beats = [int(b, 16) for b in seq["beats"]]
         values = {k: np.asarray(seq[k]) for k in ("hidden_q", "hidden_m", "hidden_e",
                                                   "expert_out_q16", "moe_out_q16")}
-        want = expected_outputs(values, _batch(seq), EMA["data_width"])
-        before = await read_counters(self.dut, REJECTED)
+        want = expected_outputs(values, _batch(seq), self.ema["data_width"])
+        before = await self.counters(REJECTED)
         base = {p: len(self.sinks[p].items) for p in OUTPUTS}
-        memory = running_memory()
+        memory = self.ram
         if seq["bus_error"] is not None:
             err = seq["bus_error"]
             memory.errors[(memory.bursts + err["burst"], err["beat"])] = err["resp"]
-        task = cocotb.start_soon(self.source.send_all(beats))
+        task = cocotb.start_soon(self.cmd.send_all(beats))
         self.counts["sequences"] += 1
         # the valid commands: each group (its commands and beats) and each token's flush
         self.counts["valid_commands"] += len(seq["groups"]) + len(seq["rows"])
         self.counts["bad_commands"] += sum(f["kind"] not in ("reset", "bus_error")
                                            for f in seq["faults"])
         if seq["reset_after"] is not None:
-            start = self.source.sent
-            while self.source.sent - start < seq["reset_after"] and not task.done():
-                await RisingEdge(self.dut.clk)
+            start = self.cmd.sent
+            while self.cmd.sent - start < seq["reset_after"] and not task.done():
+                await RisingEdge(self.clk)
             task.cancel()
             self.counts["cut_by_reset"] += 1
-            await self.reset()
+            await self.recover()
             return
-        limit = cycle_bound(_batch(seq), beats, want, GEOMETRY, PARAMS["latency"])
+        limit = cycle_bound(_batch(seq), beats, want, self.geometry, self.latency)
         for p in OUTPUTS:
             try:
                 await self.sinks[p].wait_for(base[p] + len(want[p]), max_cycles=limit)
@@ -133,7 +114,7 @@ class Fuzzer:
                 raise AssertionError(f"{name}: hang: {exc}") from None
         await task
         await self._idle(name)
-        got = {p: [unpack(LAYOUTS[p], v) for v in list(self.sinks[p].items)[base[p]:]]
+        got = {p: [unpack(self.layouts[p], v) for v in list(self.sinks[p].items)[base[p]:]]
                for p in OUTPUTS}
         for p in OUTPUTS:
             assert len(got[p]) == len(want[p]), \
@@ -151,17 +132,17 @@ class Fuzzer:
         if seq["bus_error"] is not None:
             await self._bus_error(name, seq["bus_error"])
         if seq["recover"]:
-            await self.reset()
+            await self.recover()
 
     async def _idle(self, name: str):
         for _ in range(IDLE_READS):
-            if await read_csr(self.dut, int(TopCsr.STATUS)) & 1 == 0:
+            if await self.csr(TopCsr.STATUS) & 1 == 0:
                 return
         raise AssertionError(f"{name}: hang: the top still busy {IDLE_READS} reads after the "
                              "sequence's last output")
 
     async def _rejections(self, name: str, seq: dict, before: dict):
-        after = await read_counters(self.dut, REJECTED)
+        after = await self.counters(REJECTED)
         for kind, reg in REJECTED.items():
             due = len(seq[kind])
             assert after[kind] - before[kind] == due, \
@@ -177,7 +158,7 @@ class Fuzzer:
     async def _first(self, name: str, reg: TopCsr, due, code_enum):
         """STATUS (reject_status_layout: bit 0 error, the code from bit 1, the tag from bit 8)
         names one of the rejections `due` first since reset, or none."""
-        status = await read_csr(self.dut, int(reg))
+        status = await self.csr(reg)
         if not due:
             assert status == 0, f"{name}: {reg.name} {status:#x} with nothing rejected"
             return
@@ -186,8 +167,8 @@ class Fuzzer:
         assert status & 1 and got in due, f"{name}: {reg.name} {status:#x}: expected one of {due}"
 
     async def _bus_error(self, name: str, err: dict):
-        ema = await read_csr(self.dut, int(EmaCsr.STATUS))
-        top = await read_csr(self.dut, int(TopCsr.STATUS))
+        ema = await self.csr(EmaCsr.STATUS)
+        top = await self.csr(TopCsr.STATUS)
         # EmaError: SLVERR 1, DECERR 2 for the AXI responses 2, 3 (ema_status_layout: bits 2-4)
         code = EmaError.SLVERR if err["resp"] == 2 else EmaError.DECERR
         assert ema & 2 and ema >> 2 & 7 == code, f"{name}: EMA STATUS {ema:#x}, {code.name} due"
@@ -196,28 +177,29 @@ class Fuzzer:
 
 
 async def _run(dut, test: str):
-    seed = VECTORS["seed"]
     rng = random.Random(f"{cocotb.RANDOM_SEED}-{test}")
+    tb = FuzzTB(dut, rng)
+    seed, sequences = tb.vectors["seed"], tb.vectors["sequences"]
     dut._log.info("%s: vector seed %d, bench seed %d, %d sequences", test, seed,
-                  cocotb.RANDOM_SEED, len(VECTORS["sequences"]))
-    fuzzer = Fuzzer(dut, rng)
-    await fuzzer.start()
+                  cocotb.RANDOM_SEED, len(sequences))
+    await tb.reset()
+    tb.add_streams()
     wall = time.time()
-    for n, seq in enumerate(VECTORS["sequences"], 1):
-        await fuzzer.play(seq)
+    for n, seq in enumerate(sequences, 1):
+        await tb.play(seq)
         if n % PROGRESS_EVERY == 0:
-            dut._log.info("%s: %d sequences, %s", test, n, dict(fuzzer.counts))
-    fuzzer.monitor.assert_drained()
-    fuzzer.monitor.stop()
-    counts = dict(fuzzer.counts)
-    counts.update(hangs=0, mismatches=0, ars=len(fuzzer.monitor.ars),
+            dut._log.info("%s: %d sequences, %s", test, n, dict(tb.counts))
+    tb.monitor.assert_drained()
+    tb.monitor.stop()
+    counts = dict(tb.counts)
+    counts.update(hangs=0, mismatches=0, ars=len(tb.monitor.ars),
                   wall_s=round(time.time() - wall, 1))
     dut._log.info("%s: %s", test, counts)
-    write_bench_report({"test": test, "vector_seed": seed, "vectors": PARAMS["vectors"],
+    write_bench_report({"test": test, "vector_seed": seed, "vectors": tb.params["vectors"],
                         "seed": int(os.environ["COCOTB_RANDOM_SEED"]), "counts": counts,
-                        "faults": dict(Counter(f["kind"] for s in VECTORS["sequences"]
+                        "faults": dict(Counter(f["kind"] for s in sequences
                                                for f in s["faults"])),
-                        "modes": dict(Counter(s["mode"] for s in VECTORS["sequences"]))})
+                        "modes": dict(Counter(s["mode"] for s in sequences))})
 
 
 @cocotb.test()
