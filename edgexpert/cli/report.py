@@ -188,7 +188,7 @@ def _dcu(build: Path) -> list[str]:
 def _calibration(config) -> list[str]:
     """The performance model against the RTL benches (`estimate --calibrate`, run here on the
     bench results build/ holds), one row per comparison and run."""
-    from .estimate import calibration, calibration_files
+    from .calibration import calibration, calibration_files
     out = ["## The model against the RTL (`edgexpert estimate --calibrate`)", ""]
     files = calibration_files()
     if not files:
