@@ -10,7 +10,7 @@ only the read side's burst loop:
 - every AR is time-stamped when the AR channel accepts it; its first beat is not offered before
   `latency` cycles later; bursts are served in order, one beat per cycle when nothing pauses, so
   a stream of ARs sees the latency once, as a pipelined DRAM controller would show it;
-- `errors[(burst_index, beat_index)] = resp` answers that beat with SLVERR (2) or DECERR (3)
+- `errors[(burst_index, beat_index)] = resp` answers that beat with `AxiResp.SLVERR` or `AxiResp.DECERR`
   and zero data (bursts are numbered from 0 in acceptance order since the last reset);
 - a reset drops every accepted burst, as the memory side of a reset bus would.
 

@@ -23,6 +23,7 @@ from collections import deque
 
 import cocotb
 from cocotb.triggers import RisingEdge
+from cocotbext.axi.constants import AxiResp
 
 __all__ = ["AxiReadMonitor"]
 
@@ -129,7 +130,7 @@ class AxiReadMonitor:
                 last = bool(r["rlast"].value)
                 assert last == (self._open[0] == 0), \
                     f"rlast = {int(last)} with {self._open[0]} beats of the burst still due"
-                if r["rresp"].value.to_unsigned() >= 2:
+                if r["rresp"].value.to_unsigned() >= AxiResp.SLVERR:
                     self.error_beats += 1
                     if self.first_error_cycle is None:
                         self.first_error_cycle = self.cycle

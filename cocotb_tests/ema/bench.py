@@ -20,6 +20,7 @@ import random
 
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi.constants import AxiResp
 
 from edgexpert.cocotb_tests.ema.harness import EmaTB, decode_status, pause_generator
 from edgexpert.contracts.ema import Descriptor, encode_descriptor, encode_step, new_step_command
@@ -30,6 +31,8 @@ from edgexpert.cocotb_tests.runner import write_bench_report
 from edgexpert.contracts.weight_layout import Matrix
 
 _report: dict = {}
+#: the AXI4 RRESP whose beat makes the EMA report each bus error (AMBA AXI spec, A3.4.4)
+RRESP = {EmaError.SLVERR: AxiResp.SLVERR, EmaError.DECERR: AxiResp.DECERR}
 
 
 def _record(tb: EmaTB, name: str, **values):
@@ -194,7 +197,8 @@ async def bus_error(dut, resp: str):
     bad = len(bursts) // 2
     bad_beat = tb.rng.randrange(bursts[bad][1])
     first_ar = len(tb.monitor.ars)   # the memory numbers bursts since the test's reset, too
-    tb.ram.errors[(first_ar + bad, bad_beat)] = {"slverr": 2, "decerr": 3}[resp]
+    code = EmaError.SLVERR if resp == "slverr" else EmaError.DECERR
+    tb.ram.errors[(first_ar + bad, bad_beat)] = RRESP[code]
     tag = owners[bad]
     statuses = [EmaStatus.OK if d.tag < tag else EmaStatus.FAILED if d.tag == tag
                 else EmaStatus.ABORTED for d in step]
@@ -311,10 +315,6 @@ def _step_words(tb: EmaTB, step: list[Descriptor]) -> list[int]:
     return words
 
 
-#: AXI4 RRESP of the error beats the memory model injects (AMBA AXI spec, A3.4.4)
-_RRESP = {EmaError.SLVERR: 2, EmaError.DECERR: 3}
-
-
 @cocotb.test()
 async def bus_errors_random(dut):
     """Error completions on long descriptors at high latency, case by case (params
@@ -349,7 +349,7 @@ async def bus_errors_random(dut):
         dut._log.info("error case %d: seed %d, latency %d, %d descriptors, errors %s, tags %s",
                       index, seed, latency, len(step), errors, [d.tag for d in step])
         for key, code in errors.items():
-            tb.ram.errors[key] = _RRESP[code]
+            tb.ram.errors[key] = RRESP[code]
         ars_from, buf_from = len(tb.monitor.ars), len(tb.writes.buf)
         tb.monitor.forget_errors()
         where = f"error case {index} (seed {seed})"

@@ -32,6 +32,7 @@ from pathlib import Path
 import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
+from cocotbext.axi.constants import AxiResp
 
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, unpack
 from edgexpert.cocotb_tests.runner import write_bench_report
@@ -169,8 +170,8 @@ class FuzzTB(TopTB):
     async def _bus_error(self, name: str, err: dict):
         ema = await self.csr(EmaCsr.STATUS)
         top = await self.csr(TopCsr.STATUS)
-        # EmaError: SLVERR 1, DECERR 2 for the AXI responses 2, 3 (ema_status_layout: bits 2-4)
-        code = EmaError.SLVERR if err["resp"] == 2 else EmaError.DECERR
+        # the EMA's STATUS names the AXI response (ema_status_layout: bits 2-4)
+        code = EmaError.SLVERR if err["resp"] == AxiResp.SLVERR else EmaError.DECERR
         assert ema & 2 and ema >> 2 & 7 == code, f"{name}: EMA STATUS {ema:#x}, {code.name} due"
         assert top & 2, f"{name}: the top's STATUS {top:#x} without the error bit"
         self.counts["bus_errors"] += 1

@@ -59,6 +59,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+from cocotbext.axi.constants import AxiResp
 
 from edgexpert.contracts.dcu import G_MAX, LANES, DcuError, dcu_entry_layout
 from edgexpert.contracts.ema import EmaOp
@@ -104,8 +105,8 @@ FAULT_SHARE, MAX_FAULTS = 0.5, 3
 WEIGHTS = {"reset": 1, "bus_error": 1, "stray_mask": 1, "no_scales": 1, "no_channel": 1}
 #: share of sequences with 1..tokens rows (else 1..3)
 FULL_BATCHES = 0.25
-#: AXI responses of an error beat (cocotbext-axi AxiResp: SLVERR 2, DECERR 3)
-ERROR_RESPONSES = (2, 3)
+#: AXI responses of an error beat
+ERROR_RESPONSES = (AxiResp.SLVERR, AxiResp.DECERR)
 
 
 class FuzzTrace:
