@@ -404,12 +404,18 @@ _FIT = ("fitted on the {0} model's decoding routing: `edgexpert routing --set mo
         "(8 bundled prompts x 64 tokens, A8W4 integer path, greedy; naive_sd on the EAGLE head, "
         "decode.seed 20261129, Monte Carlo seed 20261129); build/routing/{0}.json")
 
-#: the two bundled twins' fitted routing (`edgexpert routing`, 2026-12-02)
+#: the two bundled twins' fitted routing (`edgexpert routing`, 2026-12-02). The fine entry is
+#: the 1,600-step fine checkpoint's (git 6c3d7aa); the 3,000-step retrain bundled since
+#: 2026-12-04 fits skew 0.4755, Zipf s 0.9546, sigma 2.1807 and moves the Qwen3 validation from
+#: -1.6 % to +23 % (docs/performance-model.md, "Validation against published figures"), so the
+#: estimates stay on this fit until the routing model is revised
 FITTED = {
     "coarse": RoutingParams("coarse", 32, 4, skew=0.3758, zipf_s=0.5161, sigma=2.1494,
                             context=1.0, q_seq=0.0, q_sib=0.0, source=_FIT.format("coarse")),
     "fine": RoutingParams("fine", 64, 8, skew=0.4938, zipf_s=1.2095, sigma=2.7314, context=1.0,
-                          q_seq=0.0, q_sib=0.0, source=_FIT.format("fine")),
+                          q_seq=0.0, q_sib=0.0,
+                          source=_FIT.format("fine") + ", on the 1,600-step fine checkpoint "
+                          "(git 6c3d7aa), not the retrain bundled since 2026-12-04"),
 }
 
 
