@@ -51,9 +51,42 @@ edgexpert-worst-slack-ns -7.4615506996126095
 """
 
 
+#: a gated netlist's report (sta.tcl with GATED_STA_REPORTS): the worst of group clk is a path
+#: into a gate's latch that borrows time (slack 0); the flip-flop path reported after it is the
+#: critical one (engine_l16 with clock gates, 2026-12-04, abridged)
+STA_BORROW = """Startpoint: cg5129_latch (positive level-sensitive latch clocked by clk')
+Endpoint: cg5129_gate (rising clock gating-check end-point clocked by clk)
+Path Group: **clock_gating_default**
+             2.3154   slack (MET)
+
+Startpoint: _701374_ (rising edge-triggered flip-flop clocked by clk)
+Endpoint: cg5129_latch (positive level-sensitive latch clocked by clk')
+Path Group: clk
+   2.5072    7.5072   time borrowed from endpoint
+             0.0000   slack (MET)
+
+Startpoint: _701371_ (rising edge-triggered flip-flop clocked by clk)
+Endpoint: _702440_ (rising edge-triggered flip-flop clocked by clk)
+Path Group: clk
+             1.0633   slack (MET)
+
+Startpoint: _684862_ (rising edge-triggered flip-flop clocked by clk)
+Endpoint: mem0__WR_DATA[127] (output port clocked by clk)
+Path Group: clk
+             3.5560   slack (MET)
+
+edgexpert-worst-slack-ns 0.0
+"""
+
+
 def test_parse_sta_report():
     assert parse_sta_report(STA_OUT) == (7.25, "_12_", "o_stream__payload[3]")
     assert parse_sta_report(STA_GROUPS) == (-7.4615506996126095, "_486028_", "_487870_")
+    # a latch that borrows is not the critical path; one that cannot borrow enough is
+    assert parse_sta_report(STA_BORROW) == (1.0633, "_701371_", "_702440_")
+    late = STA_BORROW.replace("0.0000   slack (MET)", "-0.4000   slack (VIOLATED)")
+    assert parse_sta_report(late.replace("worst-slack-ns 0.0", "worst-slack-ns -0.4")) == (
+        -0.4, "_701374_", "cg5129_latch")
     with pytest.raises(ToolError, match="no worst slack"):
         parse_sta_report("Error: cannot read netlist\n")
 

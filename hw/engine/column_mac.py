@@ -11,7 +11,26 @@ from amaranth.lib.wiring import In, Out
 from .layouts import (ACC_WIDTH, check_positive, check_split, check_word, column_layout,
                       index_bits, sum_layout, x_layout)
 
-__all__ = ["ColumnMac"]
+__all__ = ["ColumnMac", "accumulate"]
+
+#: the accumulate's low half: the bits its carry ripples through
+LOW_BITS = ACC_WIDTH // 2
+
+
+def accumulate(acc, product):
+    """`acc` + `product` (a signed product narrower than `LOW_BITS`), wrapped to `ACC_WIDTH`
+    bits, as a carry-select add: the product's low half, sign-extended, is added to the
+    accumulator's, and the high half, to which the sign-extended product adds only 0 or -1 and
+    the low add's carry 0 or 1, is picked from hi - 1, hi and hi + 1, computed beside the low
+    add. As one 32-bit add, the mapping rippled the carry through all 32 bits, the gated
+    engine's critical path (docs/synthesis.md, "Clock gating")."""
+    product = product.as_signed()
+    sign = product[-1]
+    low = acc[:LOW_BITS] + Cat(product, sign.replicate(LOW_BITS - len(product)))
+    carry = low[LOW_BITS]
+    high = acc[LOW_BITS:ACC_WIDTH]
+    new_high = Mux(carry & ~sign, high + 1, Mux(~carry & sign, high - 1, high))
+    return Cat(low[:LOW_BITS], new_high[:ACC_WIDTH - LOW_BITS]).as_signed()
 
 
 class ColumnMac(wiring.Component):
@@ -204,7 +223,8 @@ class ColumnMac(wiring.Component):
             # continuous assignment of its own, and every one of them woke every row (Icarus
             # simulated the bundled engine ~400x slower)
             for c in range(cands):
-                m.d.comb += [acc_wr[c][i].eq(Mux(first, 0, acc_rd[c][i]) + mac_x[c] * w[i])
+                m.d.comb += [acc_wr[c][i].eq(accumulate(Mux(first, 0, acc_rd[c][i]),
+                                                        mac_x[c] * w[i]))
                              for i in range(lanes)]
                 m.d.comb += acc_wr_en[c].eq(c <= last_cand)
 
