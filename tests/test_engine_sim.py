@@ -358,6 +358,38 @@ def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
     assert out_at[-1] <= ffn + cands * (ffn + 24) + 4, out_at[-1]
 
 
+def test_the_carry_select_accumulate_wraps_like_an_int32_add():
+    """`accumulate` (the MAC's add, docs/synthesis.md "Clock gating") against int32 wrap
+    arithmetic: the corners where the low half's carry and the product's sign pick hi - 1, hi or
+    hi + 1 (sums crossing 2^16 both ways, the int32 bounds) and random sums."""
+    from amaranth.hdl import signed
+    from edgexpert.hw.engine.column_mac import accumulate
+    acc, x, w, out = Signal(signed(32)), Signal(signed(8)), Signal(signed(4)), Signal(signed(32))
+    m = Module()
+    m.d.comb += out.eq(accumulate(acc, x * w))
+    rng = random.Random(20261204)
+    corners = [0, -1, 1, 0xFFFF, 0x10000, -0x10000, -0x10001, 0x7FFF0000, 2**31 - 1, -2**31,
+               0x7FFFFFFF - 0x3FF, -2**31 + 0x3FF]
+    cases = [(a, xv, wv) for a in corners for xv in (-128, -1, 0, 1, 127) for wv in (-8, -1, 1, 7)]
+    cases += [(rng.randrange(-2**31, 2**31), rng.randrange(-128, 128), rng.randrange(-8, 8))
+              for _ in range(2000)]
+    wrong = []
+
+    async def bench(ctx):
+        for a, xv, wv in cases:
+            ctx.set(acc, a)
+            ctx.set(x, xv)
+            ctx.set(w, wv)
+            want = (a + xv * wv + 2**31) % 2**32 - 2**31
+            if ctx.get(out) != want:
+                wrong.append((a, xv, wv, ctx.get(out), want))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not wrong, f"{len(wrong)} of {len(cases)} sums wrong, first {wrong[0]}"
+
+
 @pytest.mark.parametrize("split", ["halves", "neighbours"])
 def test_a_mac_array_multiplies_the_next_group_while_it_drains(split):
     """ColumnMac alone, three groups (2, 1 and 2 candidates, masked channels, columns in any
