@@ -66,11 +66,27 @@ def test_the_fit_recovers_the_parameters_it_generated():
     assert fit["seed"] == rt.MC_SEED
 
 
-def test_a_twin_carries_its_skew_to_another_expert_count():
-    twin, s = rt.params_for(128, 8)
-    assert twin.model == "fine" and rt.twin_for(2) == "coarse" and rt.twin_for(6) == "fine"
-    assert rt.hot_share(128, 8, s, twin.sigma, twin.context, twin.q_seq) == pytest.approx(
-        twin.skew, abs=0.02)
+def test_routing_is_carried_to_another_expert_count_through_both_twins():
+    coarse, fine = rt.FITTED["coarse"], rt.FITTED["fine"]
+    assert rt.params_for(32, 4) == (coarse, coarse.zipf_s)
+    assert rt.params_for(64, 8) == (fine, fine.zipf_s)
+    # at a twin's E with another top-k: that twin's skew and sigma
+    at64, _ = rt.params_for(64, 6)
+    assert (at64.skew, at64.sigma) == (fine.skew, fine.sigma)
+
+    # by hand: one more doubling past the fine twin adds the coarse-to-fine step to the skew's
+    # logit over uniform routing (0.25) and to sigma
+    def logit(skew):
+        x = (skew - 0.25) / 0.75
+        return math.log(x / (1 - x))
+    qwen, s = rt.params_for(128, 8)
+    assert logit(qwen.skew) == pytest.approx(2 * logit(fine.skew) - logit(coarse.skew), abs=1e-3)
+    assert qwen.sigma == pytest.approx(2 * fine.sigma - coarse.sigma, abs=1e-3)
+    assert rt.hot_share(128, 8, s, qwen.sigma, qwen.context, qwen.q_seq) == pytest.approx(
+        qwen.skew, abs=0.02)
+    # carried down to 8 experts the skew stays a share above uniform routing
+    mixtral, _ = rt.params_for(8, 2)
+    assert 0.25 < mixtral.skew < coarse.skew
 
 
 def test_qwen3_within_15_percent_of_edgexpert():

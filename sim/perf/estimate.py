@@ -9,8 +9,8 @@ statistics (docs/policies.md). Plain decoding is exact either way (top-k experts
 
 Synthetic routing, full-size models (docs/performance-model.md, "Routing model"):
 - distinct experts per MoE layer of a pass: the routing model of sim/perf/routing.py (skewed
-  popularity, a context share, consecutive-token and sibling sharing), fitted on the bundled
-  twin with the nearest top-k, evaluated on the pass's tree (EdgeXpert's EAGLE-3 tree: 64
+  popularity, a context share, consecutive-token and sibling sharing), fitted on the two bundled
+  twins and carried to the model's E through both (`routing.params_for`), evaluated on the pass's tree (EdgeXpert's EAGLE-3 tree: 64
   candidates, depth 6) or chain of consecutive tokens (a prefill chunk, Specter's verification);
   checked against EdgeXpert's 52.1 experts for Qwen3-30B-A3B (`validation`).
 - tokens per step (accepted + bonus) per model: published where a paper measured it (with its
@@ -192,13 +192,13 @@ def _tree(config: Config, policy: str) -> routing.TreeShape:
 
 def _routed(m: MoEModelSpec, shape: routing.TreeShape, what: str) -> dict:
     """The routing model's distinct experts per layer for the tokens of `shape` on `m`."""
-    twin, s = routing.params_for(m.n_experts, m.top_k)
+    params, s = routing.params_for(m.n_experts, m.top_k)
     experts = routing.model_experts(shape, m.n_experts, m.top_k)
-    return _input(experts, "fitted", f"{what}: routing model (sim/perf/routing.py) of the "
-                  f"{twin.model} twin (skew {twin.skew}, Zipf s {s} at {m.n_experts} experts, "
-                  f"sigma {twin.sigma}, context {twin.context}, q_seq {twin.q_seq}, q_sib "
-                  f"{twin.q_sib}; Monte Carlo seed {routing.MC_SEED}, {routing.SAMPLES} "
-                  f"draws), {twin.source}")
+    return _input(experts, "fitted", f"{what}: routing model (sim/perf/routing.py), "
+                  f"{params.model} (skew {params.skew}, Zipf s {s} at {m.n_experts} experts, "
+                  f"top-{m.top_k}, sigma {params.sigma}, context {params.context}, q_seq "
+                  f"{params.q_seq}, q_sib {params.q_sib}; Monte Carlo seed {routing.MC_SEED}, "
+                  f"{routing.SAMPLES} draws), {params.source}")
 
 
 def policy_inputs(m: MoEModelSpec, policy: str, config: Config) -> dict:
@@ -545,12 +545,13 @@ def estimate(config: Config, models: list, policies: list[str],
 
 def _routing_summary(m: MoEModelSpec, config: Config) -> dict | None:
     """The routing model behind a full-size model's experts (None for the bundled model, whose
-    are measured): its twin's fitted parameters, the Zipf exponent at this model's E and the
-    published figures it is checked against (`validation`)."""
+    are measured): the parameters carried from the twins to its E (`routing_from` names them),
+    the Zipf exponent at its E and top-k and the published figures it is checked against
+    (`validation`)."""
     if m.name == BUNDLED:
         return None
-    twin, s = routing.params_for(m.n_experts, m.top_k)
-    return {"twin": twin.model, "params": dataclasses.asdict(twin), "zipf_s": s,
+    params, s = routing.params_for(m.n_experts, m.top_k)
+    return {"routing_from": params.model, "params": dataclasses.asdict(params), "zipf_s": s,
             "seed": routing.MC_SEED, "samples": routing.SAMPLES, "validation": validation(config)}
 
 

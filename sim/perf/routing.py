@@ -25,6 +25,11 @@ hot-25 % share at the same sample size (so that the finite sample's own skew is 
 popularity), q_seq on the mean overlap |S_t & S_t-1| / k of consecutive plain-decoding tokens,
 q_sib on the mean overlap of same-depth candidates of the verification trees. The distinct
 experts per verification and per 16-token window are checked in-sample against the traces.
+
+A full-size model takes a twin's routing at that twin's E and top-k, and otherwise the routing
+carried to its E through both twins (`scaled_params`: each parameter a line in log2 E, the
+skew's through its logit over uniform routing); its top-k enters through the Zipf exponent
+that keeps the carried skew (`params_for`).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import numpy as np
 __all__ = ["RoutingParams", "TreeShape", "FITTED", "MC_SEED", "SAMPLES", "VALIDATION",
            "HOT_FRACTION", "TREE_NODES_PER_DEPTH", "canonical_tree", "chain", "simulate",
            "distinct_experts", "model_experts", "coactivation_share", "hot_share",
-           "zipf_for_skew", "twin_for", "params_for", "fit_routing", "observed_moments",
+           "zipf_for_skew", "scaled_params", "params_for", "fit_routing", "observed_moments",
            "nodes_per_depth", "validations"]
 
 #: the Monte Carlo's seed and draws per estimate (printed with every fit and in the notes)
@@ -85,8 +90,8 @@ def chain(n: int) -> TreeShape:
 #: nodes per depth of the bundled models' EAGLE trees (decode.max_depth 6, max_candidates 64,
 #: width 8, branch 4), the root aside: the mean of the two twins' means over their
 #: verifications (`edgexpert routing`, "tree_nodes_per_depth": coarse 4.0, 15.22, 22.46,
-#: 14.71, 6.42, 1.2; fine 4.0, 15.55, 26.49, 13.21, 3.99, 0.76)
-TREE_NODES_PER_DEPTH = (4.0, 15.39, 24.48, 13.96, 5.2, 0.98)
+#: 14.71, 6.42, 1.2 (2026-12-02); fine 4.0, 15.66, 26.03, 13.55, 3.4, 1.35 (2026-12-04))
+TREE_NODES_PER_DEPTH = (4.0, 15.44, 24.25, 14.13, 4.91, 1.28)
 
 
 def canonical_tree(candidates: int, depth: int, width: int = 8,
@@ -404,35 +409,61 @@ _FIT = ("fitted on the {0} model's decoding routing: `edgexpert routing --set mo
         "(8 bundled prompts x 64 tokens, A8W4 integer path, greedy; naive_sd on the EAGLE head, "
         "decode.seed 20261129, Monte Carlo seed 20261129); build/routing/{0}.json")
 
-#: the two bundled twins' fitted routing (`edgexpert routing`, 2026-12-02). The fine entry is
-#: the 1,600-step fine checkpoint's (git 6c3d7aa); the 3,000-step retrain bundled since
-#: 2026-12-04 fits skew 0.4755, Zipf s 0.9546, sigma 2.1807 and moves the Qwen3 validation from
-#: -1.6 % to +23 % (docs/performance-model.md, "Validation against published figures"), so the
-#: estimates stay on this fit until the routing model is revised
+#: the two bundled twins' fitted routing (`edgexpert routing`, coarse 2026-12-02; fine 2026-12-04,
+#: the 3,000-step checkpoint: the 1,600-step one, git 6c3d7aa, fitted skew 0.4938, Zipf s 1.2095,
+#: sigma 2.7314)
 FITTED = {
     "coarse": RoutingParams("coarse", 32, 4, skew=0.3758, zipf_s=0.5161, sigma=2.1494,
                             context=1.0, q_seq=0.0, q_sib=0.0, source=_FIT.format("coarse")),
-    "fine": RoutingParams("fine", 64, 8, skew=0.4938, zipf_s=1.2095, sigma=2.7314, context=1.0,
-                          q_seq=0.0, q_sib=0.0,
-                          source=_FIT.format("fine") + ", on the 1,600-step fine checkpoint "
-                          "(git 6c3d7aa), not the retrain bundled since 2026-12-04"),
+    "fine": RoutingParams("fine", 64, 8, skew=0.4755, zipf_s=0.9546, sigma=2.1807, context=1.0,
+                          q_seq=0.0, q_sib=0.0, source=_FIT.format("fine")),
 }
 
 
-def twin_for(top_k: int) -> str:
-    """The bundled twin whose routing a model takes: the one with the nearest top-k on a log
-    scale (coarse: top-4, fine: top-8; a tie goes to fine)."""
-    return min(FITTED, key=lambda name: (abs(math.log(FITTED[name].top_k / top_k)),
-                                         name != "fine"))
+def _logit_excess(skew: float) -> float:
+    """The skew as the logit of its share of the way from uniform routing (HOT_FRACTION) to 1."""
+    x = (skew - HOT_FRACTION) / (1 - HOT_FRACTION)
+    return math.log(x / (1 - x))
+
+
+def _skew_of(logit: float) -> float:
+    return HOT_FRACTION + (1 - HOT_FRACTION) / (1 + math.exp(-logit))
+
+
+@functools.lru_cache(maxsize=64)
+def scaled_params(experts: int) -> RoutingParams:
+    """The routing of a model of E experts carried through both twins: they have the same
+    top-k / E (1/8) at E = 32 and 64, so they pin how routing concentrates as experts get finer.
+    Each parameter is a straight line in log2 E through them, the skew as the logit of its
+    excess over uniform routing (a share between HOT_FRACTION and 1: a straight skew leaves
+    that range, below 0.25 at E = 8), sigma at 0 or more, context and the copy probabilities
+    within 0..1. At a twin's E it is that twin's routing. `zipf_s` is left at 0: the Zipf
+    exponent depends on top-k as well (`params_for`)."""
+    a, b = FITTED["coarse"], FITTED["fine"]
+    t = (math.log2(experts) - math.log2(a.experts)) / (math.log2(b.experts) - math.log2(a.experts))
+
+    def line(x: float, y: float, high: float = math.inf) -> float:
+        return round(min(high, max(0.0, x + (y - x) * t)), 4)
+    return RoutingParams(
+        f"coarse+fine at E={experts}", experts, 0,
+        skew=round(_skew_of(_logit_excess(a.skew)
+                            + (_logit_excess(b.skew) - _logit_excess(a.skew)) * t), 4),
+        zipf_s=0.0, sigma=line(a.sigma, b.sigma), context=line(a.context, b.context, 1.0),
+        q_seq=line(a.q_seq, b.q_seq, 1.0), q_sib=line(a.q_sib, b.q_sib, 1.0),
+        source=f"carried to E = {experts} in log2 E through both twins (coarse E = {a.experts}, "
+               f"fine E = {b.experts}; the skew's logit over uniform routing, the others "
+               f"straight): {a.source}; {b.source}")
 
 
 def params_for(experts: int, top_k: int) -> tuple[RoutingParams, float]:
-    """The routing parameters for a model of E experts, top-k (its twin's), and the Zipf
-    exponent that keeps the twin's skew at this E and k."""
-    twin = FITTED[twin_for(top_k)]
-    if (experts, top_k) == (twin.experts, twin.top_k):
-        return twin, twin.zipf_s
-    return twin, zipf_for_skew(experts, top_k, twin)
+    """The routing parameters for a model of E experts, top-k: a twin's own at its E and k,
+    otherwise `scaled_params(E)`; and the Zipf exponent that gives their skew at this E and k
+    (the twins do not separate top-k from E: top-k enters only here)."""
+    for twin in FITTED.values():
+        if (experts, top_k) == (twin.experts, twin.top_k):
+            return twin, twin.zipf_s
+    params = scaled_params(experts)
+    return params, zipf_for_skew(experts, top_k, params)
 
 
 def model_experts(shape: TreeShape, experts: int, top_k: int) -> float:
