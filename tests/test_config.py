@@ -183,6 +183,13 @@ def test_the_fine_model_brings_its_shape_under_the_users_own_values():
     assert fine.model.top_k * fine.model.expert_ffn == coarse.top_k * coarse.expert_ffn
     assert load_config(overrides=["model.name=fine", "model.top_k=6"]).model.top_k == 6
     assert load_config().model.name == "coarse"
+    # each model carries its own calibrated prefill point (`edgexpert calibrate prefill`), and a
+    # user's value still wins over it
+    assert (fine.policies.prefill.budget_minor, fine.policies.prefill.budget_trivial) == (7, 5)
+    assert (load_config().policies.prefill.budget_minor,
+            load_config().policies.prefill.budget_trivial) == (4, 3)
+    assert load_config(overrides=["model.name=fine", "policies.prefill.budget_minor=6"]
+                       ).policies.prefill.budget_minor == 6
 
 
 def test_a_model_that_is_not_bundled_is_refused_by_name():
