@@ -304,19 +304,13 @@ def test_output_beats_follow_the_contract():
     assert beats == [list(range(8)), [8, 9, 0, 0, 0, 0, 0, 0]]
 
 
-def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
-    """Three candidates' h back to back, every output taken at once: each q and scale equal to
-    quantize_vec, and the quantizer's two stages overlap: the second vector is in before the
-    first one's values are out, and the three take F + 3 (F + 24) cycles and a few of latency
-    (docs/blocks/engine.md, Cycles), not the 3 (2F + 40) of one stage."""
+def _run_quantizer(h: np.ndarray):
+    """The Quantizer fed the candidates' vectors h [candidates, F] back to back, every output
+    taken at once: its values and scales as unpacked items, the cycles each h item was taken and
+    each value came out."""
     from edgexpert.hw.engine.layouts import act_layout, h_layout, hidden_scale_layout
     from edgexpert.hw.engine.quantizer import Quantizer
-    ffn, cands = 8, 3
-    rng = np.random.default_rng(20261202)
-    h = rng.integers(-2**40, 2**40, (cands, ffn))
-    h[1] = 0                                     # a = 0: q = 0, m = e = 0
-    h[2] = rng.integers(-3, 4, ffn)              # a small vector: k > 0
-    want_q, want_s = quantize_vec(torch.from_numpy(h).to(I64), 16)
+    cands, ffn = h.shape
     quant = Quantizer(cands, ffn)
     lay_h, lay_q = h_layout(cands, ffn), act_layout(cands, ffn)
     lay_s = hidden_scale_layout(cands)
@@ -329,7 +323,7 @@ def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
         ctx.set(quant.hidden.ready, 1)
         ctx.set(quant.scale.ready, 1)
         queue = deque(items)
-        for cycle in range(400):
+        for cycle in range(cands * (2 * ffn + 40) + 100):
             ctx.set(quant.h.valid, bool(queue))
             if queue:
                 ctx.set(quant.h.payload.as_value(), queue[0])
@@ -349,13 +343,50 @@ def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
+    return got_q, got_s, taken_at, out_at
+
+
+def _assert_quantize_vec(h, got_q, got_s):
+    cands, ffn = h.shape
+    want_q, want_s = quantize_vec(torch.from_numpy(h).to(I64), 16)
     assert [(q["candidate"], q["channel"], q["value"]) for q in got_q] == \
         [(c, f, int(want_q[c, f])) for c in range(cands) for f in range(ffn)]
     assert [(s["candidate"], s["scale"]["m"], s["scale"]["e"]) for s in got_s] == \
         [(c, int(want_s.m[c]), int(want_s.e[c])) for c in range(cands)]
+
+
+def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
+    """Three candidates' h back to back, every output taken at once: each q and scale equal to
+    quantize_vec, and the quantizer's two stages overlap: the second vector is in before the
+    first one's values are out, and the three take F + 3 (F + 24) cycles and a few of latency
+    (docs/blocks/engine.md, Cycles), not the 3 (2F + 40) of one stage."""
+    ffn, cands = 8, 3
+    rng = np.random.default_rng(20261202)
+    h = rng.integers(-2**40, 2**40, (cands, ffn))
+    h[1] = 0                                     # a = 0: q = 0, m = e = 0
+    h[2] = rng.integers(-3, 4, ffn)              # a small vector: k > 0
+    got_q, got_s, taken_at, out_at = _run_quantizer(h)
+    _assert_quantize_vec(h, got_q, got_s)
     assert len(taken_at) == cands * ffn
     assert taken_at[2 * ffn - 1] < out_at[ffn - 1], "the second vector waited for the first"
     assert out_at[-1] <= ffn + cands * (ffn + 24) + 4, out_at[-1]
+
+
+def test_the_quantizer_is_quantize_vec_at_every_magnitude():
+    """One vector per bit length of max |h| from 1 to 47 (the Q.16 hidden's whole range,
+    layouts.H_WIDTH), each holding +-a itself, +-(a - 1), a // 2 and random values below a: the
+    normalizing shift, the scaled n = 254 |h| 2**(49-s) + N / 2 and the corrected estimate at
+    each of the 48 shifts, against quantize_vec."""
+    ffn = 8
+    rng = np.random.default_rng(20261204)
+    rows = []
+    for bits in range(1, 48):
+        a = int(rng.integers(1 << (bits - 1), 1 << bits))
+        row = [a, -a, a - 1, -(a - 1), a // 2] + [int(v) for v in rng.integers(-a, a + 1, 3)]
+        rows.append([v * (1 if rng.random() < 0.5 else -1) for v in row])
+    h = np.array(rows, dtype=np.int64)
+    got_q, got_s, _, _ = _run_quantizer(h)
+    _assert_quantize_vec(h, got_q, got_s)
 
 
 def test_the_carry_select_accumulate_wraps_like_an_int32_add():

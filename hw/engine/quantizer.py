@@ -39,8 +39,10 @@ class Quantizer(wiring.Component):
     and n = (254|h| + a) * 2**(49-s) (< 2**56, since 254|h| + a < 128 * 2a), q = floor(n / N).
     A second divider computes R = floor(2**64 / N) once per candidate, beside the first;
     q' = floor(n R / 2**64) is q or q - 1 (n R / 2**64 > n / N - n / 2**64 > n / N - 2**-8),
-    and q = q' + 1 exactly when (q' + 1) N <= n. A five-stage pipeline: read and take the
-    magnitude, scale, multiply by R, multiply back by N, correct and emit.
+    and q = q' + 1 exactly when (q' + 1) N <= n. A five-stage pipeline: read, take the magnitude
+    and shift it by 49 - s; scale: n = 254 |h| 2**(49-s) + N / 2 (a 2**(49-s) = N / 2), the
+    shift and the sum in two stages so that each fits 800 MHz at 28 nm; multiply by R; multiply
+    back by N; correct and emit.
 
     Two stages, so that one candidate's vector comes in while the one before it goes out: the
     collector writes h into one half of a memory of 2F 48-bit values and keeps the running max;
@@ -122,11 +124,11 @@ class Quantizer(wiring.Component):
                 m.d.comb += length.eq(i + 1)
 
         # the value pipeline, at most one product or one wide step per stage: M reads h[issue]
-        # and takes its magnitude, R scales it to n, A estimates q from n times the reciprocal,
-        # B multiplies the estimate back, the output corrects it and emits
+        # and takes its magnitude shifted by 49 - s, R scales it to n, A estimates q from n
+        # times the reciprocal, B multiplies the estimate back, the output corrects it and emits
         issue = Signal(range(ffn + 1))
         m_valid, m_index, m_neg = Signal(), Signal(range(ffn)), Signal()
-        m_mag = Signal(H_WIDTH)
+        m_mag = Signal(NORM_BITS - 1)      # |h| 2**(49-s) <= n / 254 < 2**48
         r_valid, r_index, r_neg = Signal(), Signal(range(ffn)), Signal()
         r_n = Signal(56)
         a_valid, a_index, a_neg = Signal(), Signal(range(ffn)), Signal()
@@ -179,7 +181,8 @@ class Quantizer(wiring.Component):
             with m.State("Values"):
                 m.d.comb += h_rd.addr.eq(Mux(issue < ffn, issue, 0) + Mux(bank, ffn, 0))
                 v = h_rd.data
-                n = ((254 * m_mag + a) << norm)[:56]
+                # 254 x as a shift and a subtract (a constant product maps as an adder array)
+                n = ((m_mag << 8) - (m_mag << 1) + big_n[1:])[:56]
                 estimate = ((r_n * quo) >> 64)[:8]
                 correct = b_product <= b_n
                 q = Mux(a == 0, 0, Mux(correct, b_q + 1, b_q))[:8]
@@ -192,7 +195,7 @@ class Quantizer(wiring.Component):
                                      self.hidden.payload.last.eq(last & (b_index == ffn - 1)),
                                      self.hidden_final.eq(last)]
                     m.d.sync += [m_valid.eq(issue < ffn), m_index.eq(issue), m_neg.eq(v < 0),
-                                 m_mag.eq(magnitude(v)),
+                                 m_mag.eq((magnitude(v) << norm)[:NORM_BITS - 1]),
                                  r_valid.eq(m_valid), r_index.eq(m_index), r_neg.eq(m_neg),
                                  r_n.eq(n),
                                  a_valid.eq(r_valid), a_index.eq(r_index), a_neg.eq(r_neg),
