@@ -186,8 +186,8 @@ def test_the_fine_model_brings_its_shape_under_the_users_own_values():
     # each model carries its own calibrated prefill point (`edgexpert calibrate prefill`), and a
     # user's value still wins over it
     assert (fine.policies.prefill.budget_minor, fine.policies.prefill.budget_trivial) == (7, 5)
-    assert (load_config().policies.prefill.budget_minor,
-            load_config().policies.prefill.budget_trivial) == (4, 3)
+    coarse_prefill = load_config().policies.prefill
+    assert (coarse_prefill.budget_minor, coarse_prefill.budget_trivial) == (4, 3)
     assert load_config(overrides=["model.name=fine", "policies.prefill.budget_minor=6"]
                        ).policies.prefill.budget_minor == 6
 

@@ -374,9 +374,10 @@ def test_the_quantizer_takes_a_vector_while_it_emits_the_one_before():
 
 def test_the_quantizer_is_quantize_vec_at_every_magnitude():
     """One vector per bit length of max |h| from 1 to 47 (the Q.16 hidden's whole range,
-    layouts.H_WIDTH), each holding +-a itself, +-(a - 1), a // 2 and random values below a: the
-    normalizing shift, the scaled n = 254 |h| 2**(49-s) + N / 2 and the corrected estimate at
-    each shift a > 0 takes, against quantize_vec (a = 0 is the test above's)."""
+    layouts.H_WIDTH), each holding |h| = a twice, a - 1 twice, a // 2 and three random values up
+    to a, each of random sign: the normalizing shift, the scaled n = 254 |h| 2**(49-s) + N / 2
+    and the corrected estimate at each shift a > 0 takes, against quantize_vec (a = 0 is the
+    test above's)."""
     rng = np.random.default_rng(20261204)
     rows = []
     for bits in range(1, 48):

@@ -10,8 +10,8 @@ statistics (docs/policies.md). Plain decoding is exact either way (top-k experts
 Synthetic routing, full-size models (docs/performance-model.md, "Routing model"):
 - distinct experts per MoE layer of a pass: the routing model of sim/perf/routing.py (skewed
   popularity, a context share, consecutive-token and sibling sharing), fitted on the two bundled
-  twins and carried to the model's E through both (`routing.params_for`), evaluated on the pass's tree (EdgeXpert's EAGLE-3 tree: 64
-  candidates, depth 6) or chain of consecutive tokens (a prefill chunk, Specter's verification);
+  twins and carried to the model's E through both (`routing.params_for`), evaluated on the
+  pass's tree (EdgeXpert's EAGLE-3 tree: 64 candidates, depth 6) or chain of consecutive tokens (a prefill chunk, Specter's verification);
   checked against EdgeXpert's 52.1 experts for Qwen3-30B-A3B (`validation`).
 - tokens per step (accepted + bonus) per model: published where a paper measured it (with its
   draft), else assumed and said so (`ACCEPTANCE`); every entry's `inputs` says for each input

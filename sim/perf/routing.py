@@ -442,13 +442,14 @@ def scaled_params(experts: int) -> RoutingParams:
     a, b = FITTED["coarse"], FITTED["fine"]
     t = (math.log2(experts) - math.log2(a.experts)) / (math.log2(b.experts) - math.log2(a.experts))
 
+    def along(x: float, y: float) -> float:
+        return x + (y - x) * t
+
     def line(x: float, y: float, high: float = math.inf) -> float:
-        return round(min(high, max(0.0, x + (y - x) * t)), 4)
+        return round(min(high, max(0.0, along(x, y))), 4)
     return RoutingParams(
         f"coarse+fine at E={experts}", experts, 0,
-        skew=round(_skew_of(_logit_excess(a.skew)
-                            + (_logit_excess(b.skew) - _logit_excess(a.skew)) * t), 4),
-        zipf_s=0.0, sigma=line(a.sigma, b.sigma), context=line(a.context, b.context, 1.0),
+        skew=round(_skew_of(along(_logit_excess(a.skew), _logit_excess(b.skew))), 4), zipf_s=0.0, sigma=line(a.sigma, b.sigma), context=line(a.context, b.context, 1.0),
         q_seq=line(a.q_seq, b.q_seq, 1.0), q_sib=line(a.q_sib, b.q_sib, 1.0),
         source=f"carried to E = {experts} in log2 E through both twins (coarse E = {a.experts}, "
                f"fine E = {b.experts}; the skew's logit over uniform routing, the others "
