@@ -16,8 +16,8 @@ from ..hw.ema.geometry import EmaGeometry
 from ..hw.engine.engine import ExpertEngine
 from ..hw.pru import Pru, PruParams
 from ..hw.top.command import CommandFork, CommandMerge, Dispatcher
-from ..hw.top.feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, ScaleTap,
-                               WholeOnReject)
+from ..hw.top.feedback import (CandidateTap, DataMux, DownJobs, HiddenPacker, MaskSource,
+                               MaskUnion, ScaleTap, WholeOnReject)
 from ..hw.top.lanes import Feeder
 from ..hw.top.prefill import UseCounter
 from ..support.tools import build_root
@@ -128,8 +128,13 @@ _PARTS = [
              # one prompt at a time (UseCounter's contract): the next prompt's length comes
              # once this prompt's routes are out, so it does not change under a waiting route
              held_while={"length": "i_route"}),
-    _streams("candidate_tap", "CandidateTap: candidates to the engine, weights, marks, groups",
+    _streams("candidate_tap",
+             "CandidateTap: candidates and mask tickets to the engine, weights, marks, parts",
              lambda: CandidateTap(TOP_PARAMS["tokens"], TOP_LAYOUT.expert_ffn), TOP_PARAMS),
+    _streams("mask_source", "MaskSource: each candidate's DOWN mask, the host's or its part's",
+             lambda: MaskSource(TOP_LAYOUT.expert_ffn, host_mask=True), TOP_PARAMS),
+    _streams("mask_union", "MaskUnion: the DCU's commands with parts merged, each job's mask",
+             lambda: MaskUnion(TOP_LAYOUT.d_model, TOP_LAYOUT.expert_ffn), TOP_PARAMS),
     _streams("scale_tap", "ScaleTap: hidden scales to the host and the DCU's entries",
              lambda: ScaleTap(TOP_PARAMS["candidates"]), TOP_PARAMS),
     _streams("hidden_packer", "HiddenPacker: hidden values to the host and packed for the DCU",

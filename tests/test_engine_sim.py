@@ -564,14 +564,16 @@ def test_the_down_mac_starts_while_the_last_candidate_loads(pause):
     assert early, (col_at, last_beat_at)
 
 
-def test_candidates_of_one_group_take_their_own_down_masks():
-    """Three groups whose candidates come from different depth groups: each candidate's DOWN
-    mask in its CAND item, the group's DOWN columns their union (docs/contracts.md, "Candidates
-    of several depth groups in one engine group"). Every hidden value is the candidate's whole
-    vector's, and every expert output the one golden gives on the candidate's own mask (a
-    hidden channel outside it enters no DOWN sum). An engine that ignores the masks fails."""
+def test_candidates_of_one_group_take_their_own_masks():
+    """Three groups whose candidates come from different depth groups: each candidate's GATE_UP
+    and DOWN masks on the mask ports, the group's columns their unions (docs/contracts.md,
+    "Candidates of several depth groups in one engine group"), the inputs unmasked. Every
+    hidden value is the one golden gives on the candidate's own GATE_UP mask, every expert
+    output the one on both its masks (a channel outside a mask enters no sum). An engine that
+    ignores either mask fails."""
     d_model, ffn, cands, lanes, word_bits, slots = 16, 8, 3, 4, 32, 4
-    rng = np.random.default_rng(20261207)
+    # a draw whose expert outputs stay in int32 (golden's are not wrapped; 20261209's are not)
+    rng = np.random.default_rng(20261208)
     layout = WeightLayout(n_layers=1, n_experts=2, d_model=d_model, expert_ffn=ffn)
     weights = {(0, e): ExpertWeights(
         gate=rng.integers(-8, 8, (ffn, d_model), dtype=np.int8),
@@ -590,19 +592,24 @@ def test_candidates_of_one_group_take_their_own_down_masks():
                     torch.from_numpy(rng.integers(24, 30, n)).to(I64))
         g = rng.integers(0, 65537, n)
         own = [np.flatnonzero(rng.random(ffn) < 0.6) for _ in range(n)]
-        union = sorted(set().union(*(set(o.tolist()) for o in own)))
+        own_gu = [np.flatnonzero(rng.random(d_model) < 0.6) for _ in range(n)]
+
+        def union(masks):
+            return sorted(set().union(*(set(o.tolist()) for o in masks)))
+
         items = group_items(layout, image, 0, expert, x8.numpy(), sx.m.numpy(), sx.e.numpy(),
                             tokens, g, candidates=cands, word_bits=word_bits, token_slots=slots,
-                            down_channels=union, cand_down_channels=own)
+                            gate_up_channels=union(own_gu), down_channels=union(own),
+                            cand_gate_up_channels=own_gu, cand_down_channels=own)
         for name, values in items.items():
             inputs[name] += values
-        every = np.ones(d_model, dtype=bool)
         outs = []
         for c in range(n):
-            mask = np.zeros(ffn, dtype=bool)
-            mask[own[c]] = True
+            gu_mask, dn_mask = np.zeros(d_model, dtype=bool), np.zeros(ffn, dtype=bool)
+            gu_mask[own_gu[c]] = True
+            dn_mask[own[c]] = True
             outs.append(IntModel.expert(x8[c:c + 1], Dyadic(sx.m[c:c + 1], sx.e[c:c + 1]),
-                                        *image_weights(weights[0, expert]), every, mask))
+                                        *image_weights(weights[0, expert]), gu_mask, dn_mask))
         y = torch.cat([o[0] for o in outs])
         h8 = torch.cat([o[1] for o in outs])
         sh = Dyadic(torch.cat([o[2].m for o in outs]), torch.cat([o[2].e for o in outs]))

@@ -79,7 +79,8 @@ def test_whole_on_reject_command_stream_holds():
 STREAM_PARTS = {"pru": 30, "dispatcher": CI_DEPTH, "command_merge": CI_DEPTH,
                 "command_fork": CI_DEPTH, "feeder": CI_DEPTH, "use_counter": CI_DEPTH,
                 "candidate_tap": CI_DEPTH, "scale_tap": CI_DEPTH, "hidden_packer": CI_DEPTH,
-                "down_jobs": CI_DEPTH, "data_mux": CI_DEPTH}
+                "down_jobs": CI_DEPTH, "data_mux": CI_DEPTH, "mask_source": CI_DEPTH,
+                "mask_union": CI_DEPTH}
 #: the engine's first expert output is taken at step 42 and every output's at 52 (its
 #: covers): the full depth is the benchmark's, CI checks the first 20 cycles
 ENGINE_CI_DEPTH = 20

@@ -27,6 +27,8 @@ from edgexpert.hw.engine import ExpertEngine
 from edgexpert.hw.rejects import RejectRegisters, report
 from edgexpert.hw.top import command_layout
 from edgexpert.hw.top.command import Dispatcher
+from edgexpert.hw.top.feedback import CandidateTap, MaskSource
+from edgexpert.hw.top.layouts import host_cand_layout
 from edgexpert.hw.top.registers import TopRegisters
 
 #: the smallest engine with every check reachable: 3 token slots (a 2-bit slot field, so slot 3
@@ -46,8 +48,16 @@ def build():
     m.submodules.checks, m.submodules.regs = checks, regs
     for name in ("x", "flush"):
         connect(m, getattr(disp, name), getattr(engine, name))
-    m.d.comb += [engine.cand.valid.eq(disp.cand.valid), disp.cand.ready.eq(engine.cand.ready),
-                 engine.cand.payload.eq(disp.cand.payload.cand)]
+    # the candidates and their masks to the engine as the top's DCU path gives a host group's
+    # (no DCU part here; none of the tap's other outputs is read)
+    m.submodules.tap = tap = CandidateTap(TOKENS, F)
+    connect(m, disp.cand, tap.cand)
+    connect(m, tap.engine, engine.cand)
+    for name, channels, host in (("gate_up", D, False), ("down", F, True)):
+        source = m.submodules[f"{name}_masks"] = MaskSource(channels, host_mask=host)
+        connect(m, getattr(tap, f"{name}_tickets"), source.tickets)
+        connect(m, source.mask, getattr(engine, f"{name}_mask"))
+    m.d.comb += [port.ready.eq(1) for port in (tap.weights, tap.marks, tap.groups)]
     report(m, checks, disp.rejected, disp.passed)
     connect(m, regs.command, checks.csr)
     return m, disp, engine, regs
@@ -80,7 +90,7 @@ class Script:
             self.rejects.append((reject, int(op if tag is None else tag)))
 
     def cand(self, fields: dict, reject: TopError | None = None):
-        self.beat(TopOp.CAND, self.eng["cand"].const(fields).as_bits(), reject)
+        self.beat(TopOp.CAND, host_cand_layout(TOKENS, F).const(fields).as_bits(), reject)
 
     def x(self, fields: dict, reject: TopError | None = None, tag=None):
         self.beat(TopOp.X, self.eng["x"].const(fields).as_bits(), reject, tag)

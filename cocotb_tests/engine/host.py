@@ -14,25 +14,28 @@ from amaranth.hdl import Shape
 from amaranth.lib import data
 
 from edgexpert.contracts.top import (EXPERT_OUT_VALUES, cand_item, flush_item, input_beats,
-                                     inputs_per_beat, outputs_per_beat, value_beats, x_item)
+                                     inputs_per_beat, mask_item, outputs_per_beat, value_beats,
+                                     x_item)
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.hw.engine.layouts import (act_layout, cand_layout, column_layout, flush_layout,
-                                         hidden_scale_layout, moe_layout, scale_words_layout,
-                                         sum_layout, x_layout)
+                                         hidden_scale_layout, mask_layout, moe_layout,
+                                         scale_words_layout, sum_layout, x_layout)
 
 __all__ = ["INPUTS", "OUTPUTS", "layouts", "scale_words", "group_items", "flush_items",
            "unpack", "words_per_column", "plan_groups", "group_outputs", "moe_items",
            "values_in"]
 
 #: the engine's input and output streams, by port name
-INPUTS = ("cand", "x", "gate_up", "gate_up_scales", "down", "down_scales", "flush")
+INPUTS = ("cand", "gate_up_mask", "down_mask", "x", "gate_up", "gate_up_scales", "down",
+          "down_scales", "flush")
 OUTPUTS = ("hidden", "hidden_scale", "expert_out", "moe_out")
 
 
 def layouts(d_model: int, expert_ffn: int, candidates: int, word_bits: int, tokens: int) -> dict:
     """Payload layout of every port (hw/engine/layouts.py)."""
     return {
-        "cand": cand_layout(tokens, expert_ffn),
+        "cand": cand_layout(tokens),
+        "gate_up_mask": mask_layout(d_model), "down_mask": mask_layout(expert_ffn),
         "x": x_layout(candidates, d_model, inputs_per_beat(word_bits)),
         "gate_up": column_layout(d_model, word_bits), "down": column_layout(expert_ffn, word_bits),
         "gate_up_scales": scale_words_layout(word_bits),
@@ -71,24 +74,31 @@ def group_items(layout: WeightLayout, image, layer: int, expert: int, x_q, x_m: 
                 candidates: int, word_bits: int, token_slots: int,
                 gate_up_channels: Sequence[int] | None = None,
                 down_channels: Sequence[int] | None = None,
+                cand_gate_up_channels: Sequence[Sequence[int]] | None = None,
                 cand_down_channels: Sequence[Sequence[int]] | None = None
                 ) -> dict[str, list[int]]:
     """Every input item of one group (candidates x_q[i] with scale (x_m[i], x_e[i]), token slot
     and Q.16 routing weight) for one expert, as packed payload integers per port. The columns
     are read from `image` (bytes from `layout.base_address`) at the layout's addresses; only
-    the given channels are sent (default: all), in increasing order. `cand_down_channels`:
-    each candidate's DOWN mask in its CAND item (default: every channel)."""
+    the given channels are sent (default: all), in increasing order. `cand_gate_up_channels`,
+    `cand_down_channels`: each candidate's masks (default: every channel)."""
     lay = layouts(layout.d_model, layout.expert_ffn, candidates, word_bits, token_slots)
     n = len(x_q)
     if not 1 <= n <= candidates:
         raise ValueError(f"a group holds 1..{candidates} candidates, not {n}")
     word_bytes = word_bits // 8
     base = layout.base_address
-    own = cand_down_channels or [None] * n
-    items = {"cand": [lay["cand"].const(cand_item(x_m[i], x_e[i], tokens[i], weights[i],
-                                                  i == n - 1, token_slots, layout.expert_ffn,
-                                                  own[i])).as_bits()
-                      for i in range(n)]}
+    cands = [cand_item(x_m[i], x_e[i], tokens[i], weights[i], i == n - 1, token_slots,
+                       layout.expert_ffn, (cand_down_channels or [None] * n)[i])
+             for i in range(n)]
+    gate_up = cand_gate_up_channels or [range(layout.d_model)] * n
+    items = {"cand": [lay["cand"].const({k: c[k] for k, _ in lay["cand"]}).as_bits()
+                      for c in cands],
+             "gate_up_mask": [lay["gate_up_mask"].const(mask_item(gate_up[i], layout.d_model,
+                                                                  i == n - 1)).as_bits()
+                              for i in range(n)],
+             "down_mask": [lay["down_mask"].const({"mask": c["down"], "last": c["last"]}).as_bits()
+                           for c in cands]}
     items["x"] = []
     for i in range(n):
         beats = input_beats(x_q[i], word_bits)

@@ -66,7 +66,9 @@ class StepTB(TopTB):
 
     def rows(self) -> list[int]:
         """"ci": layer 0 of the second draft pass (several tokens, top-1, shared experts) and
-        the first token of the first verification pass (top-k); "step": every row;
+        the first `tokens` tokens of the first verification pass (top-k, several depth groups:
+        experts two depth groups share, whose DCU parts one engine group takes); "step": every
+        row;
         "first_step": the rows of the first prompt's first decoding step (its draft passes and
         its verification pass, all layers: what `edgexpert demo` runs); "drafts": its draft
         passes only (all layers, about 52,000 cycles with whole experts: what `edgexpert bench
@@ -89,12 +91,12 @@ class StepTB(TopTB):
         draft_pass = sorted(set(t["row_pass"][draft].tolist()))[1]
         verify_pass = int(t["row_pass"][verify[0]])
         pick = lambda p: np.flatnonzero((t["row_pass"] == p) & (t["row_layer"] == 0)).tolist()
-        return pick(draft_pass)[:self.tokens] + pick(verify_pass)[:1]
+        return pick(draft_pass)[:self.tokens] + pick(verify_pass)[:self.tokens]
 
     def plan(self, masks: str) -> list:
         return plan_batches(self.trace, None if masks == "naive_sd" else self.masked, self.rows(),
                             self.candidates, self.tokens, self.geometry,
-                            merge_depths=masks == "edgexpert")
+                            merge_depths=masks == "edgexpert", merge_parts=masks in DCU_ORDERS)
 
     def commands(self, batch, masks: str) -> list[int]:
         return batch_commands(self.trace, batch, candidates=self.candidates, tokens=self.tokens,
@@ -219,6 +221,8 @@ async def trace_step(dut, masks: str, mode: str):
     tb.record(name, {
         "rows": sum(len(b.rows) for b in batches), "batches": len(batches),
         "groups": sum(len(b.groups) for b in batches),
+        # the DCU's parts (a pair of DCU jobs each; one per group without the DCU's masks)
+        "parts": sum(len(g.parts or [g]) for b in batches for g in b.groups),
         "candidates": sum(len(g.cands) for b in batches for g in b.groups),
         "steps": sum(len(b.steps) for b in batches), "macs": macs, "cycles": cycles,
         **{k: sum(e[k] for e in passes.values())

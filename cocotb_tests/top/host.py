@@ -3,16 +3,17 @@ outputs they must produce.
 
 Per batch (the rows of one pass and layer, at most `tokens` of them, one token slot each) the
 host forms the engine's groups (each chosen expert with up to `candidates` of its (token, slot)
-choices; the DCU's masks: the same within each depth group, the DCU selecting per group; the
-host's masks: candidates of several depth groups together, each on its own depth group's
-masks, `merge_depths`), packs them into EMA steps
-that fit the slots and the buffer, and sends per step either (host masks) a NEW_STEP, then per
-group its two descriptors (GATE_UP, DOWN, with the scale blocks and the group's masks), the
-GATE_UP `HOST_LEAD` groups ahead, each followed by its group's CAND and X beats (GU(g + 1), its
-CAND and X, then D(g) at 1); or (the DCU's masks) per group a GATE_UP job (its route and its
+choices; the host's masks: candidates of several depth groups together, each on its own depth
+group's masks, `merge_depths`; the DCU's masks: an expert's consecutive depth groups, the
+DCU's *parts*, each selected on by the DCU, `merge_parts`), packs them into EMA steps that fit
+the slots and the buffer, and sends per step either (host masks) a NEW_STEP, then per group its
+two descriptors (GATE_UP, DOWN, with the scale blocks and the group's masks), the GATE_UP
+`HOST_LEAD` groups ahead, each followed by its group's CAND and X beats (GU(g + 1), its CAND and
+X, then D(g) at 1); or (the DCU's masks) per group a GATE_UP job per part (its route and its
 inputs as data beats; the step's first asks for the NEW_STEP) and a DOWN job's header and prune
-words, with DCU_CAND beats, in the order `ahead` (GU(g + DCU_LEAD) with g + DCU_LEAD's CAND and
-X, then D(g)) or `inline` (GU(g), D(g), then g's CAND and X): `fetch_order`. At the end a
+words per part, `more` on every part's jobs but the last, with DCU_CAND beats (`part_last` on
+each part's last candidate), in the order `ahead` (GU(g + DCU_LEAD) with g + DCU_LEAD's CAND
+and X, then D(g)) or `inline` (GU(g), D(g), then g's CAND and X): `fetch_order`. At the end a
 FLUSH of each token slot. Knows the contracts and the top's payload layouts, never the RTL's
 arithmetic.
 
@@ -35,9 +36,9 @@ from edgexpert.contracts.trace import PassKind
 from edgexpert.contracts.weight_layout import Matrix
 from edgexpert.hw.ema import EmaGeometry
 from edgexpert.hw.engine.engine import X_QUEUE
-from edgexpert.hw.engine.layouts import cand_layout, flush_layout, x_layout
+from edgexpert.hw.engine.layouts import flush_layout, x_layout
 from edgexpert.hw.top import command_layout
-from edgexpert.hw.top.layouts import data_item_layout, route_item_layout
+from edgexpert.hw.top.layouts import data_item_layout, host_cand_layout, route_item_layout
 
 __all__ = ["Group", "Batch", "expert_groups", "top_groups", "plan_batches", "batch_commands",
            "expected_outputs", "fetch_order", "HOST_LEAD", "DCU_LEAD", "DCU_LEAD_LIMIT",
@@ -48,7 +49,8 @@ __all__ = ["Group", "Batch", "expert_groups", "top_groups", "plan_batches", "bat
 #: measured (`edgexpert bench top --quick`, docs/blocks/top.md, Cycles, 2026-12-03 evening): the
 #: host's masks 171,693 cycles at 1, 171,426 at 2; the DCU's 213,380 at 1, 188,350 at 2, 187,115
 #: at 3, a hang at 4 (a DOWN job waits for its group's hidden vectors; the GATE_UP jobs and
-#: inputs ahead of it keep the bus and the GATE_UP array busy meanwhile)
+#: inputs ahead of it keep the bus and the GATE_UP array busy meanwhile); with the DCU's parts
+#: merged (2026-12-04) 182,371 at 2 and 183,445 at 3
 HOST_LEAD = 1
 DCU_LEAD = 2
 #: the most GATE_UP jobs, with their inputs, the DCU's order may send ahead of a DOWN job: while
@@ -70,6 +72,11 @@ class Group:
     # group's one walk of the union gives each candidate its own masked sums
     # (docs/contracts.md, "Candidates of several depth groups in one engine group")
     own: list | None = None
+    # with the DCU's masks, the candidates of each of its parts (a depth group's candidates of
+    # the expert, `top_groups`' group, on whose inputs the DCU selects), part after part: one
+    # pair of DCU jobs per part, one descriptor per matrix for the group (docs/blocks/top.md,
+    # "The DCU path")
+    parts: list | None = None
 
 
 @dataclass
@@ -115,11 +122,14 @@ def top_groups(trace, tokens: int, candidates: int):
 
 
 def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, tokens: int,
-                 geometry: EmaGeometry, merge_depths: bool = False) -> list[Batch]:
+                 geometry: EmaGeometry, merge_depths: bool = False,
+                 merge_parts: bool = False) -> list[Batch]:
     """Batches of the given rows (sorted by prompt, pass, layer) with their groups and steps.
     `masks`: None for whole experts, else golden's masked arrays (`prepare_masked`), one mask
     per depth group and expert; `merge_depths`: an engine group takes an expert's candidates of
-    every depth group, each on its own masks (the host's masks; the DCU selects per group)."""
+    every depth group, each on its own masks (the host's masks); `merge_parts`: an engine group
+    takes an expert's consecutive depth groups (the DCU's parts) while their candidates fit
+    (the DCU's masks, selected per part)."""
     t = trace
     selected = set(rows_of)
     batches = []
@@ -134,6 +144,16 @@ def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, toke
             # one mask per (depth group, expert): naive masks are every channel (depth ignored)
             by_depth = masks is not None and not merge_depths
             for e, cands in expert_groups(t, part, candidates, by_depth=by_depth):
+                last = batch.groups[-1] if batch.groups else None
+                if (merge_parts and last is not None and last.expert == e
+                        and len(last.cands) + len(cands) <= candidates):
+                    row, k = cands[0]
+                    last.cands += cands
+                    last.parts.append(cands)
+                    last.gate_up, last.down = (tuple(sorted(set(have) | set(_channels(
+                        masks[name][row, k])))) for have, name in (
+                        (last.gate_up, "gate_up_mask"), (last.down, "down_mask")))
+                    continue
                 if masks is None:
                     gu, dn = tuple(range(t.layout.d_model)), tuple(range(t.layout.expert_ffn))
                     batch.groups.append(Group(e, cands, gu, dn))
@@ -145,8 +165,10 @@ def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, toke
                 else:
                     # one mask per group of the top (`top_groups`): its first candidate's
                     row, k = cands[0]
-                    batch.groups.append(Group(e, cands, _channels(masks["gate_up_mask"][row, k]),
-                                              _channels(masks["down_mask"][row, k])))
+                    batch.groups.append(Group(e, list(cands),
+                                              _channels(masks["gate_up_mask"][row, k]),
+                                              _channels(masks["down_mask"][row, k]),
+                                              parts=[cands] if merge_parts else None))
             batch.steps = _pack_steps(batch.groups, geometry)
             batches.append(batch)
     return batches
@@ -204,7 +226,7 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
     t, layout = trace, trace.layout
     lay = command_layout(tokens, candidates, layout.d_model, word_bits,
                          expert_ffn=layout.expert_ffn)
-    eng = {"cand": cand_layout(tokens, layout.expert_ffn),
+    eng = {"cand": host_cand_layout(tokens, layout.expert_ffn),
            "x": x_layout(candidates, layout.d_model, inputs_per_beat(word_bits)),
            "flush": flush_layout(tokens)}
     slot_of = {row: i for i, row in enumerate(batch.rows)}
@@ -224,9 +246,11 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
         grp = batch.groups[i]
         n = len(grp.cands)
         own = grp.own or [(None, None)] * n
+        # a DCU part's last candidate (but the group's last, which `last` marks)
+        ends = set(np.cumsum([len(p) for p in grp.parts or []])[:-1] - 1)
         out = [_beat(lay, cand_op, eng["cand"].const(cand_item(
             t["x_m"][row], t["x_e"][row], slot_of[row], t["weights_q16"][row, k], c == n - 1,
-            tokens, layout.expert_ffn, own[c][1])).as_bits())
+            tokens, layout.expert_ffn, own[c][1], part_last=c in ends)).as_bits())
             for c, (row, k) in enumerate(grp.cands)]
         for c, (row, _) in enumerate(grp.cands):
             x = np.array(t["x_q"][row])
@@ -265,38 +289,51 @@ def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
     """The DCU jobs and the CAND and X beats of a batch's groups, step by step."""
     t, layout = trace, trace.layout
     route_last = route_item_layout["last"].offset
+    route_more = route_item_layout["more"].offset
     data_last = data_item_layout["last"].offset
 
-    def jobs(i: int, first: bool, tag: int) -> tuple[list[int], list[int]]:
-        """GATE_UP job (route and data beats), DOWN job header and prune words."""
-        grp = batch.groups[i]
-        rows, slots = [r for r, _ in grp.cands], [k for _, k in grp.cands]
+    def marked(words, offset, op, more=False):
+        # `last` on the job's last beat; `more` (ROUTE) on its header
+        return [_beat(lay, op, w | int(j == len(words) - 1) << offset
+                      | int(more and op == TopOp.ROUTE and j == 0) << route_more)
+                for j, w in enumerate(words)]
+
+    def jobs(expert: int, cands: list, first: bool, tag: int,
+             more: bool) -> tuple[list[int], list[int]]:
+        """A part's GATE_UP job (route and data beats), DOWN job header and prune words; `more`:
+        the group's next part's jobs follow."""
+        rows, slots = [r for r, _ in cands], [k for _, k in cands]
         n = len(rows)
         gu_route, gu_data = encode_job(layout, DcuJob(
-            tag % 256, batch.layer, grp.expert, Matrix.GATE_UP, t["x_q"][rows], t["x_m"][rows],
+            tag % 256, batch.layer, expert, Matrix.GATE_UP, t["x_q"][rows], t["x_m"][rows],
             t["x_e"][rows], t["weights_q16"][rows, slots], keep[0], scales=True,
             new_step=first))
         f = layout.expert_ffn
         # the DOWN job's entries and data are the top's: only the header and prune words here
         dn_route, _ = encode_job(layout, DcuJob(
-            (tag + 1) % 256, batch.layer, grp.expert, Matrix.DOWN, np.zeros((n, f), np.int64),
+            (tag + 1) % 256, batch.layer, expert, Matrix.DOWN, np.zeros((n, f), np.int64),
             np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), keep[1],
             scales=True))
         dn_route = dn_route[:1 + -(-f // LANES)]
-
-        def marked(words, offset, op):
-            return [_beat(lay, op, w | int(j == len(words) - 1) << offset)
-                    for j, w in enumerate(words)]
-        return (marked(gu_route, route_last, TopOp.ROUTE) + marked(gu_data, data_last, TopOp.DATA),
-                marked(dn_route, route_last, TopOp.ROUTE))
+        return (marked(gu_route, route_last, TopOp.ROUTE, more)
+                + marked(gu_data, data_last, TopOp.DATA),
+                marked(dn_route, route_last, TopOp.ROUTE, more))
 
     beats = []
     tag = 0
     for step in batch.steps:
         made = []
         for n, i in enumerate(step):
-            made.append(jobs(i, n == 0, tag))
-            tag += 2
+            grp = batch.groups[i]
+            parts = grp.parts or [grp.cands]
+            gu, dn = [], []
+            for p, cands in enumerate(parts):
+                g_beats, d_beats = jobs(grp.expert, cands, n == 0 and p == 0, tag,
+                                        p < len(parts) - 1)
+                gu += g_beats
+                dn += d_beats
+                tag += 2
+            made.append((gu, dn))
         # `ahead`: a group's CAND and X right behind its GATE_UP job, so the engine multiplies
         # the next groups while a DOWN job waits in the DCU for its group's hidden vectors
         # (sent behind D(g) they would wait for it: the route queue holds one GATE_UP job)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from edgexpert.cocotb_tests.engine.host import group_outputs, moe_items
 from edgexpert.contracts.top import (TopOp, cand_item, flush_item, input_beats, inputs_per_beat,
                                      x_item)
-from edgexpert.hw.engine.layouts import cand_layout, flush_layout, x_layout
+from edgexpert.hw.engine.layouts import flush_layout, x_layout
+from edgexpert.hw.top.layouts import host_cand_layout
 
 __all__ = ["PrefillGroup", "score_beats", "logit_beats", "groups_from_routes", "group_beats",
            "expected_group_outputs", "expected_moe"]
@@ -66,7 +67,7 @@ def group_beats(lay, trace_rows: dict, layer: int, groups: list[PrefillGroup], *
     """CAND and X beats of every group (token t of the chunk in token slot t), then a FLUSH of
     each token slot. `trace_rows`: the prompt's token arrays (PrefillTrace.prompt); `word_bits`:
     the engine's word, which sets the X beat's inputs."""
-    cand, flush = cand_layout(tokens, expert_ffn), flush_layout(tokens)
+    cand, flush = host_cand_layout(tokens, expert_ffn), flush_layout(tokens)
     act = x_layout(candidates, d_model, inputs_per_beat(word_bits))
     x_q, x_m, x_e = trace_rows["x_q"], trace_rows["x_m"], trace_rows["x_e"]
     beats = []

@@ -79,8 +79,8 @@ def cmd_prove(args) -> int:
 
 #: `edgexpert.formal.targets.TARGETS`' names, here so that `--help` elaborates nothing
 TARGET_NAMES = ("ema", "dcu", "whole_on_reject", "pru", "engine", "dispatcher", "command_merge",
-                "command_fork", "feeder", "use_counter", "candidate_tap", "scale_tap",
-                "hidden_packer", "down_jobs", "data_mux")
+                "command_fork", "feeder", "use_counter", "candidate_tap", "mask_source",
+                "mask_union", "scale_tap", "hidden_packer", "down_jobs", "data_mux")
 
 
 def register(sub) -> None:

@@ -30,7 +30,7 @@ from .rejects import reject_layout, reject_status_layout
 __all__ = ["TopOp", "TopCsr", "TopError", "TOP_CSR_ADDR_BITS", "TOP_CSR_BASE", "OP_BITS",
            "top_reject_layout", "top_status_layout", "WEIGHT_MAX", "inputs_per_beat",
            "input_beats", "EXPERT_OUT_VALUES", "outputs_per_beat", "value_beats", "cand_item",
-           "x_item", "flush_item"]
+           "mask_item", "x_item", "flush_item"]
 
 
 class TopOp(enum.IntEnum, shape=4):
@@ -112,18 +112,27 @@ def _in_range(name: str, value, lo: int, hi: int) -> int:
 
 
 def cand_item(x_m: int, x_e: int, token: int, weight: int, last: bool, tokens: int, ffn: int,
-              down_channels=None) -> dict:
+              down_channels=None, part_last: bool = False) -> dict:
     """A CAND (or DCU_CAND) beat's fields for an engine of `tokens` token slots and a model of
     `ffn` hidden channels: the candidate's input scale (m 0..2^15 - 1, e int16: every value, the
-    requantization shifts by any amount), its token slot, its Q.16 routing weight and its DOWN
+    requantization shifts by any amount), its token slot, its Q.16 routing weight, its DOWN
     mask: the hidden channels (0..ffn - 1) its DOWN sums take, every one when None (docs/
-    contracts.md, "Candidates of several depth groups in one engine group")."""
+    contracts.md, "Candidates of several depth groups in one engine group"), and on a DCU_CAND
+    whether it ends a part of its group (docs/blocks/top.md, "The DCU path")."""
     channels = range(ffn) if down_channels is None else down_channels
     return {"x": {"m": _in_range("x scale m", x_m, 0, 2**15 - 1),
                   "e": _in_range("x scale e", x_e, -2**15, 2**15 - 1)},
             "token": _in_range("token slot", token, 0, tokens - 1),
             "weight": _in_range("routing weight", weight, 0, WEIGHT_MAX),
             "down": sum(1 << _in_range("DOWN mask channel", f, 0, ffn - 1) for f in set(channels)),
+            "part_last": int(part_last), "last": int(last)}
+
+
+def mask_item(channels, count: int, last: bool) -> dict:
+    """An engine mask item's fields (hw/engine/layouts.py `mask_layout`): bit j for each of the
+    `channels` (each 0..count - 1) a candidate's sums take, and whether it is its group's last
+    candidate."""
+    return {"mask": sum(1 << _in_range("mask channel", j, 0, count - 1) for j in set(channels)),
             "last": int(last)}
 
 

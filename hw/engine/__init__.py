@@ -7,7 +7,8 @@ A pipeline of small components joined by streams:
 1. `ColumnMac` (column_mac.py), GATE_UP: every candidate's int8 input times each column word
    of the expert's GATE_UP matrix (2F int4 values per input channel, as stored by
    `WeightLayout`), `lanes` products per cycle, into int32 accumulators; columns carry their
-   channel index, so a masked channel is simply not sent;
+   channel index, so a channel no candidate takes is simply not sent, and each candidate's
+   mask zeroes its input on a column outside it;
 2. `Requant` (requant.py): the sums to Q.16 with the candidate's scale and the float16 scale
    words of the matrix's scale block;
 3. `SwiGlu` (swiglu.py): sigmoid from the 1024-entry table, silu, h = silu * up;

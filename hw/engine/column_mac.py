@@ -53,6 +53,10 @@ class ColumnMac(wiring.Component):
        written may go in (every candidate before it is loaded whole), the group's last column
        only once the bank is loaded. The last candidate's F cycles of loading then overlap its
        MAC instead of preceding it (a layer's last group has nothing else to overlap).
+       With `masked`, `act_mask` holds each candidate's channels for the group in the MAC (the
+       caller keeps it steady from the group's first column to its last): a column outside a
+       candidate's mask multiplies that candidate's input as 0, so each candidate of a group
+       may take its own subset of the columns the group walks.
     2. Mac: per column word, per `lanes`-wide chunk of it, `lanes` products
        act[c][j] * w[o..o+lanes-1] for *every* candidate c of the group at once, added into the
        int32 accumulators (wrapping, as int32 registers do): `lanes` x `candidates` multipliers.
@@ -89,7 +93,8 @@ class ColumnMac(wiring.Component):
     """
 
     def __init__(self, channels: int, outputs: int, candidates: int, lanes: int, word_bits: int,
-                 act_values: int, parts: int = 1, split: str = "halves", early: bool = False):
+                 act_values: int, parts: int = 1, split: str = "halves", early: bool = False,
+                 masked: bool = False):
         check_positive("channels", channels)
         check_positive("outputs", outputs)
         check_positive("candidates", candidates, 1, 64)
@@ -103,10 +108,11 @@ class ColumnMac(wiring.Component):
         self._n, self._o, self._c = channels, outputs, candidates
         self._p, self._w, self._v, self._parts = lanes, word_bits, act_values, parts
         self._split = check_split(split, parts, outputs)
-        self._early = early
+        self._early, self._masked = early, masked
         super().__init__({
             "act": In(stream.Signature(x_layout(candidates, channels, act_values))),
             **({"act_final": In(1)} if early else {}),
+            **({"act_mask": In(data.ArrayLayout(channels, candidates))} if masked else {}),
             "columns": In(stream.Signature(column_layout(channels, word_bits))),
             "sums": Out(stream.Signature(sum_layout(candidates, outputs, parts))),
         })
@@ -328,6 +334,9 @@ class ColumnMac(wiring.Component):
                              mac_row.eq(g), mac_w.eq(chunk_bits[:4 * lanes])]
                 for c in range(cands):
                     x = act_rd.data[c][col.channel[:per_bits]] if per > 1 else act_rd.data[c][0]
+                    if self._masked:
+                        # a channel outside the candidate's mask adds 0 to its sums
+                        x = Mux(self.act_mask[c].bit_select(col.channel, 1), x, 0)
                     m.d.sync += mac_x[c].eq(x)
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
                 with m.If(take):

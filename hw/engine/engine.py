@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -12,7 +12,7 @@ from .column_mac import ColumnMac
 from .combine import Combine
 from ..streams import StreamFIFO
 from .layouts import (act_layout, cand_layout, check_positive, check_word, column_layout,
-                      flush_layout, hidden_scale_layout, index_bits, moe_layout,
+                      flush_layout, hidden_scale_layout, index_bits, mask_layout, moe_layout,
                       scale_words_layout, sum_layout, x_layout)
 from .quantizer import Quantizer
 from .requant import Requant
@@ -43,7 +43,7 @@ TICKET_BITS = GROUP_QUEUE.bit_length() + 1
 def _queue(m: Module, name: str, shape, depth: int, push, value, pop):
     """A first-in first-out queue of `depth` registers: `value` enters when `push`, the head
     leaves when `pop` (the caller never pushes a full queue nor pops an empty one). Returns the
-    head and full."""
+    head, full and empty."""
     slots = [Signal(shape, name=f"{name}_{i}") for i in range(depth)]
     used = Signal(range(depth + 1), name=f"{name}_used")
     m.d.sync += used.eq(used + push - pop)
@@ -55,7 +55,7 @@ def _queue(m: Module, name: str, shape, depth: int, push, value, pop):
                 m.d.sync += slot.eq(value)
         with m.Elif(push & (used == i)):
             m.d.sync += slot.eq(value)
-    return slots[0], used == depth
+    return slots[0], used == depth, used == 0
 
 
 class ExpertEngine(wiring.Component):
@@ -73,6 +73,14 @@ class ExpertEngine(wiring.Component):
     quantize_vec (`hidden`, `hidden_scale`) -> DOWN MAC over the `down` columns ->
     requantization with `down_scales` -> `expert_out` -> the weighted sum in the token's slot.
     `flush` reads a token's MoE output out on `moe_out` and clears the slot.
+
+    Each candidate's channel masks come on `gate_up_mask` (input channels) and `down_mask`
+    (hidden channels), one item per candidate in the order of `cand`, `last` on the group's
+    last: a column outside a candidate's mask adds nothing to its sums (docs/contracts.md,
+    "Candidates of several depth groups in one engine group"), so candidates of one group may
+    each take their own subset of the columns the group walks. A matrix's MAC starts on a
+    group's columns once the group's masks for it are in; they may come any time before, so a
+    mask decided late (the DCU's, from the group's own hidden vectors) holds only that MAC.
 
     Groups overlap (up to five in flight): `cand` is taken once the previous group's inputs
     are all in and the group three before has finished its GATE_UP requantization (and the
@@ -100,7 +108,9 @@ class ExpertEngine(wiring.Component):
         self._d, self._f, self._c = d_model, expert_ffn, candidates
         self._p, self._w, self._t = lanes, word_bits, tokens
         super().__init__({
-            "cand": In(stream.Signature(cand_layout(tokens, expert_ffn))),
+            "cand": In(stream.Signature(cand_layout(tokens))),
+            "gate_up_mask": In(stream.Signature(mask_layout(d_model))),
+            "down_mask": In(stream.Signature(mask_layout(expert_ffn))),
             "x": In(stream.Signature(x_layout(candidates, d_model, inputs_per_beat(word_bits)))),
             "gate_up": In(stream.Signature(column_layout(d_model, word_bits))),
             "gate_up_scales": In(stream.Signature(scale_words_layout(word_bits))),
@@ -125,7 +135,7 @@ class ExpertEngine(wiring.Component):
         d, f, c, w = self._d, self._f, self._c, self._w
         # GATE_UP drains gate f and up f side by side (parts = 2): F cycles per candidate
         m.submodules.gate_up_mac = gu_mac = ColumnMac(d, 2 * f, c, self._p, w, inputs_per_beat(w),
-                                                      parts=2)
+                                                      parts=2, masked=True)
         m.submodules.gate_up_requant = gu_rq = Requant(c, 2 * f, w, parts=2)
         m.submodules.swiglu = swiglu = SwiGlu(c, f)
         m.submodules.quantizer = quant = Quantizer(c, f)
@@ -135,13 +145,12 @@ class ExpertEngine(wiring.Component):
         # that adds them in one row of its memory
         beat = EXPERT_OUT_VALUES
         m.submodules.down_mac = dn_mac = ColumnMac(f, d, c, self._p, w, 1, parts=beat,
-                                                   split="neighbours", early=True)
+                                                   split="neighbours", early=True, masked=True)
         m.submodules.down_requant = dn_rq = Requant(c, d, w, parts=beat, split="neighbours")
         m.submodules.out_copy = out_copy = Broadcast(sum_layout(c, d, beat))
         m.submodules.combine = comb = Combine(c, d, self._t, outputs_per_beat(w))
 
         connect = wiring.connect
-        connect(m, wiring.flipped(self.gate_up), gu_mac.columns)
         connect(m, wiring.flipped(self.gate_up_scales), gu_rq.scales)
         connect(m, gu_mac.sums, gu_rq.i_sums)
         connect(m, gu_rq.o_sums, swiglu.sums)
@@ -149,7 +158,6 @@ class ExpertEngine(wiring.Component):
         connect(m, quant.hidden, hidden_copy.i_stream)
         connect(m, hidden_copy.o_b, wiring.flipped(self.hidden))
         connect(m, quant.scale, wiring.flipped(self.hidden_scale))
-        connect(m, wiring.flipped(self.down), dn_mac.columns)
         connect(m, wiring.flipped(self.down_scales), dn_rq.scales)
         connect(m, dn_mac.sums, dn_rq.i_sums)
         connect(m, dn_rq.o_sums, out_copy.i_stream)
@@ -169,7 +177,7 @@ class ExpertEngine(wiring.Component):
             return port.valid & port.ready & port.payload.last
 
         # the group's record: each CAND field (but `last`) of every candidate
-        fields = ("x", "token", "weight", "down")
+        fields = ("x", "token", "weight")
         cand_fields = self.cand.payload.shape()
         record_layout = data.StructLayout({name: data.ArrayLayout(cand_fields[name].shape, c)
                                            for name in fields})
@@ -191,21 +199,25 @@ class ExpertEngine(wiring.Component):
         with m.If(last_of(self.x)):
             m.d.sync += x_open.eq(0)
 
-        x_head, x_full = _queue(m, "x_scales", now.x.shape(), X_QUEUE, pushed, now.x,
+        x_head, x_full, _ = _queue(m, "x_scales", now.x.shape(), X_QUEUE, pushed, now.x,
                                 last_of(gu_mac.sums))
         # the token slots and weights, both the combine's until the group is combined
         slots_layout = data.StructLayout({"token": record_layout["token"].shape,
                                           "weight": record_layout["weight"].shape})
         slots_now = Signal(slots_layout)
         m.d.comb += [slots_now.token.eq(now.token), slots_now.weight.eq(now.weight)]
-        c_head, t_full = _queue(m, "slots", slots_layout, GROUP_QUEUE, pushed, slots_now,
+        c_head, t_full, _ = _queue(m, "slots", slots_layout, GROUP_QUEUE, pushed, slots_now,
                                 comb.group_done)
-        h_head, _ = _queue(m, "hidden_scales", quant.scales.shape(), H_QUEUE,
+        h_head, _, _ = _queue(m, "hidden_scales", quant.scales.shape(), H_QUEUE,
                               last_of(dn_mac.act), quant.scales, last_of(dn_mac.sums))
-        # the DOWN masks, from a group's candidates until its DOWN inputs are in (never more
-        # groups than the slots' queue holds: a group leaves this one first)
-        mask_head, _ = _queue(m, "down_masks", now.down.shape(), GROUP_QUEUE, pushed, now.down,
-                              last_of(dn_mac.act))
+        # each candidate's masks, a group's record per matrix from its last mask item until its
+        # MAC's last column: the GATE_UP array's group is never more than X_QUEUE groups behind
+        # the newest candidates, the DOWN array's never more than GROUP_QUEUE, so a mask sent
+        # with its candidate never waits for room
+        for name, port, columns, mac, depth in (
+                ("gate_up_mask", self.gate_up_mask, self.gate_up, gu_mac, X_QUEUE),
+                ("down_mask", self.down_mask, self.down, dn_mac, GROUP_QUEUE)):
+            _masked_columns(m, f"{name}s", port, columns, mac, depth, c)
         m.d.comb += [gu_rq.act_scale.eq(x_head), dn_rq.act_scale.eq(h_head),
                      comb.token.eq(c_head.token), comb.weight.eq(c_head.weight)]
         # a new group once the previous one's inputs are in and both queues have room
@@ -227,13 +239,10 @@ class ExpertEngine(wiring.Component):
                      comb.flush.payload.eq(flushes.r.payload.token),
                      flushes.r.ready.eq(comb.flush.ready & due)]
         hidden = hidden_copy.o_a.payload
-        # a hidden channel outside the candidate's DOWN mask enters its DOWN sums as 0, which is
-        # what the mask means (docs/contracts.md); `hidden` itself keeps every value
-        masked_in = mask_head[hidden.candidate].bit_select(hidden.channel, 1)
         m.d.comb += [dn_mac.act.valid.eq(hidden_copy.o_a.valid),
                      dn_mac.act.payload.candidate.eq(hidden.candidate),
                      dn_mac.act.payload.beat.eq(hidden.channel),
-                     dn_mac.act.payload.values[0].eq(Mux(masked_in, hidden.value, 0)),
+                     dn_mac.act.payload.values[0].eq(hidden.value),
                      dn_mac.act.payload.last.eq(hidden.last),
                      dn_mac.act_final.eq(quant.hidden_final),
                      hidden_copy.o_a.ready.eq(dn_mac.act.ready)]
@@ -241,3 +250,28 @@ class ExpertEngine(wiring.Component):
                      gu_mac.act.payload.eq(self.x.payload),
                      self.x.ready.eq(gu_mac.act.ready & x_open)]
         return m
+
+
+def _masked_columns(m: Module, name: str, masks, columns, mac, depth: int, candidates: int):
+    """`masks` (one item per candidate, `last` on its group's last) gathered into a record per
+    group and queued (`depth` groups), the head on `mac.act_mask`; `columns` to `mac` only while
+    a record is queued (the MAC's group is the oldest one there), the head leaving with the
+    group's last column."""
+    item = masks.payload
+    record = Signal(data.ArrayLayout(item.mask.shape(), candidates), name=f"{name}_record")
+    count = Signal(index_bits(candidates), name=f"{name}_count")
+    now = Signal.like(record, name=f"{name}_now")
+    m.d.comb += now.eq(record)
+    take = masks.valid & masks.ready
+    with m.If(take):
+        m.d.comb += now[count].eq(item.mask)
+        m.d.sync += [record.eq(now), count.eq(count + 1)]
+    pushed = take & (item.last | (count == candidates - 1))
+    with m.If(pushed):
+        m.d.sync += count.eq(0)
+    ended = mac.columns.valid & mac.columns.ready & mac.columns.payload.last
+    head, full, empty = _queue(m, name, record.shape(), depth, pushed, now, ended)
+    m.d.comb += [masks.ready.eq(~full), mac.act_mask.eq(head),
+                 mac.columns.valid.eq(columns.valid & ~empty),
+                 mac.columns.payload.eq(columns.payload),
+                 columns.ready.eq(mac.columns.ready & ~empty)]

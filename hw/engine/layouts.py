@@ -12,7 +12,8 @@ from amaranth.lib import data
 __all__ = ["ACC_WIDTH", "Q16_WIDTH", "H_WIDTH", "SCALE_M_BITS", "SCALE_E_BITS", "WEIGHT_BITS",
            "index_bits", "check_positive", "check_word", "dyadic_layout", "act_layout",
            "x_layout", "column_layout",
-           "scale_words_layout", "sum_layout", "h_layout", "cand_layout", "hidden_scale_layout",
+           "scale_words_layout", "sum_layout", "h_layout", "cand_layout", "mask_layout",
+           "hidden_scale_layout",
            "flush_layout", "moe_layout", "fp16_decode", "rshift_amounts", "rshift_apply", "SPLITS",
            "check_split"]
 
@@ -108,12 +109,17 @@ def h_layout(candidates: int, ffn: int) -> data.StructLayout:
                               "value": signed(H_WIDTH), "last": 1})
 
 
-def cand_layout(tokens: int, ffn: int) -> data.StructLayout:
-    """One candidate of a group: its MoE input's scale, its token slot, routing weight and DOWN
-    mask (bit f: hidden channel f enters its DOWN sums; the group's DOWN columns are the union
-    of its candidates' masks, so candidates of several depth groups share one walk)."""
+def cand_layout(tokens: int) -> data.StructLayout:
+    """One candidate of a group: its MoE input's scale, its token slot and routing weight."""
     return data.StructLayout({"x": dyadic_layout, "token": index_bits(tokens),
-                              "weight": unsigned(WEIGHT_BITS), "down": ffn, "last": 1})
+                              "weight": unsigned(WEIGHT_BITS), "last": 1})
+
+
+def mask_layout(channels: int) -> data.StructLayout:
+    """One candidate's mask of a matrix's input channels (bit j: channel j enters its sums; the
+    group's columns are the union of its candidates' masks, so candidates of several depth
+    groups share one walk); `last` on the group's last candidate."""
+    return data.StructLayout({"mask": channels, "last": 1})
 
 
 def hidden_scale_layout(candidates: int) -> data.StructLayout:

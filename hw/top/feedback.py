@@ -6,8 +6,8 @@ DCU chose, so only the top has them. The host sends the DOWN job's header and pr
 only it knows); the top adds the entries (each candidate's hidden scale and routing weight) and
 the data (the hidden values, 32 per beat per candidate):
 
-- `CandidateTap`: each candidate to the engine, and its routing weight and feedback flag to two
-  queues, one read per hidden scale, one per candidate's hidden vector;
+- `CandidateTap`: each candidate and its masks to the engine, and its routing weight and
+  feedback flag to two queues, one read per hidden scale, one per candidate's hidden vector;
 - `ScaleTap`: the engine's hidden scales to the host, and for a feedback group each with its
   candidate's routing weight as a DCU entry;
 - `HiddenPacker`: the engine's hidden values to the host, and for a feedback group packed 32 per
@@ -26,7 +26,7 @@ sends after that group's CAND and X beats (docs/blocks/top.md, "The DCU path").
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -37,17 +37,31 @@ from ...contracts.top import OP_BITS, TopError, TopOp
 from ...contracts.weight_layout import Matrix
 from ..rejects import reject_signature
 from ..streams import offer
-from ..engine.layouts import WEIGHT_BITS, act_layout, cand_layout, hidden_scale_layout
+from ..engine.layouts import (WEIGHT_BITS, act_layout, cand_layout, hidden_scale_layout,
+                              mask_layout)
 from .layouts import cand_item_layout, data_item_layout, route_item_layout
 
 __all__ = ["weight_record_layout", "mark_layout", "order_layout", "group_layout",
-           "job_record_layout", "CandidateTap", "ScaleTap", "HiddenPacker", "DownJobs", "DataMux",
-           "WholeOnReject"]
+           "job_record_layout", "part_record_layout", "ticket_layout", "CandidateTap",
+           "MaskSource", "ScaleTap", "HiddenPacker", "DownJobs", "DataMux", "WholeOnReject",
+           "MaskUnion"]
 
 #: a candidate's routing weight, and whether the DCU makes its group's DOWN job
 weight_record_layout = data.StructLayout({"g": WEIGHT_BITS, "feedback": 1})
-#: whether a candidate's hidden values go to the DCU
-mark_layout = data.StructLayout({"feedback": 1})
+#: whether a candidate's hidden values go to the DCU, and whether it ends its part (the DOWN
+#: job its values are the data of)
+mark_layout = data.StructLayout({"feedback": 1, "closes": 1})
+#: what a DCU job's descriptor waits for: its matrix and whether the next part's job of that
+#: matrix is merged with it (`MaskUnion`)
+part_record_layout = data.StructLayout({"matrix": 1, "more": 1})
+
+
+def ticket_layout(host_mask: int = 0) -> data.StructLayout:
+    """A candidate's place in the engine's mask stream of one matrix (`MaskSource`): whether its
+    group's masks are the DCU's, whether it ends its part, whether it ends its group, and with
+    `host_mask` bits its mask from the host (the CAND beat's DOWN mask)."""
+    return data.StructLayout({"feedback": 1, "closes": 1, "last": 1,
+                              **({"mask": host_mask} if host_mask else {})})
 #: the matrix of a DCU job, in the order the jobs enter the DCU
 order_layout = data.StructLayout({"matrix": 1})
 #: a feedback group's candidates: its DOWN job's count
@@ -58,14 +72,18 @@ job_record_layout = data.StructLayout({name: dcu_header_layout.members[name] for
 
 
 class CandidateTap(wiring.Component):
-    """Each candidate to `engine`, its routing weight and flag to `weights` and its flag to
-    `marks`, each taking it in its own cycle (`offer`); with a feedback group's last candidate
-    also the group's count to `groups` (its DOWN job's, `DownJobs`)."""
+    """Each candidate to `engine`, its place in the engine's mask streams to `gate_up_tickets`
+    and `down_tickets` (with the beat's DOWN mask), its routing weight and flag to `weights`
+    and its flag to `marks`, each taking it in its own cycle (`offer`); with the last candidate
+    of a feedback group's part (`part_last`, or the group's `last`) also the part's count to
+    `groups` (its DOWN job's, `DownJobs`)."""
 
     def __init__(self, tokens: int, ffn: int):
         super().__init__({
             "cand": In(stream.Signature(cand_item_layout(tokens, ffn))),
-            "engine": Out(stream.Signature(cand_layout(tokens, ffn))),
+            "engine": Out(stream.Signature(cand_layout(tokens))),
+            "gate_up_tickets": Out(stream.Signature(ticket_layout())),
+            "down_tickets": Out(stream.Signature(ticket_layout(ffn))),
             "weights": Out(stream.Signature(weight_record_layout)),
             "marks": Out(stream.Signature(mark_layout)),
             "groups": Out(stream.Signature(group_layout)),
@@ -74,17 +92,55 @@ class CandidateTap(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         item = self.cand.payload
-        seen = Signal(COUNT_BITS)         # the group's candidates taken before this one
-        closes = item.feedback & item.cand.last
-        m.d.comb += [self.engine.payload.eq(item.cand), self.weights.payload.g.eq(item.cand.weight),
+        cand = item.cand
+        seen = Signal(COUNT_BITS)         # the part's candidates taken before this one
+        closes = item.feedback & (cand.part_last | cand.last)
+        m.d.comb += [self.engine.payload.x.eq(cand.x), self.engine.payload.token.eq(cand.token),
+                     self.engine.payload.weight.eq(cand.weight),
+                     self.engine.payload.last.eq(cand.last),
+                     self.down_tickets.payload.mask.eq(cand.down),
+                     self.weights.payload.g.eq(cand.weight),
                      self.weights.payload.feedback.eq(item.feedback),
                      self.marks.payload.feedback.eq(item.feedback),
+                     self.marks.payload.closes.eq(closes),
                      self.groups.payload.count.eq(seen + 1)]
-        # `groups` takes only a feedback group's last candidate
+        for tickets in (self.gate_up_tickets, self.down_tickets):
+            m.d.comb += [tickets.payload.feedback.eq(item.feedback),
+                         tickets.payload.closes.eq(closes), tickets.payload.last.eq(cand.last)]
+        # `groups` takes only a feedback part's last candidate
         m.d.comb += self.cand.ready.eq(offer(m, "tap", self.cand.valid, [
-            (self.engine, 1), (self.weights, 1), (self.marks, 1), (self.groups, closes)]))
+            (self.engine, 1), (self.gate_up_tickets, 1), (self.down_tickets, 1),
+            (self.weights, 1), (self.marks, 1), (self.groups, closes)]))
         with m.If(self.cand.valid & self.cand.ready):
-            m.d.sync += seen.eq(Mux(item.cand.last, 0, seen + 1))
+            m.d.sync += seen.eq(Mux(closes | cand.last, 0, seen + 1))
+        return m
+
+
+class MaskSource(wiring.Component):
+    """Each candidate's mask of one matrix to the engine (`mask`), in the candidates' order
+    (`tickets`): a host group's from its ticket (`host_mask`: the ticket's mask; else every
+    one of the `channels`, the host's GATE_UP masks being in its inputs), a feedback group's
+    from `parts`, the masks the DCU chose for its parts in order, each read by the ticket that
+    ends its part (`MaskUnion`). A feedback candidate waits for its part's mask."""
+
+    def __init__(self, channels: int, host_mask: bool):
+        self._channels, self._host = channels, host_mask
+        super().__init__({
+            "tickets": In(stream.Signature(ticket_layout(channels if host_mask else 0))),
+            "parts": In(stream.Signature(channels)),
+            "mask": Out(stream.Signature(mask_layout(channels))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        t = self.tickets.payload
+        host = t.mask if self._host else (1 << self._channels) - 1
+        m.d.comb += [self.mask.valid.eq(self.tickets.valid & (~t.feedback | self.parts.valid)),
+                     self.mask.payload.mask.eq(Mux(t.feedback, self.parts.payload, host)),
+                     self.mask.payload.last.eq(t.last)]
+        sent = self.mask.valid & self.mask.ready
+        m.d.comb += [self.tickets.ready.eq(sent),
+                     self.parts.ready.eq(sent & t.feedback & t.closes)]
         return m
 
 
@@ -118,9 +174,10 @@ class ScaleTap(wiring.Component):
 class HiddenPacker(wiring.Component):
     """Each hidden value to `host`; with its candidate's `marks` flag set, also into lane
     channel % 32 of a beat register, offered on `beats` once the beat's last lane (or the
-    candidate's last channel) is in, `last` with the group's last value. One `marks` record is
-    read per candidate (with its last channel). A value that closes a beat may be taken in the
-    cycle the previous beat is, so the packer takes a value every cycle."""
+    candidate's last channel) is in, `last` with the last value of the candidate that closes its
+    part (the DOWN job's data ends there). One `marks` record is read per candidate (with its
+    last channel). A value that closes a beat may be taken in the cycle the previous beat is,
+    so the packer takes a value every cycle."""
 
     def __init__(self, candidates: int, ffn: int):
         self._ffn = ffn
@@ -157,14 +214,15 @@ class HiddenPacker(wiring.Component):
                     with m.Case(i):
                         m.d.sync += reg.eq(h.value)
             with m.If(closes):
-                m.d.sync += [full.eq(1), last.eq(h.last)]
+                m.d.sync += [full.eq(1),
+                             last.eq(self.marks.payload.closes & (h.channel == self._ffn - 1))]
         return m
 
 
 class DownJobs(wiring.Component):
     """The host's route beats to the DCU's `route`, one job after the other in the host's order:
-    the header (at the same time its job's matrix to `order` and its descriptor fields to
-    `jobs`), then the beats up to the host's `last`; for a DOWN job then its group's entries
+    the header (at the same time its job's matrix to `order`, its descriptor fields to `jobs`
+    and its matrix and `more` to `parts`), then the beats up to the host's `last`; for a DOWN job then its group's entries
     from `entries`. A DOWN job's header waits for its group's record on `groups` (the group's
     DCU_CAND beats, which the host sends right after the DOWN job's route beats) and goes to the
     DCU with the group's count: the entries and hidden values the top has for it. A header
@@ -179,6 +237,7 @@ class DownJobs(wiring.Component):
                           "dcu": Out(stream.Signature(dcu_route_layout)),
                           "order": Out(stream.Signature(order_layout)),
                           "jobs": Out(stream.Signature(job_record_layout)),
+                          "parts": Out(stream.Signature(part_record_layout)),
                           "mismatch": Out(reject_signature(TopError, OP_BITS)),
                           "job": Out(1), "waiting": Out(1)})
 
@@ -191,6 +250,8 @@ class DownJobs(wiring.Component):
         k = Signal.like(header.count)
         is_down = header.matrix == Matrix.DOWN
         m.d.comb += [self.order.payload.matrix.eq(header.matrix),
+                     self.parts.payload.matrix.eq(header.matrix),
+                     self.parts.payload.more.eq(self.route.payload.more),
                      self.mismatch.payload.code.eq(TopError.DOWN_COUNT),
                      self.mismatch.payload.tag.eq(TopOp.ROUTE)]
         for name in job_record_layout.members:
@@ -208,7 +269,7 @@ class DownJobs(wiring.Component):
                 # a DOWN job's count is its group's: the header waits for the group's record
                 go = self.route.valid & (~is_down | self.groups.valid)
                 take = go & offer(m, "header", go, [(self.dcu, 1), (self.order, 1),
-                                                     (self.jobs, 1)])
+                                                     (self.jobs, 1), (self.parts, 1)])
                 sent = Mux(is_down, self.groups.payload.count, header.count)
                 m.d.comb += [self.dcu.payload.eq(beat), self.dcu.payload.header.count.eq(sent),
                              self.route.ready.eq(take), self.groups.ready.eq(take & is_down)]
@@ -334,4 +395,79 @@ class WholeOnReject(wiring.Component):
                     with m.If(word == last_word):
                         m.d.comb += [self.jobs.ready.eq(1), done.eq(1)]
                         m.next = "Pass"
+        return m
+
+
+class MaskUnion(wiring.Component):
+    """The DCU's EMA commands (`dcu`: per job an optional NEW_STEP, its DESCRIPTOR and its MASK
+    words) to `cmd` with the parts of an engine group merged, and each job's mask to the
+    engine's side (`gate_up`, `down`: the job's channels, in the jobs' order).
+
+    `parts` has a record per job, in the order the DCU answers them (`DownJobs` queues it as
+    the job's header enters the DCU): a job with `more` is a part whose group's next part's job
+    of the same matrix follows. Its DESCRIPTOR is dropped and its MASK words are ORed into the
+    matrix's union; the next job without `more` goes out with its own DESCRIPTOR and its MASK
+    words ORed with the union, which it clears: the group's one descriptor selects the union of
+    its parts' channels, and the feeder walks the expert once (docs/blocks/top.md, "The DCU
+    path"). A NEW_STEP goes out as it comes. After a job's last MASK word its whole mask is
+    offered to its matrix's output (a register: the next job's words wait for it)."""
+
+    def __init__(self, gate_up_channels: int, down_channels: int):
+        self._channels = (gate_up_channels, down_channels)
+        super().__init__({"dcu": In(stream.Signature(ema_command_layout)),
+                          "parts": In(stream.Signature(part_record_layout)),
+                          "cmd": Out(stream.Signature(ema_command_layout)),
+                          "gate_up": Out(stream.Signature(gate_up_channels)),
+                          "down": Out(stream.Signature(down_channels))})
+
+    def elaborate(self, platform):
+        m = Module()
+        words = [-(-c // LANES) for c in self._channels]
+        unions = [[Signal(LANES, name=f"union_{k}_{i}") for i in range(n)]
+                  for k, n in enumerate(words)]
+        part = [Signal(LANES, name=f"part_{i}") for i in range(max(words))]
+        word = Signal(range(max(words)))
+        job = self.parts.payload
+        item = self.dcu.payload
+        down = job.matrix == Matrix.DOWN
+        last_word = Mux(down, words[1] - 1, words[0] - 1)
+        union_word = Signal(LANES)
+        with m.Switch(Cat(word, down)):
+            for k, n in enumerate(words):
+                for i in range(n):
+                    with m.Case(i | k << len(word)):
+                        m.d.comb += union_word.eq(unions[k][i])
+        merged = item.arg.mask | union_word
+        # what goes out: a NEW_STEP, the last part's DESCRIPTOR and its merged MASK words
+        passed = ~job.more | ((item.op != EmaOp.DESCRIPTOR) & (item.op != EmaOp.MASK))
+        with m.FSM(name="union"):
+            with m.State("Words"):
+                ready = self.parts.valid & (~passed | self.cmd.ready)
+                m.d.comb += [self.cmd.valid.eq(self.dcu.valid & self.parts.valid & passed),
+                             self.cmd.payload.eq(item),
+                             self.dcu.ready.eq(ready)]
+                with m.If(item.op == EmaOp.MASK):
+                    m.d.comb += self.cmd.payload.arg.mask.eq(merged)
+                with m.If(self.dcu.valid & ready):
+                    with m.If(item.op == EmaOp.DESCRIPTOR):
+                        m.d.sync += word.eq(0)
+                    with m.If(item.op == EmaOp.MASK):
+                        m.d.sync += word.eq(word + 1)
+                        for i, reg in enumerate(part):
+                            with m.If(word == i):
+                                m.d.sync += reg.eq(item.arg.mask)
+                        for k, n in enumerate(words):
+                            for i in range(n):
+                                with m.If((word == i) & (down == k)):
+                                    m.d.sync += unions[k][i].eq(Mux(job.more, merged, 0))
+                        with m.If(word == last_word):
+                            m.next = "Part"
+            with m.State("Part"):
+                for k, port in enumerate((self.gate_up, self.down)):
+                    m.d.comb += [port.valid.eq(down == k),
+                                 port.payload.eq(Cat(*part)[:self._channels[k]])]
+                done = Mux(down, self.down.ready, self.gate_up.ready)
+                m.d.comb += self.parts.ready.eq(done)
+                with m.If(done):
+                    m.next = "Words"
         return m

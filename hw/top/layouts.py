@@ -13,17 +13,31 @@ from ...contracts.top import inputs_per_beat
 from ..engine.layouts import cand_layout, flush_layout, index_bits, x_layout
 
 __all__ = ["command_layout", "job_layout", "route_item_layout", "data_item_layout",
-           "cand_item_layout", "channel_layout", "line_layout", "word_layout"]
+           "host_cand_layout", "cand_item_layout", "channel_layout", "line_layout", "word_layout"]
 
-#: a DCU `route` beat and whether it is the last its source gives for the job
-route_item_layout = data.StructLayout({"beat": dcu_route_layout, "last": 1})
+#: a DCU `route` beat and whether it is the last its source gives for the job; `more` (read on
+#: the job's header): the job is a part of an engine group whose next part's job of the same
+#: matrix follows, so its descriptor waits to be merged with the next (docs/blocks/top.md, "The
+#: DCU path")
+route_item_layout = data.StructLayout({"beat": dcu_route_layout, "last": 1, "more": 1})
 #: a DCU `data` beat and whether it is the job's last
 data_item_layout = data.StructLayout({"beat": dcu_data_layout, "last": 1})
 
 
+def host_cand_layout(tokens: int, ffn: int) -> data.StructLayout:
+    """A CAND or DCU_CAND beat: the engine's candidate fields (hw/engine/layouts.py), the
+    candidate's DOWN mask (bit f: hidden channel f enters its DOWN sums; the group's DOWN
+    columns are the union of its candidates' masks, docs/contracts.md) and `part_last`: on a
+    DCU_CAND, the last candidate of a part (the candidates of one pair of DCU jobs) that is not
+    the group's last (`last` ends the group's last part)."""
+    fields = dict(cand_layout(tokens).members)
+    last = fields.pop("last")
+    return data.StructLayout({**fields, "down": ffn, "part_last": 1, "last": last})
+
+
 def cand_item_layout(tokens: int, ffn: int) -> data.StructLayout:
     """A candidate on its way to the engine, and whether the DCU makes its group's DOWN job."""
-    return data.StructLayout({"cand": cand_layout(tokens, ffn), "feedback": 1})
+    return data.StructLayout({"cand": host_cand_layout(tokens, ffn), "feedback": 1})
 
 
 def command_layout(tokens: int, candidates: int, d_model: int, word_bits: int,
@@ -32,7 +46,7 @@ def command_layout(tokens: int, candidates: int, d_model: int, word_bits: int,
     one of the engine's `cand`, `x` (a beat of word_bits / 8 inputs), `flush` items, or a DCU
     route or data beat with `last`; with `pru`, a PruParams, also the PRU's `score` and `logit`
     items)."""
-    arms = {"ema": ema_command_layout, "cand": cand_layout(tokens, expert_ffn),
+    arms = {"ema": ema_command_layout, "cand": host_cand_layout(tokens, expert_ffn),
             "x": x_layout(candidates, d_model, inputs_per_beat(word_bits)),
             "flush": flush_layout(tokens),
             "route": route_item_layout, "data": data_item_layout}

@@ -44,9 +44,10 @@ class AcceleratorTop(wiring.Component):
     and its X beats; a group's descriptors may be sent before the previous group's CAND and X,
     but NEW_STEP only after the CAND and X of every group of the step before it; FLUSH of a
     token after every group that adds to it. With the DCU's masks: a GATE_UP job (ROUTE and
-    DATA beats) and a DOWN job's header and prune words (ROUTE) instead of the descriptors, the
-    step's first job asking for the NEW_STEP, DCU_CAND instead of CAND, each DOWN job after its
-    group's GATE_UP job and before that group's CAND and X (docs/blocks/top.md, "The DCU path").
+    DATA beats) and a DOWN job's header and prune words (ROUTE) instead of the descriptors, per
+    part of the group (`more` on all but the last part's, `part_last` on each part's last
+    DCU_CAND), the step's first job asking for the NEW_STEP, DCU_CAND instead of CAND, each
+    DOWN job after its group's GATE_UP jobs (docs/blocks/top.md, "The DCU path").
 
     With `pru` (a PruParams: the prefill path, docs/blocks/top.md "Prefill"): `PrefillPath`
     (the PRU and its `UseCounter`), its scores and logits from SCORE and LOGIT beats, its
@@ -158,6 +159,8 @@ class AcceleratorTop(wiring.Component):
         for name in ("cand", "route", "data"):
             connect(m, getattr(disp, name), getattr(path, name))
         connect(m, path.engine_cand, engine.cand)
+        connect(m, path.engine_gate_up_mask, engine.gate_up_mask)
+        connect(m, path.engine_down_mask, engine.down_mask)
         connect(m, engine.hidden_scale, path.hidden_scale)
         connect(m, engine.hidden, path.hidden)
         connect(m, path.host_hidden_scale, flipped(self.hidden_scale))

@@ -5,7 +5,7 @@ output always taken): `candidates` candidates per group with int8 inputs drawn l
 normal values (stimulus.GAUSSIAN_SIGMA), uniform random int4 columns (packed int4 weights look
 like random bits), scale words and activation scales in the ranges the bundled checkpoint's
 trace shows (float16 scales near 2**-7, x_e 18..20, m in [2**13, 2**15)), every input channel
-of both matrices fetched. One operation is one int8 x int4 MAC of a column word that holds
+of both matrices fetched and in every candidate's masks. One operation is one int8 x int4 MAC of a column word that holds
 values (padding nibbles of a word are not counted).
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import random
 
 from ...contracts.top import input_beats, inputs_per_beat
-from ...hw.engine.layouts import (cand_layout, column_layout, flush_layout, scale_words_layout,
-                                 x_layout)
+from ...hw.engine.layouts import (cand_layout, column_layout, flush_layout, mask_layout,
+                                 scale_words_layout, x_layout)
 from .common import GAUSSIAN_SIGMA, Stimulus
 
 __all__ = ["drive_engine", "engine_stimulus"]
@@ -27,7 +27,9 @@ def _group(rng: random.Random, p: dict) -> dict[str, list]:
     items: dict[str, list] = {}
     items["cand"] = [{"x": {"m": rng.randrange(1 << 13, 1 << 15), "e": rng.randint(18, 20)},
                       "token": rng.randrange(t), "weight": rng.randrange(1 << 16),
-                      "down": (1 << f) - 1, "last": int(i == c - 1)} for i in range(c)]
+                      "last": int(i == c - 1)} for i in range(c)]
+    for name, channels in (("gate_up_mask", d), ("down_mask", f)):
+        items[name] = [{"mask": (1 << channels) - 1, "last": int(i == c - 1)} for i in range(c)]
     items["x"] = []
     for i in range(c):
         xs = input_beats([max(-127, min(127, round(rng.gauss(0, GAUSSIAN_SIGMA["act"]))))
@@ -54,7 +56,9 @@ def _group(rng: random.Random, p: dict) -> dict[str, list]:
 
 async def drive_engine(ctx, dut, rng: random.Random, cycles: int) -> int:
     p = dut.parameters
-    layouts = {"cand": cand_layout(p["tokens"], p["expert_ffn"]),
+    layouts = {"cand": cand_layout(p["tokens"]),
+               "gate_up_mask": mask_layout(p["d_model"]),
+               "down_mask": mask_layout(p["expert_ffn"]),
                "x": x_layout(p["candidates"], p["d_model"], inputs_per_beat(p["word_bits"])),
                "gate_up": column_layout(p["d_model"], p["word_bits"]),
                "down": column_layout(p["expert_ffn"], p["word_bits"]),

@@ -19,7 +19,8 @@ from collections import deque
 from ...contracts.ema import Descriptor, encode_descriptor, new_step_command
 from ...contracts.top import TopOp, input_beats, inputs_per_beat
 from ...contracts.weight_layout import Matrix
-from ...hw.engine.layouts import cand_layout, flush_layout, x_layout
+from ...hw.engine.layouts import flush_layout, x_layout
+from ...hw.top.layouts import host_cand_layout
 from ...hw.top import command_layout
 from .common import GAUSSIAN_SIGMA, Stimulus
 
@@ -35,7 +36,7 @@ LATENCY = 20
 def _step(rng: random.Random, layout, tokens: int, candidates: int, word_bits: int) -> list[int]:
     lay = command_layout(tokens, candidates, layout.d_model, word_bits,
                          expert_ffn=layout.expert_ffn)
-    cand, flush = cand_layout(tokens, layout.expert_ffn), flush_layout(tokens)
+    cand, flush = host_cand_layout(tokens, layout.expert_ffn), flush_layout(tokens)
     x = x_layout(candidates, layout.d_model, inputs_per_beat(word_bits))
 
     def beat(op: TopOp, bits: int) -> int:
