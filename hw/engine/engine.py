@@ -200,14 +200,14 @@ class ExpertEngine(wiring.Component):
             m.d.sync += x_open.eq(0)
 
         x_head, x_full, _ = _queue(m, "x_scales", now.x.shape(), X_QUEUE, pushed, now.x,
-                                last_of(gu_mac.sums))
+                                   last_of(gu_mac.sums))
         # the token slots and weights, both the combine's until the group is combined
         slots_layout = data.StructLayout({"token": record_layout["token"].shape,
                                           "weight": record_layout["weight"].shape})
         slots_now = Signal(slots_layout)
         m.d.comb += [slots_now.token.eq(now.token), slots_now.weight.eq(now.weight)]
         c_head, t_full, _ = _queue(m, "slots", slots_layout, GROUP_QUEUE, pushed, slots_now,
-                                comb.group_done)
+                                   comb.group_done)
         h_head, _, _ = _queue(m, "hidden_scales", quant.scales.shape(), H_QUEUE,
                               last_of(dn_mac.act), quant.scales, last_of(dn_mac.sums))
         # each candidate's masks, a group's record per matrix from its last mask item until its
