@@ -181,21 +181,12 @@ class ExpertEngine(wiring.Component):
         cand_fields = self.cand.payload.shape()
         record_layout = data.StructLayout({name: data.ArrayLayout(cand_fields[name].shape, c)
                                            for name in fields})
-        record = Signal(record_layout)
-        count = Signal(index_bits(c))
-        x_open = Signal()
-        # this cycle's candidate written over the group's registers: the record pushed with the
-        # group's last candidate includes it
         item = self.cand.payload
-        now = Signal(record_layout)
-        m.d.comb += now.eq(record)
-        take = self.cand.valid & self.cand.ready
-        with m.If(take):
-            m.d.comb += [now[name][count].eq(item[name]) for name in fields]
-            m.d.sync += [record.eq(now), count.eq(count + 1)]
-        pushed = take & (item.last | (count == c - 1))
+        now, pushed = _gather(m, "cand", self.cand, record_layout, c,
+                              lambda now, i: [now[name][i].eq(item[name]) for name in fields])
+        x_open = Signal()
         with m.If(pushed):
-            m.d.sync += [count.eq(0), x_open.eq(1)]
+            m.d.sync += x_open.eq(1)
         with m.If(last_of(self.x)):
             m.d.sync += x_open.eq(0)
 
@@ -252,25 +243,36 @@ class ExpertEngine(wiring.Component):
         return m
 
 
+def _gather(m: Module, name: str, port, record_layout, candidates: int, place):
+    """A record per group from `port`'s items, one per candidate (`last` on the group's last,
+    or its `candidates`-th): `place(now, i)` gives the statements writing the item into
+    candidate i's place. Returns `now`, the record with this cycle's item written over it, and
+    `pushed`, high when the group's last item is taken (`now` is then the whole record)."""
+    record = Signal(record_layout, name=f"{name}_record")
+    count = Signal(index_bits(candidates), name=f"{name}_count")
+    now = Signal(record_layout, name=f"{name}_now")
+    m.d.comb += now.eq(record)
+    take = port.valid & port.ready
+    with m.If(take):
+        m.d.comb += place(now, count)
+        m.d.sync += [record.eq(now), count.eq(count + 1)]
+    pushed = take & (port.payload.last | (count == candidates - 1))
+    with m.If(pushed):
+        m.d.sync += count.eq(0)
+    return now, pushed
+
+
 def _masked_columns(m: Module, name: str, masks, columns, mac, depth: int, candidates: int):
     """`masks` (one item per candidate, `last` on its group's last) gathered into a record per
     group and queued (`depth` groups), the head on `mac.act_mask`; `columns` to `mac` only while
     a record is queued (the MAC's group is the oldest one there), the head leaving with the
     group's last column."""
-    item = masks.payload
-    record = Signal(data.ArrayLayout(item.mask.shape(), candidates), name=f"{name}_record")
-    count = Signal(index_bits(candidates), name=f"{name}_count")
-    now = Signal.like(record, name=f"{name}_now")
-    m.d.comb += now.eq(record)
-    take = masks.valid & masks.ready
-    with m.If(take):
-        m.d.comb += now[count].eq(item.mask)
-        m.d.sync += [record.eq(now), count.eq(count + 1)]
-    pushed = take & (item.last | (count == candidates - 1))
-    with m.If(pushed):
-        m.d.sync += count.eq(0)
+    mask = masks.payload.mask
+    record_layout = data.ArrayLayout(mask.shape(), candidates)
+    now, pushed = _gather(m, name, masks, record_layout, candidates,
+                          lambda now, i: now[i].eq(mask))
     ended = mac.columns.valid & mac.columns.ready & mac.columns.payload.last
-    head, full, empty = _queue(m, name, record.shape(), depth, pushed, now, ended)
+    head, full, empty = _queue(m, name, record_layout, depth, pushed, now, ended)
     m.d.comb += [masks.ready.eq(~full), mac.act_mask.eq(head),
                  mac.columns.valid.eq(columns.valid & ~empty),
                  mac.columns.payload.eq(columns.payload),
