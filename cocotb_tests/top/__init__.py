@@ -26,11 +26,12 @@ from edgexpert.cocotb_tests.runner import SimResult, run_cocotb
 __all__ = ["BENCH_MODULE", "FUZZ_MODULE", "PREFILL_MODULE", "BENCH_CASES", "LATENCY", "hardware",
            "prepare_masked", "prompt_vectors", "trace_vectors", "run_name", "step_rows",
            "check_hardware", "bench_tests", "step_filter", "run_bench", "time_simulators",
-           "run_fuzz", "prefill_hardware", "run_prefill"]
+           "run_fuzz", "prefill_hardware", "run_prefill", "TIMELINE_MODULE", "run_timeline"]
 
 BENCH_MODULE = "edgexpert.cocotb_tests.top.bench"
 FUZZ_MODULE = "edgexpert.cocotb_tests.top.fuzz"
 PREFILL_MODULE = "edgexpert.cocotb_tests.top.prefill_bench"
+TIMELINE_MODULE = "edgexpert.cocotb_tests.top.timeline"
 
 #: hardware sets besides "bundled" (the configuration's: 256 KiB buffer, 48 outstanding, 32
 #: slots; the benchmark's). `ci`: the bundled engine (4 candidates, 64 lanes, 8 token slots)
@@ -197,7 +198,8 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
               waves: bool | None = None, selection: str = "ci",
               test_filter: str | None = None, progress_total: int = 0,
               memory: dict | None = None, vectors: dict | None = None, hw: dict | None = None,
-              ratio: float | None = None, top: AcceleratorTop | None = None) -> SimResult:
+              ratio: float | None = None, top: AcceleratorTop | None = None,
+              test_module: str = BENCH_MODULE, extra: dict | None = None) -> SimResult:
     """Run the top bench for one hardware set on the trace rows of `selection` ("ci": a draft
     pass and a verification token of layer 0; "step": every row of the trace; "first_step": the
     first prompt's first decoding step, its draft and verification passes, all layers;
@@ -207,7 +209,7 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     engine bench's), `hw` (the top's parameters; default the hardware set `case` names) and
     `ratio` (policies.coalescing_ratio; default the bundled one), and the top `check_hardware`
     built at `hw`; its case is named after the hardware and the vectors, so no other run shares
-    its folder."""
+    its folder. `test_module` and `extra` (more bench parameters) serve `run_timeline`."""
     hw = hardware(case) if hw is None else hw
     ratio = load_config().policies.coalescing_ratio if ratio is None else ratio
     files = prepare_vectors() if vectors is None else {k: vectors[k] for k in ("trace", "image")}
@@ -224,11 +226,26 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
     name = f"{case}-{selection}"
     if vectors is not None:
         name = f"{case}-{vectors['name']}-{run_name(hw, selection, ratio)}"
-    return run_cocotb(top, toplevel="accelerator_top", test_module=BENCH_MODULE, case=name,
+    return run_cocotb(top, toplevel="accelerator_top", test_module=test_module, case=name,
                       params={**hw, **files, "ratio": ratio, "selection": selection,
-                              "latency": LATENCY, "memory": memory or {"memory": "latency"}},
+                              "latency": LATENCY, "memory": memory or {"memory": "latency"},
+                              **(extra or {})},
                       simulator=simulator, seed=seed, waves=waves, test_filter=test_filter,
                       progress_total=progress_total)
+
+
+def run_timeline(masks: str, layers: int, seed: int = 20261129) -> dict:
+    """The first `layers` layers of the bundled prompt's first draft pass through the bundled
+    top with `masks`, on Icarus, with the internal streams' handshakes (cocotb_tests/top/
+    timeline.py); returns its report entry."""
+    if masks not in TOP_MASKS:
+        raise ValueError(f"masks = {masks!r}: accepted {', '.join(TOP_MASKS)}")
+    if not isinstance(layers, int) or not 1 <= layers <= 64:
+        raise ValueError(f"layers = {layers!r}: accepted 1..64")
+    result = run_bench("bundled", "icarus", seed=seed, selection="drafts",
+                       test_module=TIMELINE_MODULE,
+                       extra={"timeline_masks": masks, "timeline_layers": layers})
+    return result.report["tests"][f"timeline/{masks}"]
 
 
 def step_filter(masks: list[str], quick: bool) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from edgexpert.cocotb_tests.engine import prepare_vectors
-from edgexpert.cocotb_tests.top import bench_tests, run_bench, run_prefill
+from edgexpert.cocotb_tests.top import LATENCY, bench_tests, run_bench, run_prefill, run_timeline
 from edgexpert.contracts.trace import read_trace
 from edgexpert.cocotb_tests.runner import SIMULATORS
 
@@ -187,3 +187,24 @@ def test_top_prefill_all_layers(simulator: str):
     assert len(ran) == (2 if simulator == "verilator" else 1)
     for entry in ran.values():
         _check_prefill(entry, 4)
+
+
+def test_timeline_follows_the_dcu_chain():
+    """scripts/top_timeline.py's probes on one layer with the DCU's masks (Icarus, about two
+    minutes): every stream it names exists and handshakes, the outputs are golden's, and each
+    stage of a DOWN decision starts after the one it waits on."""
+    entry = run_timeline("dcu", 1)
+    assert not any(entry["mismatches"].values())
+    (layer,) = entry["layers"]
+    assert all(layer["probes"].values()), [n for n, runs in layer["probes"].items() if not runs]
+    first = {name: runs[0][0] for name, runs in layer["probes"].items()}
+    chain = ["dcu_route", "ema_cmd", "ar", "r_beat", "gate_up_walk", "gate_up_columns",
+             "gate_up_drain", "quantizer_in", "hidden_scale", "hidden", "dcu_hidden_beat",
+             "down_walk", "down_columns", "down_drain", "moe_out"]
+    assert [first[n] for n in chain] == sorted(first[n] for n in chain), first
+    # the DOWN job's commands reach the EMA only after its group's hidden vector reached the
+    # DCU, and its beats come the memory's latency after them
+    hidden_in = layer["probes"]["dcu_hidden_beat"][-1][0]
+    down_cmd = min(run[0] for run in layer["probes"]["ema_cmd"] if run[0] > hidden_in)
+    down_beats = layer["probes"]["r_beat"][-1][0]
+    assert down_beats > down_cmd + LATENCY, (hidden_in, down_cmd, down_beats)

@@ -30,8 +30,13 @@ class Selector(wiring.Component):
     and 1 (three 32-bit popcounts per word). T's digit is the largest d for which the channels
     already known to be above T plus those at least d reach `keep`; the channels at least d + 1
     join the ones above T. One word per cycle, the next pass starting as the last word's counts
-    arrive: ceil(B / 2) * words + 1 cycles per job, B the bit length of the largest key (the
-    accumulator's OR of the sums; at most 30), with no comparator between two channels.
+    arrive: ceil(B / 2) * words + 1 cycles per job at most, B the bit length of the largest key
+    (the accumulator's OR of the sums; at most 30), with no comparator between two channels. The
+    search stops early once the channels above T and those agreeing with it number exactly
+    `keep` (the pass that separates the keep-th key from the next): the mask is then settled
+    whatever T's lower bits, which stay 0. It also stops after a pass whose agreeing keys were
+    all one key (their OR equals their AND): that key is T, however far down a tie at the
+    boundary would have searched.
 
     Emit: NEW_STEP if the header asks, the DESCRIPTOR, then per word the mask: keys above T, and
     keys equal to T while fewer than keep - above of them are taken, in channel order. `cmd` holds
@@ -90,6 +95,16 @@ class Selector(wiring.Component):
         total = {d: Signal(KEEP_BITS + 1, name=f"total{d}") for d in at_least}
         for d, bits in at_least.items():
             m.d.comb += total[d].eq(count[d] + popcount(bits))
+        # per pass, the OR and the AND of the agreeing keys (this word's with those so far):
+        # equal when every agreeing key is one key, which is then the keep-th (a tie at the
+        # boundary, where the digits alone would search down to bit 0)
+        ones = Const(2**KEY_BITS - 1, KEY_BITS)
+        agree_or, agree_and = Signal(KEY_BITS), Signal(KEY_BITS, init=2**KEY_BITS - 1)
+        pass_or, pass_and = Signal(KEY_BITS), Signal(KEY_BITS)
+        word_or, word_and = Const(0, KEY_BITS), ones
+        for a, key in zip(agree, keys):
+            word_or, word_and = word_or | Mux(a, key, 0), word_and & Mux(a, key, ones)
+        m.d.comb += [pass_or.eq(agree_or | word_or), pass_and.eq(agree_and & word_and)]
 
         # emit: equal keys are taken in channel order until `ties` of them are
         ties = Signal(KEEP_BITS + 1)
@@ -136,6 +151,7 @@ class Selector(wiring.Component):
                                  high.eq(start), above_bits.eq(0), above.eq(0),
                                  word.eq(0), pending.eq(0)]
                     m.d.sync += [c.eq(0) for c in count.values()]
+                    m.d.sync += [agree_or.eq(0), agree_and.eq(ones)]
                     m.next = "Search"
             with m.State("Search"):
                 m.d.comb += [self.sums_rd.addr.eq(g.bank_address(word, job.bank)),
@@ -145,20 +161,34 @@ class Selector(wiring.Component):
                              pending.eq(1)]
                 with m.If(pending):
                     m.d.sync += [count[d].eq(total[d]) for d in count]
+                    m.d.sync += [agree_or.eq(pass_or), agree_and.eq(pass_and)]
                     with m.If(arrived == last_word):
+                        m.d.sync += [agree_or.eq(0), agree_and.eq(ones)]
                         # T's digit: the largest d with at least `keep` channels above T or
                         # agreeing with it and at least d; the channels at least d + 1 are above
                         m.d.sync += [c.eq(0) for c in count.values()]
                         m.d.sync += [high.eq(high >> 2), above_bits.eq(above_bits | high | low)]
+                        # settled: the channels above T and those agreeing with it are exactly
+                        # `keep` (the keep-th and the next key differ above the bits left), so
+                        # every agreeing channel is taken whatever its lower bits: T keeps 0 in
+                        # them and the emit takes the agreeing keys as greater or equal to it
+                        settled = Signal()
                         with m.If(above + total[3] >= job.keep):
                             m.d.sync += threshold.eq(threshold | high | low)
+                            m.d.comb += settled.eq(above + total[3] == job.keep)
                         with m.Elif(above + total[2] >= job.keep):
                             m.d.sync += [threshold.eq(threshold | high), above.eq(above + total[3])]
+                            m.d.comb += settled.eq(above + total[2] == job.keep)
                         with m.Elif(above + total[1] >= job.keep):
                             m.d.sync += [threshold.eq(threshold | low), above.eq(above + total[2])]
+                            m.d.comb += settled.eq(above + total[1] == job.keep)
                         with m.Else():
                             m.d.sync += above.eq(above + total[1])
-                        with m.If(low[0]):
+                        # one key agrees: it is T (this pass's digit is its digit, so `above`
+                        # gained no channel)
+                        with m.If(pass_or == pass_and):
+                            m.d.sync += threshold.eq(pass_or)
+                        with m.If(low[0] | settled | (pass_or == pass_and)):
                             m.next = "Ties"
             with m.State("Ties"):
                 m.d.sync += ties.eq(job.keep - above)
