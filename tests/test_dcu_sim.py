@@ -19,6 +19,7 @@ from edgexpert.golden.blocks.dcu import job_commands
 from edgexpert.contracts.dcu import DcuCsr, DcuError, dcu_status_layout, encode_job
 from edgexpert.contracts.weight_layout import WeightLayout
 from edgexpert.hw.dcu import Dcu
+from edgexpert.support.simulation import paused_source
 
 
 def run_dcu(dut: Dcu, jobs_route: list[int], jobs_data: list[int], expected: int,
@@ -30,18 +31,6 @@ def run_dcu(dut: Dcu, jobs_route: list[int], jobs_data: list[int], expected: int
     rejected: list[tuple[DcuError, int]] = []
     cycles = [0]
     registers: dict[str, int] = {}
-
-    def driver(port, beats):
-        async def tb(ctx):
-            for beat in beats:
-                while rng.random() < pause:
-                    ctx.set(port.valid, 0)
-                    await ctx.tick()
-                ctx.set(port.valid, 1)
-                ctx.set(port.payload.as_value(), beat)
-                await ctx.tick().until(port.ready)
-            ctx.set(port.valid, 0)
-        return tb
 
     async def monitor(ctx):
         async for _, _, valid, payload in ctx.tick().sample(dut.rejected.valid,
@@ -74,8 +63,8 @@ def run_dcu(dut: Dcu, jobs_route: list[int], jobs_data: list[int], expected: int
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(driver(dut.route, jobs_route))
-    sim.add_testbench(driver(dut.data, jobs_data))
+    sim.add_testbench(paused_source(dut.route, jobs_route, rng, pause))
+    sim.add_testbench(paused_source(dut.data, jobs_data, rng, pause))
     sim.add_testbench(monitor, background=True)
     sim.add_testbench(sink)
     sim.run()

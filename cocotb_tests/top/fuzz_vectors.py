@@ -21,6 +21,9 @@ docs/blocks/top.md "A rejected DCU job"):
 - `stray_x`: an X beat with no group open (the sequence's first beat): dropped, `CANDIDATE`;
 - `down_count` (DCU modes): a DOWN job's count other than its group's: `DOWN_COUNT`, the job
   runs with the group's count;
+- `down_more` (DCU modes): `more` on a group's last DOWN job (every group here is one part):
+  `DOWN_MORE`, the job runs as the group's last (before 2026-12-04 its descriptor waited in
+  `MaskUnion` for a job that never came: the top hung);
 - `keep_zero`, `keep_above`, `prune_reserved` (DCU modes): a GATE_UP or DOWN job with k = 0,
   k = C + 1, or a reserved PRUNE bit: the DCU rejects it (`DcuError` KEEP, KEEP, RESERVED, the
   job's tag) and the top fetches the matrix whole; golden computes that matrix on every
@@ -89,7 +92,7 @@ BAD_DESCRIPTORS = ("no_scales", "no_channel")
 HUNG = {"no_scales": 5, "no_channel": 0}
 #: bad commands by mode kind (module doc)
 FAULTS = {"any": ("op", "stray_x", "bus_error", "reset"),
-          "dcu": ("down_count", "keep_zero", "keep_above", "prune_reserved", "entry_weight",
+          "dcu": ("down_count", "down_more", "keep_zero", "keep_above", "prune_reserved", "entry_weight",
                   "entry_reserved"),
           "host": ("stray_mask",) + BAD_DESCRIPTORS}
 #: faults that stop the EMA (its STATUS keeps the first error; the host resets after)
@@ -156,6 +159,7 @@ class _Beats:
         self.op = _field(lay, "op")
         route = ("arg", "route", "beat")
         self.route_last = _field(lay, "arg", "route", "last")
+        self.route_more = _field(lay, "arg", "route", "more")
         self.header = {name: _field(lay, *route, "header", name)
                        for name in ("tag", "matrix", "count", "keep")}
         self.prune = _field(lay, *route, "prune")
@@ -255,7 +259,7 @@ def _draw_faults(rng: random.Random, mode: str, groups: int) -> list[dict]:
         kind = rng.choices(kinds, [WEIGHTS.get(k, 2) for k in kinds])[0]
         fault = {"kind": kind, "group": rng.randrange(groups), "matrix": rng.randrange(2)}
         if kind in FAULTS["dcu"]:
-            if kind == "down_count":
+            if kind in ("down_count", "down_more"):
                 fault["matrix"] = int(Matrix.DOWN)
             elif kind.startswith("entry_"):
                 fault["matrix"] = int(Matrix.GATE_UP)
@@ -294,6 +298,9 @@ def _apply_faults(seq: dict, beats: list[int], rng: random.Random, layout, hw: d
                 bad = rng.choice([v for v in (0, n + 1, 127) if v != n])
                 beats[i] = _with(beats[i], at.header["count"], bad)
                 seq["command"].append([int(TopError.DOWN_COUNT), int(TopOp.ROUTE)])
+            elif kind == "down_more":
+                beats[i] = _with(beats[i], at.route_more, 1)
+                seq["command"].append([int(TopError.DOWN_MORE), int(TopOp.ROUTE)])
             elif kind == "prune_reserved":
                 # bits 32..47 of a PRUNE beat (docs/contracts.md, "DCU jobs: accepted ranges")
                 beats[i + 1] |= 1 << (at.prune[0] + LANES + rng.randrange(16))
@@ -375,12 +382,14 @@ def write_sequences(trace, hw: dict, count: int, seed: int, path: Path) -> Path:
 def directed_sequences(trace, hw: dict, seed: int, path: Path) -> Path:
     """Issue 28's case in the top: one step of three groups with the DCU's masks whose middle
     group's DOWN job is rejected (k = 0) and whose last group's GATE_UP job is rejected (k past
-    C), the first group's DOWN job with a wrong count; then a good sequence."""
+    C), the first group's DOWN job with a wrong count and the last group's with `more`; then a
+    good sequence."""
     engine = _engine(trace)
     rng = random.Random(f"{seed}-directed")
     bad = [{"kind": "down_count", "group": 0, "matrix": int(Matrix.DOWN)},
            {"kind": "keep_zero", "group": 1, "matrix": int(Matrix.DOWN)},
-           {"kind": "keep_above", "group": 2, "matrix": int(Matrix.GATE_UP)}]
+           {"kind": "keep_above", "group": 2, "matrix": int(Matrix.GATE_UP)},
+           {"kind": "down_more", "group": 2, "matrix": int(Matrix.DOWN)}]
     common = {"mode": "dcu", "rows": 3, "pool": 3, "choices": 1, "layer": 0}
     seqs = [make_sequence(trace, engine, hw, 0, rng, faults=bad, **common),
             make_sequence(trace, engine, hw, 1, rng, faults=[], **common)]

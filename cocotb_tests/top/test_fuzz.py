@@ -28,14 +28,16 @@ def test_top_rejected_dcu_jobs():
     """Issue 28's hang: a DCU job the DCU rejects left its group without a descriptor. One step
     of three groups with the DCU's masks: the middle group's DOWN job (k = 0) and the last
     group's GATE_UP job (k past the channels) rejected, the first group's DOWN job with a wrong
-    count; then a good sequence. Every output equal to golden's (a rejected job's matrix
-    whole), both rejections in DCU_REJECTED with the first in DCU_STATUS, the count in
-    COMMAND_REJECTED (asserted in the bench, per sequence)."""
+    count and the last group's with `more` (which hung the top before 2026-12-04); then a good
+    sequence. Every output equal to golden's (a rejected job's matrix whole), both rejections in
+    DCU_REJECTED with the first in DCU_STATUS, the count and the `more` in COMMAND_REJECTED
+    (asserted in the bench, per sequence)."""
     result = run_fuzz(0, directed="dcu_rejects")
     bad, good = _vectors(result)["sequences"]
     assert len(bad["groups"]) >= 3 and not bad["poison"] and bad["reset_after"] is None
     assert [code for code, _ in bad["dcu"]] == [DcuError.KEEP] * 2
-    assert bad["command"] == [[TopError.DOWN_COUNT, 4]] and not good["faults"]
+    assert bad["command"] == [[TopError.DOWN_COUNT, 4], [TopError.DOWN_MORE, 4]]
+    assert not good["faults"]
     counts = result.report["counts"]
     assert counts["sequences"] == 2 and counts["checked_groups"] == len(bad["groups"]) + len(
         good["groups"])

@@ -96,6 +96,9 @@ class TopError(enum.IntEnum, shape=4):
     #: a DOWN job's count that is not its group's (the DCU_CAND beats up to `last`); the job
     #: runs with the group's
     DOWN_COUNT = 12
+    #: a DOWN job's `more` that disagrees with its part: set on the part that ends its engine
+    #: group (`last`) or clear on one that does not (`part_last`); the job runs with the part's
+    DOWN_MORE = 13
 
 
 #: a rejected command beat's completion: its first bad field and its op

@@ -64,8 +64,9 @@ def ticket_layout(host_mask: int = 0) -> data.StructLayout:
                               **({"mask": host_mask} if host_mask else {})})
 #: the matrix of a DCU job, in the order the jobs enter the DCU
 order_layout = data.StructLayout({"matrix": 1})
-#: a feedback group's candidates: its DOWN job's count
-group_layout = data.StructLayout({"count": COUNT_BITS})
+#: a feedback part's candidates (its DOWN job's count) and whether it ends its engine group
+#: (its DOWN job is the group's last: no `more`)
+group_layout = data.StructLayout({"count": COUNT_BITS, "last": 1})
 #: what the EMA needs of a DCU job to fetch its matrix whole (`WholeOnReject`)
 job_record_layout = data.StructLayout({name: dcu_header_layout.members[name] for name in
                                        ("tag", "layer", "expert", "matrix", "scales", "new_step")})
@@ -76,7 +77,7 @@ class CandidateTap(wiring.Component):
     and `down_tickets` (with the beat's DOWN mask), its routing weight and flag to `weights`
     and its flag to `marks`, each taking it in its own cycle (`offer`); with the last candidate
     of a feedback group's part (`part_last`, or the group's `last`) also the part's count to
-    `groups` (its DOWN job's, `DownJobs`)."""
+    `groups` (its DOWN job's, `DownJobs`), with whether the part ends the group."""
 
     def __init__(self, tokens: int, ffn: int):
         super().__init__({
@@ -103,7 +104,8 @@ class CandidateTap(wiring.Component):
                      self.weights.payload.feedback.eq(item.feedback),
                      self.marks.payload.feedback.eq(item.feedback),
                      self.marks.payload.closes.eq(closes),
-                     self.groups.payload.count.eq(seen + 1)]
+                     self.groups.payload.count.eq(seen + 1),
+                     self.groups.payload.last.eq(cand.last)]
         for tickets in (self.gate_up_tickets, self.down_tickets):
             m.d.comb += [tickets.payload.feedback.eq(item.feedback),
                          tickets.payload.closes.eq(closes), tickets.payload.last.eq(cand.last)]
@@ -223,12 +225,14 @@ class DownJobs(wiring.Component):
     """The host's route beats to the DCU's `route`, one job after the other in the host's order:
     the header (at the same time its job's matrix to `order`, its descriptor fields to `jobs`
     and its matrix and `more` to `parts`), then the beats up to the host's `last`; for a DOWN job then its group's entries
-    from `entries`. A DOWN job's header waits for its group's record on `groups` (the group's
-    DCU_CAND beats, which the host sends right after the DOWN job's route beats) and goes to the
-    DCU with the group's count: the entries and hidden values the top has for it. A header
-    whose count differs is reported on `mismatch` (`TopError.DOWN_COUNT`, tag ROUTE) and runs
-    with the group's. `job` pulses with each header taken; `waiting` is high while a DOWN job's
-    next entry has not come (its group's hidden scale is not out of the engine yet)."""
+    from `entries`. A DOWN job's header waits for its part's record on `groups` (the part's
+    DCU_CAND beats) and goes to the DCU with the part's count: the entries and hidden values the
+    top has for it; its `more` to `parts` is the part's (set unless the part ends its engine
+    group). A header whose count differs is reported on `mismatch` (`TopError.DOWN_COUNT`, tag
+    ROUTE), else one whose `more` differs (`DOWN_MORE`: a `more` on the group's last job would
+    hold its DOWN descriptor in `MaskUnion` for a job that never comes); either runs with the
+    part's. `job` pulses with each header taken; `waiting` is high while a DOWN job's next entry
+    has not come (its group's hidden scale is not out of the engine yet)."""
 
     def __init__(self):
         super().__init__({"route": In(stream.Signature(route_item_layout)),
@@ -249,10 +253,14 @@ class DownJobs(wiring.Component):
         count = Signal.like(header.count)
         k = Signal.like(header.count)
         is_down = header.matrix == Matrix.DOWN
+        part = self.groups.payload
+        more = Mux(is_down, ~part.last, self.route.payload.more)
+        count_differs = header.count != part.count
         m.d.comb += [self.order.payload.matrix.eq(header.matrix),
                      self.parts.payload.matrix.eq(header.matrix),
-                     self.parts.payload.more.eq(self.route.payload.more),
-                     self.mismatch.payload.code.eq(TopError.DOWN_COUNT),
+                     self.parts.payload.more.eq(more),
+                     self.mismatch.payload.code.eq(Mux(count_differs, TopError.DOWN_COUNT,
+                                                       TopError.DOWN_MORE)),
                      self.mismatch.payload.tag.eq(TopOp.ROUTE)]
         for name in job_record_layout.members:
             m.d.comb += getattr(self.jobs.payload, name).eq(getattr(header, name))
@@ -270,12 +278,13 @@ class DownJobs(wiring.Component):
                 go = self.route.valid & (~is_down | self.groups.valid)
                 take = go & offer(m, "header", go, [(self.dcu, 1), (self.order, 1),
                                                      (self.jobs, 1), (self.parts, 1)])
-                sent = Mux(is_down, self.groups.payload.count, header.count)
+                sent = Mux(is_down, part.count, header.count)
                 m.d.comb += [self.dcu.payload.eq(beat), self.dcu.payload.header.count.eq(sent),
                              self.route.ready.eq(take), self.groups.ready.eq(take & is_down)]
                 with m.If(take):
                     m.d.comb += [self.job.eq(1),
-                                 self.mismatch.valid.eq(is_down & (header.count != sent))]
+                                 self.mismatch.valid.eq(is_down & (
+                                     count_differs | (self.route.payload.more != more)))]
                     m.d.sync += [matrix.eq(header.matrix), count.eq(sent), k.eq(0)]
                     m.next = "Body"
                     next_after(self.route.payload.last, is_down)
