@@ -7,8 +7,9 @@ A *sequence* is one batch of the host model (host.py): 1..tokens token rows of o
 MoE inputs of real rows of the bundled trace, so the values are the integer path's own), each
 row choosing 1..2 experts of a small random pool (so groups have several candidates) with
 random Q.16 routing weights, in one of four mask modes: whole experts (`naive_sd`), the host's
-EdgeXpert masks (`edgexpert`), the DCU's in the top (`dcu`: the `ahead` order, `dcu_inline`),
-at a random coalescing ratio. Every expected output is golden's
+EdgeXpert masks (`edgexpert`), the DCU's in the top (`dcu`: the `ahead` order, `dcu_inline`;
+an engine group takes an expert's depth groups as parts, since 2026-12-04), at a random
+coalescing ratio. Every expected output is golden's
 (golden/traces/expert_outputs.py `groups_outputs`: the integer model and golden/blocks/dcu.py
 on the checkpoint's weights); the bench compares and computes nothing.
 
@@ -21,9 +22,10 @@ docs/blocks/top.md "A rejected DCU job"):
 - `stray_x`: an X beat with no group open (the sequence's first beat): dropped, `CANDIDATE`;
 - `down_count` (DCU modes): a DOWN job's count other than its group's: `DOWN_COUNT`, the job
   runs with the group's count;
-- `down_more` (DCU modes): `more` on a group's last DOWN job (every group here is one part):
-  `DOWN_MORE`, the job runs as the group's last (before 2026-12-04 its descriptor waited in
-  `MaskUnion` for a job that never came: the top hung);
+- `down_more` (DCU modes): a DOWN job's `more` flipped: set on its engine group's last part,
+  cleared on an earlier part: `DOWN_MORE`, the job runs with its part's (before 2026-12-04 a
+  `more` on the last part held its descriptor in `MaskUnion` for a job that never came: the top
+  hung);
 - `keep_zero`, `keep_above`, `prune_reserved` (DCU modes): a GATE_UP or DOWN job with k = 0,
   k = C + 1, or a reserved PRUNE bit: the DCU rejects it (`DcuError` KEEP, KEEP, RESERVED, the
   job's tag) and the top fetches the matrix whole; golden computes that matrix on every
@@ -48,7 +50,8 @@ Every valid command (group, flush) of a sequence without poison is checked bit f
 invalid one is counted in the CSR the contract names.
 
 The file (JSON, `write_sequences`): {"seed", "hardware", "sequences": [...]}, each sequence
-with its `beats` (hex), `rows`, `groups` ([expert, [[row, slot], ...]]), golden's arrays
+with its `beats` (hex), `rows`, `groups` ([expert, [[row, slot], ...]]), `parts` ([candidates,
+ends its group] per depth group, the DCU's jobs' order), golden's arrays
 (`hidden_q`, `hidden_m`, `hidden_e`, `expert_out_q16`, `moe_out_q16`, nested lists), the
 `faults`, the rejections due (`command`, `dcu`: [code, tag] lists), `poison`, `recover` (the
 EMA stops: the host resets after the sequence), `reset_after` (beats) and `bus_error`
@@ -233,13 +236,19 @@ def make_sequence(trace, engine, hw: dict, index: int, rng: random.Random, *,
     geometry = EmaGeometry(layout, word_bits, hw["ema"]["buffer_bytes"], hw["ema"]["slots"])
     # the host plans the step on the channels the top fetches (a rejected job's whole matrix):
     # with too little room the EMA would fail the fetch (NO_ROOM, an EMA error, reported)
-    batch, = plan_batches(ft, values if masked else None, list(range(n)), candidates, tokens,
-                          geometry)
     dcu = MODES[mode] is not None
+    # the DCU's masks: an engine group takes an expert's consecutive depth groups (its parts,
+    # each with its own pair of jobs; docs/blocks/top.md, "Parts"), as the step bench plans them
+    batch, = plan_batches(ft, values if masked else None, list(range(n)), candidates, tokens,
+                          geometry, merge_parts=dcu)
     beats = batch_commands(ft, batch, candidates=candidates, tokens=tokens, word_bits=word_bits,
                            dcu=keep if dcu else None, order=MODES[mode] or "ahead")
     seq = {"index": index, "mode": mode, "layer": layer, "ratio": ratio, "rows": real,
            "groups": [[g.expert, [list(c) for c in g.cands]] for g in batch.groups],
+           # per depth group (a DCU job pair each): its candidates and whether it ends its
+           # engine group
+           "parts": [[len(p), int(j == len(g.parts or [g.cands]) - 1)]
+                     for g in batch.groups for j, p in enumerate(g.parts or [g.cands])],
            "faults": faults, "command": [], "dcu": [], "poison": False,
            "recover": any(f["kind"] in EMA_ERRORS for f in faults), "reset_after": None,
            "bus_error": None}
@@ -294,12 +303,13 @@ def _apply_faults(seq: dict, beats: list[int], rng: random.Random, layout, hw: d
             i = headers[(tag, f["matrix"])]
             c = layout.in_channels(Matrix(f["matrix"]))
             if kind == "down_count":
-                n = len(seq["groups"][f["group"]][1])
+                n = seq["parts"][f["group"]][0]
                 bad = rng.choice([v for v in (0, n + 1, 127) if v != n])
                 beats[i] = _with(beats[i], at.header["count"], bad)
                 seq["command"].append([int(TopError.DOWN_COUNT), int(TopOp.ROUTE)])
             elif kind == "down_more":
-                beats[i] = _with(beats[i], at.route_more, 1)
+                # the wrong `more`: set on a group's last part, clear on an earlier one
+                beats[i] = _with(beats[i], at.route_more, seq["parts"][f["group"]][1])
                 seq["command"].append([int(TopError.DOWN_MORE), int(TopOp.ROUTE)])
             elif kind == "prune_reserved":
                 # bits 32..47 of a PRUNE beat (docs/contracts.md, "DCU jobs: accepted ranges")
@@ -307,7 +317,7 @@ def _apply_faults(seq: dict, beats: list[int], rng: random.Random, layout, hw: d
                 jobs.append((i, [int(DcuError.RESERVED), tag]))
             elif kind.startswith("entry_"):
                 # the group's last entry: after the header and the prune words
-                e = i + 1 + -(-c // LANES) + len(seq["groups"][f["group"]][1]) - 1
+                e = i + 1 + -(-c // LANES) + seq["parts"][f["group"]][0] - 1
                 if kind == "entry_weight":
                     beats[e] = _with(beats[e], at.entry_g, G_MAX + 1)
                     jobs.append((i, [int(DcuError.WEIGHT), tag]))
