@@ -222,7 +222,7 @@ async def trace_step(dut, masks: str, mode: str):
         "rows": sum(len(b.rows) for b in batches), "batches": len(batches),
         "groups": sum(len(b.groups) for b in batches),
         # the DCU's parts (a pair of DCU jobs each; one per group without the DCU's masks)
-        "parts": sum(len(g.parts or [g]) for b in batches for g in b.groups),
+        "parts": sum(len(g.job_parts) for b in batches for g in b.groups),
         "candidates": sum(len(g.cands) for b in batches for g in b.groups),
         "steps": sum(len(b.steps) for b in batches), "macs": macs, "cycles": cycles,
         **{k: sum(e[k] for e in passes.values())

@@ -95,8 +95,8 @@ BAD_DESCRIPTORS = ("no_scales", "no_channel")
 HUNG = {"no_scales": 5, "no_channel": 0}
 #: bad commands by mode kind (module doc)
 FAULTS = {"any": ("op", "stray_x", "bus_error", "reset"),
-          "dcu": ("down_count", "down_more", "keep_zero", "keep_above", "prune_reserved", "entry_weight",
-                  "entry_reserved"),
+          "dcu": ("down_count", "down_more", "keep_zero", "keep_above", "prune_reserved",
+                  "entry_weight", "entry_reserved"),
           "host": ("stray_mask",) + BAD_DESCRIPTORS}
 #: faults that stop the EMA (its STATUS keeps the first error; the host resets after)
 EMA_ERRORS = ("bus_error", "stray_mask")
@@ -247,8 +247,8 @@ def make_sequence(trace, engine, hw: dict, index: int, rng: random.Random, *,
            "groups": [[g.expert, [list(c) for c in g.cands]] for g in batch.groups],
            # per depth group (a DCU job pair each): its candidates and whether it ends its
            # engine group
-           "parts": [[len(p), int(j == len(g.parts or [g.cands]) - 1)]
-                     for g in batch.groups for j, p in enumerate(g.parts or [g.cands])],
+           "parts": [[len(p), int(j == len(g.job_parts) - 1)]
+                     for g in batch.groups for j, p in enumerate(g.job_parts)],
            "faults": faults, "command": [], "dcu": [], "poison": False,
            "recover": any(f["kind"] in EMA_ERRORS for f in faults), "reset_after": None,
            "bus_error": None}

@@ -78,6 +78,11 @@ class Group:
     # "The DCU path")
     parts: list | None = None
 
+    @property
+    def job_parts(self) -> list:
+        """The candidates of each pair of DCU jobs: the parts, or the whole group as one."""
+        return self.parts or [self.cands]
+
 
 @dataclass
 class Batch:
@@ -247,7 +252,7 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
         n = len(grp.cands)
         own = grp.own or [(None, None)] * n
         # a DCU part's last candidate (but the group's last, which `last` marks)
-        ends = set(np.cumsum([len(p) for p in grp.parts or []])[:-1] - 1)
+        ends = set(np.cumsum([len(p) for p in grp.job_parts])[:-1] - 1)
         out = [_beat(lay, cand_op, eng["cand"].const(cand_item(
             t["x_m"][row], t["x_e"][row], slot_of[row], t["weights_q16"][row, k], c == n - 1,
             tokens, layout.expert_ffn, own[c][1], part_last=c in ends)).as_bits())
@@ -325,7 +330,7 @@ def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
         made = []
         for n, i in enumerate(step):
             grp = batch.groups[i]
-            parts = grp.parts or [grp.cands]
+            parts = grp.job_parts
             gu, dn = [], []
             for p, cands in enumerate(parts):
                 g_beats, d_beats = jobs(grp.expert, cands, n == 0 and p == 0, tag,

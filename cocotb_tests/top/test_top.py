@@ -190,8 +190,8 @@ def test_top_prefill_all_layers(simulator: str):
 
 
 def test_timeline_follows_the_dcu_chain():
-    """scripts/top_timeline.py's probes on one layer with the DCU's masks (Icarus, about two
-    minutes): every stream it names exists and handshakes, the outputs are golden's, and each
+    """scripts/top_timeline.py's probes on one layer with the DCU's masks (Icarus, about 10 s
+    after the top's build): every stream it names exists and handshakes, the outputs are golden's, and each
     stage of a DOWN decision starts after the one it waits on."""
     entry = run_timeline("dcu", 1)
     assert not any(entry["mismatches"].values())

@@ -104,7 +104,9 @@ class Selector(wiring.Component):
         word_or, word_and = Const(0, KEY_BITS), ones
         for a, key in zip(agree, keys):
             word_or, word_and = word_or | Mux(a, key, 0), word_and & Mux(a, key, ones)
-        m.d.comb += [pass_or.eq(agree_or | word_or), pass_and.eq(agree_and & word_and)]
+        one_key = Signal()
+        m.d.comb += [pass_or.eq(agree_or | word_or), pass_and.eq(agree_and & word_and),
+                     one_key.eq(pass_or == pass_and)]
 
         # emit: equal keys are taken in channel order until `ties` of them are
         ties = Signal(KEEP_BITS + 1)
@@ -186,9 +188,9 @@ class Selector(wiring.Component):
                             m.d.sync += above.eq(above + total[1])
                         # one key agrees: it is T (this pass's digit is its digit, so `above`
                         # gained no channel)
-                        with m.If(pass_or == pass_and):
+                        with m.If(one_key):
                             m.d.sync += threshold.eq(pass_or)
-                        with m.If(low[0] | settled | (pass_or == pass_and)):
+                        with m.If(low[0] | settled | one_key):
                             m.next = "Ties"
             with m.State("Ties"):
                 m.d.sync += ties.eq(job.keep - above)
