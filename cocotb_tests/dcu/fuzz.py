@@ -14,6 +14,7 @@ from edgexpert.golden.blocks.dcu import job_commands
 from edgexpert.contracts.dcu import LANES, TAG_BITS, DcuCsr, DcuError, encode_job
 from edgexpert.contracts.weight_layout import Matrix, WeightLayout
 from edgexpert.hw.dcu import Dcu
+from edgexpert.hw.dcu.selector import DIGIT_BITS
 
 __all__ = ["FUZZ_SHAPE", "MAX_JOBS", "BAD_SHARE", "dcu_sequence", "run_dcu_fuzz"]
 
@@ -37,9 +38,9 @@ def _layout() -> WeightLayout:
 def job_cycles(route: list[int], data: list[int], words: int) -> int:
     """A job's cycles at full speed, at most (docs/blocks/dcu.md, "Inside": the collector's 1 +
     words + n, the weigher's n + 2, the accumulator's n x words + 3, four hand-overs, the
-    selector's ceil(B/2) x words + 1 and 3 + words, and a NEW_STEP), with n <= the route beats
+    selector's ceil(B/4) x words + 1 and 2 + words, and a NEW_STEP), with n <= the route beats
     and n x words the data beats."""
-    return 2 * len(route) + 2 + len(data) + 3 + 4 + (-(-KEY_BITS // 2) + 1) * words + 5
+    return 2 * len(route) + 2 + len(data) + 3 + 4 + (-(-KEY_BITS // DIGIT_BITS) + 1) * words + 4
 
 
 def dcu_sequence(rng: random.Random) -> Sequence:

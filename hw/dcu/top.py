@@ -42,7 +42,7 @@ class Dcu(wiring.Component):
     (`DcuError`); STATUS keeps the first one and REJECTED counts them (`csr`: `DcuCsr` address
     in, the register one cycle later). The next job is taken as usual.
 
-    Two jobs at a time: while the selector searches one job's threshold (ceil(B / 2) passes
+    Two jobs at a time: while the selector searches one job's threshold (ceil(B / 4) passes
     over its words, B the largest key's bit length) and offers its commands (2 + words cycles
     at full speed), the next job's route beats are taken one per cycle, its n candidates'
     weights computed (n + 2 cycles) and its data beats taken one per cycle (n x words, plus
