@@ -18,6 +18,7 @@ from edgexpert.contracts.pru import (PruCsr, PruError, logit_beats, pru_status_l
                                      score_beats)
 from edgexpert.golden.traces.prefill_trace import synthetic_prefill_trace
 from edgexpert.hw.pru import Pru
+from edgexpert.support.simulation import paused_source
 
 
 def run(dut: Pru, vectors, seed: int, stall: bool, rejects: list | None = None,
@@ -29,15 +30,8 @@ def run(dut: Pru, vectors, seed: int, stall: bool, rejects: list | None = None,
     routes, ema, cycles, fed = [], [], [0], [0]
 
     async def source(ctx, port, items):
-        for item in items:
-            while stall and rng.random() < 0.3:
-                ctx.set(port.valid, 0)
-                await ctx.tick()
-            ctx.set(port.valid, 1)
-            ctx.set(Value.cast(port.payload), item)
-            await ctx.tick().until(port.ready)
-        ctx.set(port.valid, 0)
-        fed[0] += 1
+        await paused_source(port, items, rng, 0.3 if stall else 0.0)(ctx)
+        fed[0] += 1     # the clock waits for both sources when a rejection may come last
 
     async def sink(ctx, port, out, count):
         while len(out) < count:
