@@ -8,15 +8,19 @@ flow computes the activity of every net itself and annotates every pin:
 1. The block runs in Amaranth's simulator under its stimulus; the VCD is sampled once per clock
    cycle, just before each rising edge (`read_vcd`): every signal bit becomes a bitset whose bit k
    is its value in cycle k.
+   Signals the VCD holds as text (an enum's member name, an FSM state's `Name/N`) are turned
+   back into bits by the design's own text -> value tables (synth/signal_names.py).
 2. Input ports and flip-flop outputs keep their RTL names through synthesis, so their values are
-   taken from the trace by name (`evaluate`). Every other net is computed from them by evaluating
-   the liberty function of each gate over all cycles at once (zero-delay: no glitches).
+   taken from the trace by name (`evaluate`), each netlist name translated to the VCD's name of
+   the same signal (synth/signal_names.py: Amaranth numbers clashing names differently in RTLIL
+   and in the VCD; without that translation a name with `$` is not used). Every other net is
+   computed from them by evaluating the liberty function of each gate over all cycles at once
+   (zero-delay: no glitches).
 3. A check that the mapping is right: for every flip-flop, the evaluated D input in cycle k must
-   equal the traced Q in cycle k+1. A flip-flop whose name is not in the trace (or only under a
-   name with `$`, which Amaranth numbers differently in RTLIL and VCD), or whose traced values
-   disagree, gets its values from the netlist itself: Q[k+1] = D[k], iterated; feedback among
-   such flip-flops is simulated cycle by cycle instead. Nets that depend on an input missing from
-   the trace are "unknown" and get the configured default activity.
+   equal the traced Q in cycle k+1. A flip-flop whose name is not in the trace, or whose traced
+   values disagree, gets its values from the netlist itself: Q[k+1] = D[k], iterated; feedback
+   among such flip-flops is simulated cycle by cycle instead. Nets that depend on an input
+   missing from the trace are "unknown" and get the configured default activity.
 
 With clock gates (synth/clock_gating.py: an inverter on the clock, a latch open while the clock
 is low, an AND of the clock and the latch), sampled once per cycle before the rising edge:
@@ -51,16 +55,22 @@ class Trace:
     bits: dict[tuple[str, int], int]
 
 
-def read_vcd(path: Path, clock: str = "clk") -> Trace:
+def read_vcd(path: Path, clock: str = "clk",
+             texts: dict[str, tuple[int, dict[str, int]]] | None = None) -> Trace:
     """Sample every plain signal of an Amaranth VCD just before each rising edge of `clock`.
 
     The design's top scope is the shallowest one holding `clock`. Decoded views that Amaranth
-    adds (`\\payload.act[0]`) and strings (FSM state names) are skipped; the flat signals carry
-    the same bits. (pyvcd's reader is not used: it rejects the `$`-prefixed names Amaranth gives
-    unnamed signals, and is ten times slower on these files.)"""
+    adds (`\\payload.act[0]`) are skipped; the flat signals carry the same bits. A signal held as
+    text is read when `texts` gives its name below the top scope, its width and the value of
+    each of its texts (`signal_names.TraceNames.texts`), and skipped when not or when it holds a
+    text the table lacks. (pyvcd's reader is not used: it rejects the `$`-prefixed names Amaranth
+    gives unnamed signals, and is ten times slower on these files.)"""
+    texts = texts or {}
     tokens = Path(path).read_bytes().split()
     variables: dict[bytes, list[tuple[tuple[str, ...], str, int]]] = {}
+    text_variables: dict[bytes, list[tuple[tuple[str, ...], str]]] = {}
     changes: dict[bytes, list[tuple[int, int]]] = {}
+    text_changes: dict[bytes, list[tuple[int, bytes]]] = {}
     scope: list[str] = []
     i, n = 0, len(tokens)
     while i < n:  # header: $scope / $var / $upscope up to $enddefinitions
@@ -77,12 +87,14 @@ def read_vcd(path: Path, clock: str = "clk") -> Trace:
             kind, width, code, reference = tokens[i + 1:i + 5]
             ref = reference.decode()
             # a flat signal: no single-bit select after the name (a full [N-1:0] range is fine),
-            # not a view (`\\a.b`), not a string or real
+            # not a view (`\\a.b`), not a real; a string is read only through `texts`
             span = tokens[i + 5:end]
             whole = not span or span == [f"[{int(width) - 1}:0]".encode()]
-            if whole and kind not in (b"string", b"real") and not ref.startswith("\\") \
-                    and "." not in ref:
-                variables.setdefault(code, []).append((tuple(scope), ref, int(width)))
+            if whole and kind != b"real" and not ref.startswith("\\") and "." not in ref:
+                if kind == b"string":
+                    text_variables.setdefault(code, []).append((tuple(scope), ref))
+                else:
+                    variables.setdefault(code, []).append((tuple(scope), ref, int(width)))
         i = end + 1
     time = 0
     while i < n:
@@ -95,8 +107,11 @@ def read_vcd(path: Path, clock: str = "clk") -> Trace:
                 .replace(b"Z", b"0")
             changes.setdefault(tokens[i + 1], []).append((time, int(bits, 2)))
             i += 1
+        elif head in (b"s", b"S") and tokens[i + 1] in text_variables:
+            text_changes.setdefault(tokens[i + 1], []).append((time, tok[1:]))
+            i += 1
         elif head in (b"r", b"R", b"s", b"S"):
-            i += 1  # a real or string value and its identifier: no bits
+            i += 1  # a real value, or a text no table reads, and its identifier: no bits
         elif head in (b"0", b"1", b"x", b"z", b"X", b"Z"):
             changes.setdefault(tok[1:], []).append((time, 1 if head == b"1" else 0))
         i += 1  # anything else is a keyword ($dumpvars, $end, ...)
@@ -117,23 +132,40 @@ def read_vcd(path: Path, clock: str = "clk") -> Trace:
                         "measure activity")
 
     bits: dict[tuple[str, int], int] = {}
+
+    def add(name: str, samples: list[int], width: int) -> None:
+        rows = [format(v, f"0{width}b")[-width:] for v in samples]
+        # one string per bit, cycle 0 first; reversed so that cycle 0 is the lowest bit
+        for index, column in enumerate(reversed(list(zip(*rows)))):
+            bits[(name, index)] = int("".join(reversed(column)), 2)
+
+    def below_root(s: tuple[str, ...], reference: str) -> str | None:
+        return ".".join(s[len(root):] + (reference,)) if s[:len(root)] == root else None
+
     for code, refs in variables.items():
         samples = _sample(changes.get(code, []), edges)
         for s, reference, width in refs:
-            if s[:len(root)] != root:
+            name = below_root(s, reference)
+            if name is not None:
+                add(name, samples, width)
+    for code, refs in text_variables.items():
+        samples = _sample(text_changes.get(code, []), edges, None)
+        for s, reference in refs:
+            name = below_root(s, reference)
+            if name not in texts:
                 continue
-            name = ".".join(s[len(root):] + (reference,))
-            rows = [format(v, f"0{width}b")[-width:] for v in samples]
-            # one string per bit, cycle 0 first; reversed so that cycle 0 is the lowest bit
-            for index, column in enumerate(reversed(list(zip(*rows)))):
-                bits[(name, index)] = int("".join(reversed(column)), 2)
+            width, values = texts[name]
+            decoded = [values.get(text.decode(errors="replace")) if text is not None else None
+                       for text in samples]
+            if None not in decoded:
+                add(name, decoded, width)
     return Trace(len(edges), bits)
 
 
-def _sample(changes: list[tuple[int, int]], edges: list[int]) -> list[int]:
+def _sample(changes: list[tuple[int, object]], edges: list[int], initial: object = 0) -> list:
     """The value each signal held just before each edge (changes at an edge's own time belong to
-    the cycle it starts)."""
-    out, value, i = [], 0, 0
+    the cycle it starts); `initial` before its first change."""
+    out, value, i = [], initial, 0
     for edge in edges:
         while i < len(changes) and changes[i][0] < edge:
             value = changes[i][1]
@@ -236,12 +268,15 @@ def _with_transparent(library: Library) -> Library:
 
 def evaluate(netlist: Netlist, library: Library, trace: Trace,
              aliases: dict[str, list] | None = None, clock: str = "clk",
-             max_passes: int = 8) -> Evaluation:
+             max_passes: int = 8, trace_names: dict[str, str] | None = None) -> Evaluation:
     """Values of every net of `netlist` in every cycle of `trace` (see the module doc).
 
     `aliases` names, for an input port that is not in the RTL (a cut-out memory's read data), the
-    RTL names of each port bit: {port: [[(name, index), ...] | "0" | "1", ...]}."""
+    RTL names of each port bit: {port: [[(name, index), ...] | "0" | "1", ...]}. `trace_names`
+    gives the trace's name of each RTL name's signal (`signal_names.TraceNames.of_net`); without
+    it a name is taken as the trace's, unless it has a `$`."""
     aliases = aliases or {}
+    trace_names = trace_names or {}
     cycles = trace.cycles
     mask = (1 << cycles) - 1
     values: dict[int, int] = {}
@@ -251,10 +286,17 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
         for candidate in candidates:
             if isinstance(candidate, str):
                 return mask if candidate == "1" else 0
-            # Amaranth numbers clashing and unnamed signals (`en$14`, `$signature__en`) one way
-            # in RTLIL and another in the VCD: such a name may mean another signal there
-            if "$" not in candidate[0] and tuple(candidate) in trace.bits:
-                return trace.bits[tuple(candidate)]
+            name, index = candidate
+            if trace_names:
+                # the same signal's name in the trace; a name the design does not give it (a
+                # view's field, a cut memory's port) names no signal there
+                name = trace_names.get(name)
+            elif "$" in name:
+                # Amaranth numbers clashing and unnamed signals (`en$14`, `$signature__en`) one
+                # way in RTLIL and another in the VCD: such a name may mean another signal there
+                continue
+            if (name, index) in trace.bits:
+                return trace.bits[(name, index)]
         return None
 
     clock_bits = {b for b in netlist.inputs.get(clock, []) if isinstance(b, int)}

@@ -132,12 +132,15 @@ def build_cost_table(report: dict) -> dict:
             op = _slug(m["operation"])
             stim = (f"OpenSTA power, {m['cycles']} cycles of {m['stimulus']['drive']} "
                     f"seed {m['seed']}")
+            bounded = s["sram_upper_bound_memories"]
+            bounds = (f"; upper bounds for {', '.join(bounded)} (enables not evaluated: charged "
+                      "as accessed every cycle)" if bounded else "")
             costs[f"{name}.energy_per_{op}"] = {
                 "value": s["energy_per_op_j"], "unit": "J",
                 "source": f"{run}: {stim}; energy x{scaling['energy']:.4f} "
                           f"({sources['energy']})"
                           + (" + bits read and written x CACTI 7 read and write energy per bit"
-                             if block["memories"] else "")}
+                             + bounds if block["memories"] else "")}
             costs[f"{name}.energy_per_{op}_180nm"] = {
                 "value": m["energy_per_op_j"], "unit": "J", "source": f"{run}: {stim}, logic only"}
             # a clock cycle as the action: with energy per operation it gives the stimulus's
@@ -152,17 +155,17 @@ def build_cost_table(report: dict) -> dict:
                     costs[f"{name}.sram_{part}_energy_per_{op}"] = {
                         "value": s[f"sram_{part}_energy_per_op_j"], "unit": "J",
                         "source": f"{run}: {stim}; bits {done} x CACTI 7 {part} energy per "
-                                  "bit, all its memories"}
+                                  f"bit, all its memories{bounds}"}
         for mem in block["memories"]:
             sram, prefix = mem["sram"], f"{name}.{_slug(mem['name'])}"
             # sram_energy_per_bit is the read energy: the name the table has always had
-            for field, part, unit in _SRAM_FIELDS:
+            for report_field, part, unit in _SRAM_FIELDS:
                 key = "sram_energy_per_bit" if part == "read_energy_per_bit" else f"sram_{part}"
-                costs[f"{prefix}.{key}"] = {"value": sram[field], "unit": unit,
+                costs[f"{prefix}.{key}"] = {"value": sram[report_field], "unit": unit,
                                             "source": describe(sram)}
     for kind, sram in report.get("sram", {}).items():
-        for field, part, unit in _SRAM_FIELDS:
-            costs[f"sram.{part}.{kind}"] = {"value": sram[field], "unit": unit,
+        for report_field, part, unit in _SRAM_FIELDS:
+            costs[f"sram.{part}.{kind}"] = {"value": sram[report_field], "unit": unit,
                                             "source": describe(sram)}
     for name, value, unit, source in CITED_COSTS:
         costs[name] = {"value": value, "unit": unit, "source": source}

@@ -47,12 +47,14 @@ from .activity import activity_tcl, evaluate, read_vcd
 from .clock_gating import gate_clocks
 from .liberty import read_liberty
 from .netlist import PAD_PREFIX, power_netlist_verilog, read_netlist
+from .signal_names import trace_names
 
 __all__ = ["SynthResult", "synthesize", "parse_stat", "parse_sta_report", "name_registers",
            "parse_power_report"]
 
 #: version of the result format and of this flow; bump it to invalidate old cache entries
-FLOW_VERSION = 3
+#: (4: trace names matched through the design, enums and FSM states read from the VCD's text)
+FLOW_VERSION = 4
 #: the cell ABC assumes drives each input of the logic it maps (a flip-flop's Q, module doc)
 ABC_DRIVING_CELL = "BUFX2"
 #: the clock port every block has (Amaranth's default domain)
@@ -340,13 +342,15 @@ def _power(component, top: str, options: SynthConfig, stimulus: Stimulus,
     if operations <= 0:
         raise ToolError(f"the stimulus of {top} performed no {stimulus.operation} in "
                         f"{options.activity_cycles} cycles: energy per operation is undefined")
-    trace = read_vcd(vcd, CLOCK)
+    names = trace_names(component, top)
+    trace = read_vcd(vcd, CLOCK, names.texts)
     if trace.cycles != options.activity_cycles:
         raise ToolError(f"the stimulus of {top} ran {trace.cycles} cycles, not the "
                         f"{options.activity_cycles} asked for")
     netlist = read_netlist(netlist_json.read_text(), top)
     aliases = {f"{m.instance}__RD_DATA": m.read_data for m in memories}
-    evaluation = evaluate(netlist, read_liberty(liberty), trace, aliases, CLOCK)
+    evaluation = evaluate(netlist, read_liberty(liberty), trace, aliases, CLOCK,
+                          trace_names=names.of_net)
     verilog, instances = power_netlist_verilog(netlist, CLOCK)
     (work / f"{top}_power.v").write_text(verilog)
     (work / "activity.tcl").write_text(

@@ -62,6 +62,9 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
         measured["clock_gating"] = result.clock_gating
     accesses = {a["name"]: a for a in (power or {}).get("memory_accesses", [])}
     memories, sram_area, sram_read, sram_write = [], 0.0, 0.0, 0.0
+    # memories whose enables the activity evaluation could not compute, charged as accessed
+    # every cycle (flow._memory_accesses): their SRAM energy, an upper bound
+    bounded: dict[str, float] = {}
     for m in result.memories:
         # the memory's ports as the RTL declares them (module doc of cacti.py)
         sram = sram_cost(SramSpec(m["width"], m["depth"], read_ports=m["read_ports"],
@@ -73,8 +76,12 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
         if m["name"] in accesses:
             acc = accesses[m["name"]]
             entry["accesses"] = acc
-            sram_read += acc["read_bits"] * sram.read_energy_per_bit_j
-            sram_write += acc["write_bits"] * sram.write_energy_per_bit_j
+            read = acc["read_bits"] * sram.read_energy_per_bit_j
+            write = acc["write_bits"] * sram.write_energy_per_bit_j
+            sram_read += read
+            sram_write += write
+            if not acc["enables_evaluated"]:
+                bounded[m["name"]] = read + write
         memories.append(entry)
     scaled = {
         "node_nm": scaling.node_nm, "vdd_v": scaling.vdd_v,
@@ -94,6 +101,8 @@ def summarize(block, config: Config, result: SynthResult) -> dict:
                        "sram_energy_per_op_j": (sram_read + sram_write) / ops,
                        "sram_read_energy_per_op_j": sram_read / ops,
                        "sram_write_energy_per_op_j": sram_write / ops,
+                       "sram_upper_bound_memories": sorted(bounded),
+                       "sram_upper_bound_energy_per_op_j": sum(bounded.values()) / ops,
                        "energy_per_op_j": logic + (sram_read + sram_write) / ops})
     return {"block": block.name, "description": block.description,
             "parameters": block.parameters(config), "key": result.key,
@@ -224,11 +233,18 @@ def markdown_report(report: dict) -> str:
                 acc = mem["accesses"]
                 line += (f"; {acc['read_bits']:,} bits read, {acc['write_bits']:,} written in the "
                          "stimulus")
+                if not acc["enables_evaluated"]:
+                    line += (" (an upper bound: its enables could not be evaluated, so it is "
+                             "charged as accessed every cycle)")
             notes.append(line + ".")
         if b["power_measured"] and b["memories"]:
             logic, sram = s["logic_energy_per_op_j"], s["sram_energy_per_op_j"]
+            bounded = s["sram_upper_bound_memories"]
             notes.append(f"  {node} energy/op = logic {format_si(logic, 'J')} + SRAM "
-                         f"{format_si(sram, 'J')}; the 180 nm figure is logic only.")
+                         f"{format_si(sram, 'J')}"
+                         + (f" (of which {format_si(s['sram_upper_bound_energy_per_op_j'], 'J')} "
+                            f"upper bounds: {', '.join(bounded)})" if bounded else "")
+                         + "; the 180 nm figure is logic only.")
     return "\n".join([
         "# Synthesis report",
         "",
