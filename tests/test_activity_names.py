@@ -9,7 +9,7 @@ import re
 
 from amaranth.back import rtlil
 from amaranth.hdl import Module, Signal
-from amaranth.lib import enum, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from edgexpert.sim.stimuli.common import Stimulus, simulate
@@ -17,6 +17,7 @@ from edgexpert.support.tools import liberty_path
 from edgexpert.synth.activity import evaluate, read_vcd
 from edgexpert.synth.flow import _memory_accesses
 from edgexpert.synth.liberty import read_liberty
+from edgexpert.hw.axi import AxiResp
 from edgexpert.synth.memories import Memory
 from edgexpert.synth.netlist import Netlist, NetlistCell
 from edgexpert.synth.signal_names import trace_names, vcd_text
@@ -25,25 +26,17 @@ CYCLES = 200
 SEED = 3
 
 
-class Resp(enum.Enum, shape=2):
-    """The AXI read response (AMBA AXI protocol specification, RRESP encoding)."""
-    OKAY = 0
-    EXOKAY = 1
-    SLVERR = 2
-    DECERR = 3
-
-
 class Beat(wiring.Component):
     """Writes on a valid OKAY beat; an FSM (its state is text in the VCD) and two registers
     named `seen` (the second becomes `seen$N`)."""
-    resp: In(Resp)
+    resp: In(AxiResp)
     valid: In(1)
     wr_en: Out(1)
 
     def elaborate(self, platform):
         m = Module()
         seen, toggled = Signal(name="seen"), Signal(name="seen")
-        m.d.comb += self.wr_en.eq(self.valid & (self.resp == Resp.OKAY))
+        m.d.comb += self.wr_en.eq(self.valid & (self.resp == AxiResp.OKAY))
         m.d.sync += [seen.eq(self.wr_en), toggled.eq(toggled ^ seen)]
         with m.FSM():
             with m.State("Idle"):
@@ -55,7 +48,7 @@ class Beat(wiring.Component):
 
 
 class Receiver(wiring.Component):
-    resp: In(Resp)
+    resp: In(AxiResp)
     valid: In(1)
     enable: In(1)
     wr_en: Out(1)
@@ -68,18 +61,18 @@ class Receiver(wiring.Component):
         return m
 
 
-def beats(driven: list[tuple[Resp, int, int]]):
+def beats(driven: list[tuple[AxiResp, int, int]]):
     """A stimulus of random responses, valid and enable, each cycle's kept in `driven`; it
     returns the writes (valid, enabled, OKAY beats)."""
     async def drive_beats(ctx, dut, rng, cycles):
         for _ in range(cycles):
-            beat = (rng.choice(list(Resp)), int(rng.random() < 0.5), int(rng.random() < 0.7))
+            beat = (rng.choice(list(AxiResp)), int(rng.random() < 0.5), int(rng.random() < 0.7))
             ctx.set(dut.resp, beat[0])
             ctx.set(dut.valid, beat[1])
             ctx.set(dut.enable, beat[2])
             driven.append(beat)
             await ctx.tick()
-        return sum(v & e & (r == Resp.OKAY) for r, v, e in driven)
+        return sum(v & e & (r == AxiResp.OKAY) for r, v, e in driven)
     return Stimulus("write", drive_beats)
 
 
@@ -136,7 +129,7 @@ def test_an_enum_input_and_clashing_names_are_read_from_the_trace(tmp_path):
     assert names.of_net["valid"] != "valid" and names.of_net["resp"] != "resp"
     (toggled,) = [n for n in rtlil_names if n.startswith("beat.seen$")]
     assert names.of_net[toggled] == toggled  # a submodule's names agree
-    assert names.texts[names.of_net["resp"]] == (2, {r.name: r.value for r in Resp})
+    assert names.texts[names.of_net["resp"]] == (2, {r.name: r.value for r in AxiResp})
     assert names.texts["beat.fsm_state"] == (1, {"Idle/0": 0, "Busy/1": 1})
 
     trace = read_vcd(vcd, texts=names.texts)
@@ -144,7 +137,7 @@ def test_an_enum_input_and_clashing_names_are_read_from_the_trace(tmp_path):
     beat_valid_cycles = sum(v & e for _, v, e in driven)
     assert trace.bits[(names.of_net["valid"], 0)].bit_count() == valid_cycles
     assert trace.bits[("valid", 0)].bit_count() == beat_valid_cycles  # another signal
-    errors = sum(r != Resp.OKAY for r, _, _ in driven)
+    errors = sum(r != AxiResp.OKAY for r, _, _ in driven)
     assert (trace.bits[(names.of_net["resp"], 0)] | trace.bits[(names.of_net["resp"], 1)]) \
         .bit_count() == errors
 
