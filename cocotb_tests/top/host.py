@@ -50,7 +50,8 @@ __all__ = ["Group", "Batch", "expert_groups", "top_groups", "plan_batches", "bat
 #: host's masks 171,693 cycles at 1, 171,426 at 2; the DCU's 213,380 at 1, 188,350 at 2, 187,115
 #: at 3, a hang at 4 (a DOWN job waits for its group's hidden vectors; the GATE_UP jobs and
 #: inputs ahead of it keep the bus and the GATE_UP array busy meanwhile); with the DCU's parts
-#: merged (2026-12-04) 182,371 at 2 and 183,445 at 3
+#: merged (2026-12-04) 182,371 at 2 and 183,445 at 3; with the radix-16 search (2026-12-04
+#: night) 192,510 at 1, 178,995 at 2, 180,337 at 3
 HOST_LEAD = 1
 DCU_LEAD = 2
 #: the most GATE_UP jobs, with their inputs, the DCU's order may send ahead of a DOWN job: while
