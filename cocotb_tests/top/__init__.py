@@ -234,17 +234,24 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
                       progress_total=progress_total)
 
 
-def run_timeline(masks: str, layers: int, seed: int = 20261129) -> dict:
-    """The first `layers` layers of the bundled prompt's first draft pass through the bundled
-    top with `masks`, on Icarus, with the internal streams' handshakes (cocotb_tests/top/
-    timeline.py); returns its report entry."""
+#: the passes `run_timeline` takes, and the trace rows (`run_bench`'s selection) that hold them
+TIMELINE_KINDS = {"draft": "drafts", "verify": "first_step"}
+
+
+def run_timeline(masks: str, layers: int, seed: int = 20261129, kind: str = "draft") -> dict:
+    """The first `layers` layers of the bundled prompt's first pass of `kind` ("draft" or
+    "verify") through the bundled top with `masks`, on Icarus, with the internal streams'
+    handshakes (cocotb_tests/top/timeline.py); returns its report entry."""
     if masks not in TOP_MASKS:
         raise ValueError(f"masks = {masks!r}: accepted {', '.join(TOP_MASKS)}")
     if not isinstance(layers, int) or not 1 <= layers <= 64:
         raise ValueError(f"layers = {layers!r}: accepted 1..64")
-    result = run_bench("bundled", "icarus", seed=seed, selection="drafts",
+    if kind not in TIMELINE_KINDS:
+        raise ValueError(f"kind = {kind!r}: accepted {', '.join(TIMELINE_KINDS)}")
+    result = run_bench("bundled", "icarus", seed=seed, selection=TIMELINE_KINDS[kind],
                        test_module=TIMELINE_MODULE,
-                       extra={"timeline_masks": masks, "timeline_layers": layers})
+                       extra={"timeline_masks": masks, "timeline_layers": layers,
+                              "timeline_kind": kind})
     return result.report["tests"][f"timeline/{masks}"]
 
 

@@ -1,7 +1,9 @@
 """cocotb module of `scripts/top_timeline.py`: where a layer's cycles go inside the top.
 
-The first draft pass of the selected rows (`params["selection"]`, "drafts": one token, one
-group a layer) runs through the top with `params["timeline_masks"]`, its first
+The first pass of kind `params["timeline_kind"]` of the selected rows (`params["selection"]`:
+"drafts", one token and one group a layer, for a draft pass; "first_step" for the first step's
+verification pass, 17 tokens and 31-42 groups a layer) runs alone through the top with
+`params["timeline_masks"]`, its first
 `params["timeline_layers"]` layers, no pauses; every cycle the handshakes (valid and ready
 both high) of the internal streams in PROBES are sampled through the simulator's hierarchy
 (Icarus: every signal of the generated Verilog is visible). Outputs are compared with the
@@ -68,7 +70,8 @@ async def timeline(dut):
     tb = StepTB(dut, random.Random(f"{cocotb.RANDOM_SEED}-timeline"), "none")
     masks, layers = tb.params["timeline_masks"], tb.params["timeline_layers"]
     plan = tb.plan(masks)
-    batches = [b for b in plan if b.pass_index == plan[0].pass_index and b.layer < layers]
+    first = next(b for b in plan if b.kind.name.lower() == tb.params["timeline_kind"])
+    batches = [b for b in plan if b.pass_index == first.pass_index and b.layer < layers]
     await tb.reset()
     tb.add_streams()
     handles = {name: (_signal(dut, v), _signal(dut, r)) for name, (v, r) in PROBES.items()}
