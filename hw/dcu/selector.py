@@ -148,8 +148,8 @@ class Selector(wiring.Component):
         m.d.comb += [pass_or.eq(agree_or | word_or), pass_and.eq(agree_and & word_and),
                      one_key.eq(pass_or == pass_and)]
 
-        # emit: equal keys are taken in channel order until `ties` of them are
-        ties = Signal(KEEP_BITS + 1)
+        # emit: equal keys are taken in channel order until `need` of them are (after the
+        # search, `need` is the count of keys equal to T the mask takes)
         greater, equal = Signal(LANES), Signal(LANES)
         m.d.comb += [greater.eq(Cat(key > threshold for key in keys)),
                      equal.eq(Cat(key == threshold for key in keys))]
@@ -166,8 +166,8 @@ class Selector(wiring.Component):
             upto, step = level, 2 * step
         seen = [Const(0, 1)] + upto[:-1]
         for i in range(LANES):
-            m.d.comb += mask[i].eq(greater[i] | (equal[i] & (seen[i] < ties)))
-        # the word takes its first `ties` equal keys, or all of them: the count needs no chain
+            m.d.comb += mask[i].eq(greater[i] | (equal[i] & (seen[i] < need)))
+        # the word takes its first `need` equal keys, or all of them: the count needs no chain
         m.d.comb += taken_equal.eq(popcount(equal))
         handshake = self.cmd.valid & self.cmd.ready
 
@@ -206,8 +206,7 @@ class Selector(wiring.Component):
                     with m.If(arrived == last_word):
                         m.d.sync += [agree_or.eq(0), agree_and.eq(ones)]
                         m.d.sync += [c.eq(0) for c in count.values()]
-                        # what is left of `need` is how many keys equal to T the mask takes
-                        m.d.sync += [group.eq(group >> 1), need.eq(left), ties.eq(left),
+                        m.d.sync += [group.eq(group >> 1), need.eq(left),
                                      above_bits.eq(above_bits | Cat(
                                          bit.replicate(DIGIT_BITS) for bit in group))]
                         with m.If(one_key):
@@ -245,7 +244,7 @@ class Selector(wiring.Component):
                              self.prune_rd.addr.eq(g.bank_address(nxt, job.bank)), self.rd_en.eq(1)]
                 with m.If(handshake):
                     m.d.sync += [word.eq(word + 1),
-                                 ties.eq(Mux(taken_equal >= ties, 0, ties - taken_equal))]
+                                 need.eq(Mux(taken_equal >= need, 0, need - taken_equal))]
                     with m.If(word == last_word):
                         m.d.comb += self.completed.eq(1)
                         m.next = "Idle"
