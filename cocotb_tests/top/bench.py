@@ -31,8 +31,8 @@ from cocotb.triggers import RisingEdge
 from edgexpert.cocotb_tests.engine.host import OUTPUTS, values_in
 from edgexpert.cocotb_tests.top import step_rows
 from edgexpert.cocotb_tests.top.harness import TopTB
-from edgexpert.cocotb_tests.top.host import (batch_commands, cycle_bound, expected_outputs,
-                                            plan_batches)
+from edgexpert.cocotb_tests.top.host import (CROSS, CROSSING, batch_commands, cycle_bound,
+                                            expected_outputs, layer_commands, plan_batches)
 from edgexpert.contracts.cycles import TOP_MASKS
 from edgexpert.contracts.ema import EmaCsr
 from edgexpert.contracts.top import EXPERT_OUT_VALUES, TopCsr
@@ -66,9 +66,11 @@ class StepTB(TopTB):
 
     def rows(self) -> list[int]:
         """"ci": layer 0 of the second draft pass (several tokens, top-1, shared experts) and
-        the first `tokens` tokens of the first verification pass (top-k, several depth groups:
-        experts two depth groups share, whose DCU parts one engine group takes); "step": every
-        row;
+        the first 2 x `tokens` tokens of the first verification pass (top-k, several depth
+        groups: experts two depth groups share, whose DCU parts one engine group takes; two
+        batches, the second's first GATE_UP ahead of the first's last DOWNs, `CROSS`; whole
+        batches of `tokens`, as golden's masked outputs are selected on); "ci_first_batch": the
+        same with the verification pass's first batch only; "step": every row;
         "first_step": the rows of the first prompt's first decoding step (its draft passes and
         its verification pass, all layers: what `edgexpert demo` runs); "drafts": its draft
         passes only (all layers, about 52,000 cycles with whole experts: what `edgexpert bench
@@ -91,18 +93,27 @@ class StepTB(TopTB):
         draft_pass = sorted(set(t["row_pass"][draft].tolist()))[1]
         verify_pass = int(t["row_pass"][verify[0]])
         pick = lambda p: np.flatnonzero((t["row_pass"] == p) & (t["row_layer"] == 0)).tolist()
-        return pick(draft_pass)[:self.tokens] + pick(verify_pass)[:self.tokens]
+        batches = 2 if selection == "ci" else 1
+        return pick(draft_pass)[:self.tokens] + pick(verify_pass)[:batches * self.tokens]
 
     def plan(self, masks: str) -> list:
         return plan_batches(self.trace, None if masks == "naive_sd" else self.masked, self.rows(),
                             self.candidates, self.tokens, self.geometry,
-                            merge_depths=masks == "edgexpert", merge_parts=masks in DCU_ORDERS)
+                            merge_depths=masks == "edgexpert", merge_parts=masks in DCU_ORDERS,
+                            carry=CROSS if masks in CROSSING else 0)
 
     def commands(self, batch, masks: str) -> list[int]:
-        return batch_commands(self.trace, batch, candidates=self.candidates, tokens=self.tokens,
-                              word_bits=self.ema["data_width"],
-                              dcu=self.keep if masks in DCU_ORDERS else None,
-                              order=DCU_ORDERS.get(masks, "ahead"))
+        return batch_commands(self.trace, batch, **self._order(masks))
+
+    def layer_commands(self, batches: list, masks: str) -> list[int]:
+        """One pass and layer's batches, back to back (the DCU's order overlaps them)."""
+        return layer_commands(self.trace, batches, **self._order(masks))
+
+    def _order(self, masks: str) -> dict:
+        return dict(candidates=self.candidates, tokens=self.tokens,
+                    word_bits=self.ema["data_width"],
+                    dcu=self.keep if masks in DCU_ORDERS else None,
+                    order=DCU_ORDERS.get(masks, "ahead"))
 
     def expected(self, batch, masks: str) -> dict:
         """A batch's outputs: the trace's with whole experts, golden's masked ones otherwise."""
@@ -129,7 +140,7 @@ class StepTB(TopTB):
         for (prompt, index, layer), parts in groupby(
                 batches, key=lambda b: (b.prompt, b.pass_index, b.layer)):
             parts = list(parts)
-            beats = [beat for batch in parts for beat in self.commands(batch, masks)]
+            beats = self.layer_commands(parts, masks)
             limit = 0
             for batch in parts:
                 expect = self.expected(batch, masks)
@@ -225,6 +236,8 @@ async def trace_step(dut, masks: str, mode: str):
         "parts": sum(len(g.job_parts) for b in batches for g in b.groups),
         "candidates": sum(len(g.cands) for b in batches for g in b.groups),
         "steps": sum(len(b.steps) for b in batches), "macs": macs, "cycles": cycles,
+        # batches whose first GATE_UP went ahead of the batch before's last DOWNs (`CROSS`)
+        "crossed": sum(1 for b in batches if b.carried),
         **{k: sum(e[k] for e in passes.values())
            for k in ("memory_wait", "compute", "beats", "words", "dcu_jobs", "descriptor_wait",
                      "feedback_wait")},

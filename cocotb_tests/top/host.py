@@ -14,8 +14,9 @@ inputs as data beats; the step's first asks for the NEW_STEP) and a DOWN job's h
 words per part, `more` on every part's jobs but the last, with DCU_CAND beats (`part_last` on
 each part's last candidate), in the order `ahead` (GU(g + DCU_LEAD) with g + DCU_LEAD's CAND
 and X, then D(g)) or `inline` (GU(g), D(g), then g's CAND and X): `fetch_order`. At the end a
-FLUSH of each token slot. Knows the contracts and the top's payload layouts, never the RTL's
-arithmetic.
+FLUSH of each token slot. A layer's batches go back to back (`layer_commands`), with the host's
+and the DCU's masks the next batch's first GATE_UP ahead of the batch's last `CROSS` DOWNs.
+Knows the contracts and the top's payload layouts, never the RTL's arithmetic.
 
 The steps are packed on golden's selection in both mask modes, so both fetch alike (a
 host without it would pack on the upper bound, `keep` channels per matrix and group).
@@ -41,8 +42,8 @@ from edgexpert.hw.top import command_layout
 from edgexpert.hw.top.layouts import data_item_layout, host_cand_layout, route_item_layout
 
 __all__ = ["Group", "Batch", "expert_groups", "top_groups", "plan_batches", "batch_commands",
-           "expected_outputs", "fetch_order", "HOST_LEAD", "DCU_LEAD", "DCU_LEAD_LIMIT",
-           "cycle_bound"]
+           "expected_outputs", "fetch_order", "layer_commands", "HOST_LEAD", "DCU_LEAD",
+           "DCU_LEAD_LIMIT", "CROSS", "CROSSING", "cycle_bound"]
 
 #: GATE_UP descriptors the host sends ahead of a group's DOWN with its own masks, and GATE_UP
 #: jobs ahead of a DOWN job in the DCU's `ahead` order, each with its group's CAND and X, as
@@ -60,6 +61,19 @@ DCU_LEAD = 2
 #: in its MAC, the one loading): the inputs of g + 1 + X_QUEUE would wait for D(g), sent after
 #: them (lead 4 hangs the bundled step, docs/blocks/top.md "The DCU path")
 DCU_LEAD_LIMIT = X_QUEUE
+#: DOWNs at a batch's end sent after the next batch's first GATE_UP (the next batch of the same
+#: pass and layer: its tokens do not depend on this batch's outputs), for the masks that gain
+#: from it (`CROSSING`). The step's last DOWNs wait for their groups' hidden vectors (the DCU's
+#: decisions on them, or the DOWN MACs the host's masks feed) with nothing of their own step left
+#: to fetch; the next batch's GATE_UP (its NEW_STEP ahead of them, so they are fetched in its
+#: first step, which `plan_batches` packs with them) fills the bus instead. Its CAND and X beats
+#: stay behind the batch's flushes.
+CROSS = 2
+#: the masks whose batches cross, as measured (`edgexpert bench top --quick`, docs/blocks/top.md,
+#: Cycles, 2026-12-05): the DCU's 178,995 cycles without, 176,891 at 1, 176,566 at 2, 178,016
+#: at 3; the host's 171,693 without, 170,959 at 2; whole experts 215,149 without, 215,524 at 2,
+#: so they do not cross
+CROSSING = ("dcu", "edgexpert")
 
 
 @dataclass
@@ -94,6 +108,8 @@ class Batch:
     rows: list
     groups: list = field(default_factory=list)
     steps: list = field(default_factory=list)   # lists of group indices
+    # groups of the batch before whose DOWNs this batch's first step holds (`CROSS`)
+    carried: int = 0
 
 
 def _channels(mask_row) -> tuple:
@@ -129,13 +145,15 @@ def top_groups(trace, tokens: int, candidates: int):
 
 def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, tokens: int,
                  geometry: EmaGeometry, merge_depths: bool = False,
-                 merge_parts: bool = False) -> list[Batch]:
+                 merge_parts: bool = False, carry: int = 0) -> list[Batch]:
     """Batches of the given rows (sorted by prompt, pass, layer) with their groups and steps.
     `masks`: None for whole experts, else golden's masked arrays (`prepare_masked`), one mask
     per depth group and expert; `merge_depths`: an engine group takes an expert's candidates of
     every depth group, each on its own masks (the host's masks); `merge_parts`: an engine group
     takes an expert's consecutive depth groups (the DCU's parts) while their candidates fit
-    (the DCU's masks, selected per part)."""
+    (the DCU's masks, selected per part); `carry`: a batch's first step also holds the DOWN
+    matrices of up to `carry` groups of the batch before (its last step's last groups; same pass
+    and layer), when they fit with its first group (`Batch.carried`, `CROSS`)."""
     t = trace
     selected = set(rows_of)
     batches = []
@@ -175,7 +193,13 @@ def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, toke
                                               _channels(masks["gate_up_mask"][row, k]),
                                               _channels(masks["down_mask"][row, k]),
                                               parts=[cands] if merge_parts else None))
-            batch.steps = _pack_steps(batch.groups, geometry)
+            before = batches[-1] if batches else None
+            if carry and i > 0 and before is not None and batch.groups:
+                carried = [before.groups[j] for j in before.steps[-1][-carry:]]
+                batch.steps = _pack_steps(batch.groups, geometry, carried)
+                batch.carried = len(carried) if batch.steps else 0
+            if not batch.steps:
+                batch.steps = _pack_steps(batch.groups, geometry)
             batches.append(batch)
     return batches
 
@@ -194,11 +218,25 @@ def _need(grp: Group, resident: dict, g: EmaGeometry) -> tuple[int, int]:
     return lines, slots
 
 
-def _pack_steps(groups: list[Group], g: EmaGeometry) -> list[list[int]]:
-    """Consecutive groups per EMA step while the slots and the buffer lines suffice."""
+def _pack_steps(groups: list[Group], g: EmaGeometry,
+                carried: list[Group] = ()) -> list[list[int]]:
+    """Consecutive groups per EMA step while the slots and the buffer lines suffice. The first
+    step also holds the DOWN matrices of `carried` (groups of the batch before); [] when they
+    do not fit with the first group."""
     steps, step = [], []
     resident: dict[tuple, set] = {}
     lines = 0
+    for grp in carried:
+        key = (grp.expert, Matrix.DOWN)
+        if key not in resident:
+            lines += g.scale_beats(Matrix.DOWN)
+        have = resident.setdefault(key, set())
+        lines += len(set(grp.down) - have) * g.stride_beats(Matrix.DOWN)
+        have.update(grp.down)
+    if carried and groups:
+        need, slots = _need(groups[0], resident, g)
+        if len(resident) + slots > g.slots or lines + need > g.lines:
+            return []
     for i, grp in enumerate(groups):
         need, slots = _need(grp, resident, g)
         if step and (len(resident) + slots > g.slots or lines + need > g.lines):
@@ -223,10 +261,14 @@ def _beat(lay, op: TopOp, bits: int) -> int:
 
 
 def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bits: int,
-                   dcu: tuple[int, int] | None = None, order: str = "ahead") -> list[int]:
+                   dcu: tuple[int, int] | None = None, order: str = "ahead",
+                   segments: bool = False) -> list:
     """The command beats of one batch (module doc for the order). `dcu`: the DCU selects, keeping
     (GATE_UP, DOWN) channels per group; None: the groups' masks go in EMA descriptors.
-    `word_bits`: the engine's word (the EMA's data width), which sets the X beat's inputs."""
+    `word_bits`: the engine's word (the EMA's data width), which sets the X beat's inputs.
+    `segments`: the beats in (kind, beats) runs, kind "new_step" (the host's), "gate_up" (a
+    group's GATE_UP descriptor or jobs), "inputs" (its CAND and X), "down" (its DOWN descriptor
+    or jobs) or "flush" (`layer_commands`)."""
     if order not in ("ahead", "inline"):
         raise ValueError(f"order = {order!r}: accepted 'ahead' or 'inline'")
     t, layout = trace, trace.layout
@@ -236,7 +278,6 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
            "x": x_layout(candidates, layout.d_model, inputs_per_beat(word_bits)),
            "flush": flush_layout(tokens)}
     slot_of = {row: i for i, row in enumerate(batch.rows)}
-    beats = []
 
     def descriptor(i: int, matrix: Matrix) -> list[int]:
         """Group i's descriptor of `matrix`, tagged 2i (GATE_UP) or 2i + 1 (DOWN)."""
@@ -271,28 +312,50 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
                 for b, v in enumerate(xs)]
         return out
 
+    flushes = [_beat(lay, TopOp.FLUSH, eng["flush"].const(flush_item(s, tokens)).as_bits())
+               for s in range(len(batch.rows))]
     if dcu is not None:
-        return beats + _dcu_commands(trace, batch, lay, dcu, order, inputs) + [
-            _beat(lay, TopOp.FLUSH, eng["flush"].const(flush_item(s, tokens)).as_bits())
-            for s in range(len(batch.rows))]
+        run = _dcu_commands(trace, batch, lay, dcu, order, inputs) + [("flush", flushes)]
+        return run if segments else [beat for _, part in run for beat in part]
+    run = []
     for step in batch.steps:
-        beats.append(_beat(lay, TopOp.EMA, new_step_command()))
+        run.append(("new_step", [_beat(lay, TopOp.EMA, new_step_command())]))
         # the next groups' GATE_UPs, each with its inputs, go ahead of this group's DOWN
         # (within the step): the bus fetches them and the GATE_UP array multiplies them while
         # this group's hidden vectors are made (docs/blocks/top.md, "Host masks")
         for kind, n in fetch_order(len(step), HOST_LEAD):
             if kind == "gate_up":
-                beats += descriptor(step[n], Matrix.GATE_UP) + inputs(step[n])
+                run += [("gate_up", descriptor(step[n], Matrix.GATE_UP)),
+                        ("inputs", inputs(step[n]))]
             else:
-                beats += descriptor(step[n], Matrix.DOWN)
-    beats += [_beat(lay, TopOp.FLUSH, eng["flush"].const(flush_item(s, tokens)).as_bits())
-              for s in range(len(batch.rows))]
-    return beats
+                run.append(("down", descriptor(step[n], Matrix.DOWN)))
+    run.append(("flush", flushes))
+    return run if segments else [beat for _, part in run for beat in part]
+
+
+def layer_commands(trace, batches: list[Batch], *, candidates: int, tokens: int,
+                   word_bits: int, dcu: tuple[int, int] | None = None,
+                   order: str = "ahead") -> list[int]:
+    """The command beats of one pass and layer's batches, back to back (`batch_commands`); a
+    batch's first GATE_UP (the DCU's job: its route and data beats; or the host's NEW_STEP and
+    descriptor) goes ahead of the batch before's last `Batch.carried` DOWNs (`CROSS`), its CAND
+    and X beats stay behind that batch's flushes."""
+    runs = [batch_commands(trace, b, candidates=candidates, tokens=tokens, word_bits=word_bits,
+                           dcu=dcu, order=order, segments=True) for b in batches]
+    for before, (batch, run) in zip(runs, zip(batches[1:], runs[1:])):
+        if batch.carried:
+            # the first GATE_UP job or descriptor, and the host's NEW_STEP before it
+            first = next(j for j, (kind, _) in enumerate(run) if kind == "gate_up")
+            at = [j for j, (kind, _) in enumerate(before) if kind == "down"][-batch.carried]
+            before[at:at] = run[:first + 1]
+            del run[:first + 1]
+    return [beat for run in runs for _, beats in run for beat in beats]
 
 
 def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
-                  inputs) -> list[int]:
-    """The DCU jobs and the CAND and X beats of a batch's groups, step by step."""
+                  inputs) -> list[tuple[str, list[int]]]:
+    """The DCU jobs and the CAND and X beats of a batch's groups, step by step, as (kind,
+    beats) segments (`batch_commands`)."""
     t, layout = trace, trace.layout
     route_last = route_item_layout["last"].offset
     route_more = route_item_layout["more"].offset
@@ -346,9 +409,10 @@ def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
         ahead = order == "ahead"
         for kind, n in fetch_order(len(step), DCU_LEAD if ahead else 0):
             if kind == "gate_up":
-                beats += made[n][0] + (inputs(step[n]) if ahead else [])
+                beats += [("gate_up", made[n][0])] + ([("inputs", inputs(step[n]))] if ahead
+                                                      else [])
             else:
-                beats += made[n][1] + ([] if ahead else inputs(step[n]))
+                beats += [("down", made[n][1])] + ([] if ahead else [("inputs", inputs(step[n]))])
     return beats
 
 
