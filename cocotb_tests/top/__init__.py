@@ -201,8 +201,9 @@ def run_bench(case: str, simulator: str | None = None, seed: int = 20261129,
               ratio: float | None = None, top: AcceleratorTop | None = None,
               test_module: str = BENCH_MODULE, extra: dict | None = None) -> SimResult:
     """Run the top bench for one hardware set on the trace rows of `selection` ("ci": a draft
-    pass and two batches of the verification pass in layer 0; "ci_first_batch": its first; "step": every row of the trace; "first_step": the
-    first prompt's first decoding step, its draft and verification passes, all layers;
+    pass and two batches of the verification pass in layer 0; "ci_first_batch": its first;
+    "step": every row of the trace; "first_step": the first prompt's first decoding step, its
+    draft and verification passes, all layers;
     "drafts": that step's draft passes only; "step=N": the first prompt's decoding step N).
     `memory`: `sim.perf.ema_model.bench_memory`'s parameters (default: the latency memory at
     LATENCY cycles). A user's run: `vectors` (`prompt_vectors`, `trace_vectors`; default the

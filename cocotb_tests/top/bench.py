@@ -106,7 +106,8 @@ class StepTB(TopTB):
         return batch_commands(self.trace, batch, **self._order(masks))
 
     def layer_commands(self, batches: list, masks: str) -> list[int]:
-        """One pass and layer's batches, back to back (the DCU's order overlaps them)."""
+        """One pass and layer's batches, back to back (`plan`'s carried DOWNs behind the next
+        batch's first GATE_UP)."""
         return layer_commands(self.trace, batches, **self._order(masks))
 
     def _order(self, masks: str) -> dict:

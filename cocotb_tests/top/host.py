@@ -193,8 +193,9 @@ def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, toke
                                               _channels(masks["gate_up_mask"][row, k]),
                                               _channels(masks["down_mask"][row, k]),
                                               parts=[cands] if merge_parts else None))
-            before = batches[-1] if batches else None
-            if carry and i > 0 and before is not None and batch.groups:
+            # i > 0: the batch before is of the same pass and layer
+            if carry and i > 0 and batch.groups and batches[-1].steps:
+                before = batches[-1]
                 carried = [before.groups[j] for j in before.steps[-1][-carry:]]
                 batch.steps = _pack_steps(batch.groups, geometry, carried)
                 batch.carried = len(carried) if batch.steps else 0
@@ -204,11 +205,17 @@ def plan_batches(trace, masks: dict | None, rows_of: list, candidates: int, toke
     return batches
 
 
-def _need(grp: Group, resident: dict, g: EmaGeometry) -> tuple[int, int]:
+def _matrices(grp: Group, matrices=tuple(Matrix)) -> list[tuple[Matrix, tuple]]:
+    """(matrix, selected channels) of the group's `matrices`."""
+    return [(m, grp.gate_up if m == Matrix.GATE_UP else grp.down) for m in matrices]
+
+
+def _need(grp: Group, resident: dict, g: EmaGeometry,
+          matrices=tuple(Matrix)) -> tuple[int, int]:
     """Buffer lines (an upper bound: each new channel's stride, each new matrix's scale block)
-    and slots a group adds to a step holding `resident`."""
+    and slots the group's `matrices` add to a step holding `resident`."""
     lines, slots = 0, 0
-    for matrix, chans in ((Matrix.GATE_UP, grp.gate_up), (Matrix.DOWN, grp.down)):
+    for matrix, chans in _matrices(grp, matrices):
         have = resident.get((grp.expert, matrix))
         if have is None:
             slots += 1
@@ -227,12 +234,8 @@ def _pack_steps(groups: list[Group], g: EmaGeometry,
     resident: dict[tuple, set] = {}
     lines = 0
     for grp in carried:
-        key = (grp.expert, Matrix.DOWN)
-        if key not in resident:
-            lines += g.scale_beats(Matrix.DOWN)
-        have = resident.setdefault(key, set())
-        lines += len(set(grp.down) - have) * g.stride_beats(Matrix.DOWN)
-        have.update(grp.down)
+        lines += _need(grp, resident, g, (Matrix.DOWN,))[0]
+        _hold(grp, resident, (Matrix.DOWN,))
     if carried and groups:
         need, slots = _need(groups[0], resident, g)
         if len(resident) + slots > g.slots or lines + need > g.lines:
@@ -246,13 +249,18 @@ def _pack_steps(groups: list[Group], g: EmaGeometry,
         if need > g.lines or slots > g.slots:
             raise ValueError(f"a group of expert {grp.expert} needs {need} buffer lines and "
                              f"{slots} slots: the EMA has {g.lines} and {g.slots}")
-        for matrix, chans in ((Matrix.GATE_UP, grp.gate_up), (Matrix.DOWN, grp.down)):
-            resident.setdefault((grp.expert, matrix), set()).update(chans)
+        _hold(grp, resident)
         lines += need
         step.append(i)
     if step:
         steps.append(step)
     return steps
+
+
+def _hold(grp: Group, resident: dict, matrices=tuple(Matrix)):
+    """The group's `matrices` resident in the step from now on."""
+    for matrix, chans in _matrices(grp, matrices):
+        resident.setdefault((grp.expert, matrix), set()).update(chans)
 
 
 def _beat(lay, op: TopOp, bits: int) -> int:
@@ -316,7 +324,7 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
                for s in range(len(batch.rows))]
     if dcu is not None:
         run = _dcu_commands(trace, batch, lay, dcu, order, inputs) + [("flush", flushes)]
-        return run if segments else [beat for _, part in run for beat in part]
+        return run if segments else _flat(run)
     run = []
     for step in batch.steps:
         run.append(("new_step", [_beat(lay, TopOp.EMA, new_step_command())]))
@@ -330,7 +338,7 @@ def batch_commands(trace, batch: Batch, *, candidates: int, tokens: int, word_bi
             else:
                 run.append(("down", descriptor(step[n], Matrix.DOWN)))
     run.append(("flush", flushes))
-    return run if segments else [beat for _, part in run for beat in part]
+    return run if segments else _flat(run)
 
 
 def layer_commands(trace, batches: list[Batch], *, candidates: int, tokens: int,
@@ -349,7 +357,12 @@ def layer_commands(trace, batches: list[Batch], *, candidates: int, tokens: int,
             at = [j for j, (kind, _) in enumerate(before) if kind == "down"][-batch.carried]
             before[at:at] = run[:first + 1]
             del run[:first + 1]
-    return [beat for run in runs for _, beats in run for beat in beats]
+    return [beat for run in runs for beat in _flat(run)]
+
+
+def _flat(run: list[tuple[str, list[int]]]) -> list[int]:
+    """The beats of (kind, beats) segments, in order."""
+    return [beat for _, part in run for beat in part]
 
 
 def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
@@ -412,7 +425,8 @@ def _dcu_commands(trace, batch: Batch, lay, keep: tuple[int, int], order: str,
                 beats += [("gate_up", made[n][0])] + ([("inputs", inputs(step[n]))] if ahead
                                                       else [])
             else:
-                beats += [("down", made[n][1])] + ([] if ahead else [("inputs", inputs(step[n]))])
+                beats += [("down", made[n][1])] + ([] if ahead
+                                                   else [("inputs", inputs(step[n]))])
     return beats
 
 
