@@ -389,20 +389,24 @@ def test_the_quantizer_is_quantize_vec_at_every_magnitude():
     _assert_quantize_vec(h, got_q, got_s)
 
 
-def test_the_carry_select_accumulate_wraps_like_an_int32_add():
-    """`accumulate` (the MAC's add, docs/synthesis.md "Clock gating") against int32 wrap
-    arithmetic: the corners where the low half's carry and the product's sign pick hi - 1, hi or
-    hi + 1 (sums crossing 2^16 both ways, the int32 bounds) and random sums."""
+@pytest.mark.parametrize("width", [32, 19, 14, 13])
+def test_the_carry_select_accumulate_wraps_like_an_add_of_its_width(width):
+    """`accumulate` (the MAC's add, docs/synthesis.md "Clock gating") against wrap arithmetic at
+    the accumulator's width (32, the bundled GATE_UP array's 19, the narrowest with a high part
+    and one without): the corners where the low part's carry and the product's sign pick hi - 1,
+    hi or hi + 1 (sums crossing 2^13 both ways, the width's bounds) and random sums."""
     from amaranth.hdl import signed
     from edgexpert.hw.engine.column_mac import accumulate
-    acc, x, w, out = Signal(signed(32)), Signal(signed(8)), Signal(signed(4)), Signal(signed(32))
+    acc, x, w = Signal(signed(width)), Signal(signed(8)), Signal(signed(4))
+    out = Signal(signed(width))
     m = Module()
     m.d.comb += out.eq(accumulate(acc, x * w))
     rng = random.Random(20261204)
-    corners = [0, -1, 1, 0xFFFF, 0x10000, -0x10000, -0x10001, 0x7FFF0000, 2**31 - 1, -2**31,
-               0x7FFFFFFF - 0x3FF, -2**31 + 0x3FF]
+    top = 2 ** (width - 1)
+    corners = [0, -1, 1, 0x1FFF, 0x2000, -0x2000, -0x2001, top - 1, -top, top - 0x3FF,
+               -top + 0x3FF, top // 2, -top // 2]
     cases = [(a, xv, wv) for a in corners for xv in (-128, -1, 0, 1, 127) for wv in (-8, -1, 1, 7)]
-    cases += [(rng.randrange(-2**31, 2**31), rng.randrange(-128, 128), rng.randrange(-8, 8))
+    cases += [(rng.randrange(-top, top), rng.randrange(-128, 128), rng.randrange(-8, 8))
               for _ in range(2000)]
     wrong = []
 
@@ -411,7 +415,7 @@ def test_the_carry_select_accumulate_wraps_like_an_int32_add():
             ctx.set(acc, a)
             ctx.set(x, xv)
             ctx.set(w, wv)
-            want = (a + xv * wv + 2**31) % 2**32 - 2**31
+            want = (a + xv * wv + top) % (2 * top) - top
             if ctx.get(out) != want:
                 wrong.append((a, xv, wv, ctx.get(out), want))
 
@@ -419,6 +423,65 @@ def test_the_carry_select_accumulate_wraps_like_an_int32_add():
     sim.add_testbench(bench)
     sim.run()
     assert not wrong, f"{len(wrong)} of {len(cases)} sums wrong, first {wrong[0]}"
+
+
+def test_the_accumulators_hold_the_largest_sums_exactly():
+    """The MAC array's sums are `sum_bits(channels)` wide, not 32: the largest sums a group can
+    make (every product (-128) x (-8) = 1024, and every one 127 x (-8)), with every channel and
+    again with one channel sent, come out equal to numpy's int64 sums; one bit fewer would wrap
+    the first (the bound is tight)."""
+    from edgexpert.hw.engine.column_mac import ColumnMac, sum_bits
+    from edgexpert.hw.engine.layouts import column_layout, sum_layout, x_layout
+    channels, outputs, cands, lanes, word_bits, per = 24, 8, 2, 4, 32, 4
+    assert channels * 1024 >= 2 ** (sum_bits(channels) - 2)     # a bit fewer would not hold it
+    mac = ColumnMac(channels, outputs, cands, lanes, word_bits, per)
+    lay_x, lay_c = x_layout(cands, channels, per), column_layout(channels, word_bits)
+    lay_s = sum_layout(cands, outputs, 1)
+    beats, words, want = [], [], []
+    for x_value, order in ((-128, range(channels)), (127, range(channels)), (-128, [5])):
+        x = np.full((cands, channels), x_value)
+        w = np.full((channels, outputs), -8)
+        beats.append([lay_x.const({"candidate": c, "beat": b,
+                                   "values": [int(v) for v in x[c, b * per:(b + 1) * per]],
+                                   "last": int(c == cands - 1 and b == channels // per - 1)}
+                                  ).as_bits()
+                      for c in range(cands) for b in range(channels // per)])
+        words.append([lay_c.const({"channel": j, "last": int(k == len(order) - 1),
+                                   "data": sum((int(w[j, o]) & 15) << (4 * o)
+                                               for o in range(outputs))}).as_bits()
+                      for k, j in enumerate(order)])
+        acc = x[:, list(order)].astype(np.int64) @ w[list(order)]
+        want += [(c, o, int(acc[c, o])) for c in range(cands) for o in range(outputs)]
+    acts = deque(b for group in beats for b in group)
+    cols = deque(wd for group in words for wd in group)
+    got = []
+
+    async def tb(ctx):
+        for _ in range(2000):
+            ctx.set(mac.act.valid, bool(acts))
+            if acts:
+                ctx.set(mac.act.payload.as_value(), acts[0])
+            ctx.set(mac.columns.valid, bool(cols))
+            if cols:
+                ctx.set(mac.columns.payload.as_value(), cols[0])
+            ctx.set(mac.sums.ready, 1)
+            if acts and ctx.get(mac.act.ready):
+                acts.popleft()
+            if cols and ctx.get(mac.columns.ready):
+                cols.popleft()
+            if ctx.get(mac.sums.valid):
+                item = unpack(lay_s, ctx.get(mac.sums.payload.as_value()))
+                got.append((item["candidate"], item["index"], item["value"]))
+            await ctx.tick()
+            if len(got) == len(want):
+                break
+
+    sim = Simulator(mac)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert got == want
+    assert want[0][2] == channels * 1024
 
 
 @pytest.mark.parametrize("split", ["halves", "neighbours"])

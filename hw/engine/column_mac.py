@@ -1,5 +1,5 @@
 """The MAC array of one matrix: every candidate of a group times every column the weight buffer
-delivers, into int32 accumulators."""
+delivers, into accumulators as wide as the group's sums can grow (`sum_bits`)."""
 
 from __future__ import annotations
 
@@ -11,26 +11,42 @@ from amaranth.lib.wiring import In, Out
 from .layouts import (ACC_WIDTH, check_positive, check_split, check_word, column_layout,
                       index_bits, sum_layout, x_layout)
 
-__all__ = ["ColumnMac", "accumulate"]
+__all__ = ["ColumnMac", "accumulate", "sum_bits"]
 
-#: the accumulate's low half: the bits its carry ripples through
-LOW_BITS = ACC_WIDTH // 2
+#: the largest product magnitude: int8 x int4 over their whole two's-complement ranges,
+#: (-128) x (-8) (the ports carry any bits; docs/contracts.md keeps values in [-127, 127] and
+#: [-7, 7], which this bound covers)
+PRODUCT_MAX = 128 * 8
+#: the product's signed width (-1016 .. 1024)
+PRODUCT_BITS = 12
+
+
+def sum_bits(channels: int) -> int:
+    """Signed bits that hold every sum of `channels` products exactly: a group's accumulator
+    starts at 0 and takes at most one product per input channel, so |sum| <= channels x 1024.
+    The contract's accumulators are exact int32 sums (docs/contracts.md, number formats); these
+    are the same values in fewer bits (19 for the bundled 192 channels), sign-extended to int32
+    as they leave the array."""
+    return min(ACC_WIDTH, (channels * PRODUCT_MAX).bit_length() + 1)
 
 
 def accumulate(acc, product):
-    """`acc` + `product` (a signed product narrower than `LOW_BITS`), wrapped to `ACC_WIDTH`
-    bits, as a carry-select add: the product's low half, sign-extended, is added to the
-    accumulator's, and the high half, to which the sign-extended product adds only 0 or -1 and
-    the low add's carry 0 or 1, is picked from hi - 1, hi and hi + 1, computed beside the low
-    add. As one 32-bit add, the mapping rippled the carry through all 32 bits, the gated
-    engine's critical path (docs/synthesis.md, "Clock gating")."""
+    """`acc` + `product` (a signed product of at most `PRODUCT_BITS`), wrapped to len(acc) bits,
+    as a carry-select add: the product, sign-extended, is added to the accumulator's low
+    `PRODUCT_BITS` + 1 bits, and the high part, to which the sign-extended product adds only 0
+    or -1 and the low add's carry 0 or 1, is picked from hi - 1, hi and hi + 1, computed beside
+    the low add. As one add, the mapping rippled the carry through every bit (the 32-bit add was
+    the gated engine's critical path, docs/synthesis.md "Clock gating")."""
+    width, low_bits = len(acc), PRODUCT_BITS + 1
     product = product.as_signed()
+    if width <= low_bits:
+        return (acc.as_signed() + product)[:width].as_signed()
     sign = product[-1]
-    low = acc[:LOW_BITS] + Cat(product, sign.replicate(LOW_BITS - len(product)))
-    carry = low[LOW_BITS]
-    high = acc[LOW_BITS:ACC_WIDTH]
+    low = acc[:low_bits] + Cat(product, sign.replicate(low_bits - len(product)))
+    carry = low[low_bits]
+    high = acc[low_bits:width]
     new_high = Mux(carry & ~sign, high + 1, Mux(~carry & sign, high - 1, high))
-    return Cat(low[:LOW_BITS], new_high[:ACC_WIDTH - LOW_BITS]).as_signed()
+    return Cat(low[:low_bits], new_high[:width - low_bits]).as_signed()
 
 
 class ColumnMac(wiring.Component):
@@ -59,7 +75,8 @@ class ColumnMac(wiring.Component):
        may take its own subset of the columns the group walks.
     2. Mac: per column word, per `lanes`-wide chunk of it, `lanes` products
        act[c][j] * w[o..o+lanes-1] for *every* candidate c of the group at once, added into the
-       int32 accumulators (wrapping, as int32 registers do): `lanes` x `candidates` multipliers.
+       accumulators (`sum_bits(channels)` bits: a group's sums, exact; they leave the array as
+       int32): `lanes` x `candidates` multipliers.
        One chunk per cycle whatever the group's size: a word takes `chunks_per_word` cycles
        while the column stream is valid (one at lanes = word_bits / 4, so a word is consumed in
        the cycle it arrives); `columns.ready` rises on its last cycle. Two cycles after the last
@@ -79,7 +96,7 @@ class ColumnMac(wiring.Component):
     bits, into a register with the chunk's weights; the products and sums use them a cycle
     later (two stages: the read and its broadcast to `lanes` x `candidates` multipliers were
     one 12.6 ns path at 180 nm, 578 MHz at 28 nm; the last chunk's sums are in one cycle after
-    it). The accumulators are registers next to the multipliers, a row of `lanes` int32 per
+    it). The accumulators are registers next to the multipliers, a row of `lanes` sums per
     (candidate, chunk): a cycle selects one chunk's row of every candidate through a
     multiplexer per candidate and writes back the rows of the group's candidates, one write
     enable per candidate (a candidate beyond the group's last is neither written nor drained). An
@@ -147,7 +164,11 @@ class ColumnMac(wiring.Component):
         # is read (acc_rd[c]) and written (acc_wr[c]), with a write enable per candidate (its
         # row's 2,048 bits at the bundled size share it) so that the MAC writes only the group's
         # candidates
-        acc_layout = data.ArrayLayout(signed(ACC_WIDTH), lanes)
+        # a group's sums need sum_bits(channels) bits, not the contract's 32: the rows, their
+        # adds, the row multiplexers and the hand-over are that wide (19 of 32 bits at the
+        # bundled size), and a drained sum is sign-extended to int32
+        acc_bits = sum_bits(n_ch)
+        acc_layout = data.ArrayLayout(signed(acc_bits), lanes)
         rows = [[Signal(acc_layout, name=f"acc_{c}_{r}") for r in range(n_chunks)]
                 for c in range(cands)]
         # the drain's copy of them: a group's sums move here in one cycle when its MAC ends, so
@@ -289,7 +310,8 @@ class ColumnMac(wiring.Component):
             m.d.sync += self.sums.valid.eq(0)
         with m.If(draining):
             last_out = out == half - 1
-            value = drained[0] if self._parts == 1 else Cat(*drained)
+            value = Cat(*(Cat(d[:acc_bits], d[acc_bits - 1].replicate(ACC_WIDTH - acc_bits))
+                          for d in drained))
             # the sum is registered: the row and lane selection end at a flip-flop, and the
             # requantizer's products start at one
             with m.If(advance):

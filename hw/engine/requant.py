@@ -101,13 +101,19 @@ class Requant(wiring.Component):
         valid = [Signal(name=f"valid_{i}") for i in range(depth)]
         split_at = 24
         product = []
+        # neighbours that never straddle a scale word (parts divides its float16 count) share
+        # one read of that word: the DOWN drain's four outputs, one word read a cycle where
+        # four were (SRAM read energy, docs/blocks/engine.md "Energy")
+        shared = self._split == "neighbours" and per_word % self._parts == 0
         for part in range(self._parts):
-            # each part reads its output's scale through a read port of its own
-            rd = rd if part == 0 else mem.read_port(domain="comb")
+            # otherwise each part reads its output's scale through a read port of its own
+            rd = rd if part == 0 or shared else mem.read_port(domain="comb")
             index = Signal(range(self._o), name=f"index_{part}")
             at = item.index * self._parts + part if self._split == "neighbours" \
                 else item.index + part * half
-            m.d.comb += [index.eq(at), rd.addr.eq(Mux(use_bank, words, 0) + (index >> shift))]
+            m.d.comb += index.eq(at)
+            if part == 0 or not shared:
+                m.d.comb += rd.addr.eq(Mux(use_bank, words, 0) + (index >> shift))
             word = rd.data.word_select(index[:shift], 16) if shift else rd.data[:16]
             m_w, e_w = fp16_decode(word)
             right, left, rounding = rshift_amounts(x.e + e_w - 16, max_right=PRODUCT_BITS + 1,
