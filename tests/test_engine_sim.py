@@ -689,6 +689,56 @@ def test_candidates_of_one_group_take_their_own_masks():
     check_outputs(got, want, layouts(d_model, ffn, cands, word_bits, slots))
 
 
+@pytest.mark.parametrize("gap", [0, 1, 2])
+def test_the_combine_adds_to_the_row_the_beat_before_is_writing(gap):
+    """Combine alone, a token's sums one row (d_model = values = 4): three candidates of that
+    token, a beat each, `gap` cycles apart (0: each beat's row is read in the cycle the beat
+    before writes it, which the registered read sees only by being transparent), then the
+    flush: the sum of the three weighted beats, and 0 for the token never written."""
+    from edgexpert.hw.engine.combine import Combine
+    from edgexpert.hw.engine.layouts import moe_layout, sum_layout
+    cands, tokens = 3, 2
+    comb = Combine(cands, 4, tokens, 4)
+    lay_y, lay_moe = sum_layout(cands, 4, 4), moe_layout(tokens, 4, 4)
+    ys = [[1000, -7, 3 << 20, -(1 << 30)], [5, 6, -7, 8], [-123456, 1, 0, 99]]
+    weights = [65536, 32768, 12345]
+    beats = deque(lay_y.const({"candidate": c, "index": 0, "value": ys[c], "last": int(c == 2)}
+                              ).as_bits() for c in range(cands))
+    want = [sum(int(rshift(torch.tensor(y[i] * weights[c], dtype=I64), 16))
+                for c, y in enumerate(ys)) for i in range(4)]
+    want = [((int(v) + 2**31) % 2**32) - 2**31 for v in want]
+    got = {}
+
+    async def tb(ctx):
+        for c in range(cands):
+            ctx.set(comb.token[c], 1)
+            ctx.set(comb.weight[c], weights[c])
+        wait = 0
+        for _ in range(60):
+            ctx.set(comb.y.valid, bool(beats) and wait == 0)
+            if beats:
+                ctx.set(comb.y.payload.as_value(), beats[0])
+            ctx.set(comb.flush.valid, not beats and len(got) < tokens)
+            ctx.set(comb.flush.payload.token, 1 if 1 not in got else 0)
+            ctx.set(comb.moe_out.ready, 1)
+            took = bool(beats) and wait == 0 and ctx.get(comb.y.ready)
+            if ctx.get(comb.moe_out.valid):
+                item = unpack(lay_moe, ctx.get(comb.moe_out.payload.as_value()))
+                got[item["token"]] = item["values"]
+            await ctx.tick()
+            if took:
+                beats.popleft()
+                wait = gap
+            elif wait:
+                wait -= 1
+
+    sim = Simulator(comb)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert got == {1: want, 0: [0, 0, 0, 0]}
+
+
 def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
     """Requant alone, two groups (two candidates each, pairs of outputs), the sums offered one
     cycle in four and every scale word at once: each output equal to golden's

@@ -79,7 +79,7 @@ class ColumnMac(wiring.Component):
        int32): `lanes` x `candidates` multipliers.
        One chunk per cycle whatever the group's size: a word takes `chunks_per_word` cycles
        while the column stream is valid (one at lanes = word_bits / 4, so a word is consumed in
-       the cycle it arrives); `columns.ready` rises on its last cycle. Two cycles after the last
+       the cycle it arrives); `columns.ready` rises on its last cycle. Three cycles after the last
        chunk the sums move, in one cycle, to a second set of registers (`held`) once the drain
        has let the group before go, and the next group's Mac may start.
     3. Drain: every (candidate, output) held sum, candidate-major, on `sums` (a register,
@@ -90,13 +90,18 @@ class ColumnMac(wiring.Component):
        outputs parts x o .. parts x o + parts - 1 (DOWN: four expert outputs a cycle, D / 4
        cycles per candidate, out of one accumulator row).
 
-    The activation memory (a row per beat: `act_values` int8 of every candidate, written one
-    candidate's beat at a time) has an asynchronous read port: a chunk's cycle reads every
-    candidate's value of the channel in one row, picked out of its beat by the channel's low
-    bits, into a register with the chunk's weights; the products and sums use them a cycle
-    later (two stages: the read and its broadcast to `lanes` x `candidates` multipliers were
-    one 12.6 ns path at 180 nm, 578 MHz at 28 nm; the last chunk's sums are in one cycle after
-    it). The accumulators are registers next to the multipliers, a row of `lanes` sums per
+    The activation memory is `act_values` memories, one per place in a beat (memory k holds
+    channels beat x act_values + k, a row of every candidate's int8, written one candidate's
+    element at a time, every memory in the beat's cycle). A chunk is three stages: (1) taken,
+    its channel's row read from the one memory of its place (a registered read with an enable,
+    as an SRAM's: only when a chunk is taken, a candidate row of 8 x `candidates` bits); (2)
+    each candidate's input picked from that memory and masked, into a register with the
+    chunk's weights; (3) multiplied and added. Until 2026-12-05 one memory of whole beats was
+    read asynchronously every cycle, `act_values` times the bits used (1,024 bits a cycle at
+    the bundled size), and the pick and the register were one stage. The register before the
+    multipliers stays: the read and its broadcast to `lanes` x `candidates` multipliers were
+    one 12.6 ns path at 180 nm, 578 MHz at 28 nm. The last chunk's sums are in two cycles
+    after it is taken. The accumulators are registers next to the multipliers, a row of `lanes` sums per
     (candidate, chunk): a cycle selects one chunk's row of every candidate through a
     multiplexer per candidate and writes back the rows of the group's candidates, one write
     enable per candidate (a candidate beyond the group's last is neither written nor drained). An
@@ -155,11 +160,18 @@ class ColumnMac(wiring.Component):
         all_fresh = (1 << n_chunks) - 1
         # two banks of inputs: the next group loads into one while the MAC reads the other
         rows_per_bank = -(-n_ch // per)
-        m.submodules.act_mem = act_mem = Memory(
-            shape=data.ArrayLayout(data.ArrayLayout(signed(8), per), cands),
-            depth=2 * rows_per_bank, init=[])
-        act_wr = act_mem.write_port(granularity=1)   # one candidate's beat (an array element)
-        act_rd = act_mem.read_port(domain="comb")
+        # each bank is `per` memories, one per place in a beat (memory k holds channels
+        # beat x per + k, every candidate's int8 in a row): a MAC cycle reads one candidate row
+        # of the one memory its column's channel is in, where one memory of whole beats read
+        # `per` times the bits (1,024 a cycle at the bundled size for the 32 used), and reads
+        # only when a column is taken (a registered read with an enable, as an SRAM's)
+        act_ports = []
+        for k in range(per):
+            act_mem = Memory(shape=data.ArrayLayout(signed(8), cands), depth=2 * rows_per_bank,
+                             init=[])
+            m.submodules[f"act_mem_{k}"] = act_mem
+            # a write takes one candidate's int8 (an array element)
+            act_ports.append((act_mem.write_port(granularity=1), act_mem.read_port()))
         # the MAC's accumulator rows: `acc_addr` selects the chunk whose row of every candidate
         # is read (acc_rd[c]) and written (acc_wr[c]), with a write enable per candidate (its
         # row's 2,048 bits at the bundled size share it) so that the MAC writes only the group's
@@ -202,10 +214,12 @@ class ColumnMac(wiring.Component):
         bank_last = [Signal(index_bits(cands), name=f"bank_last_{b}") for b in range(2)]
         item = self.act.payload
         load_base = Mux(load_bank, rows_per_bank, 0)
-        m.d.comb += [self.act.ready.eq(~loaded.bit_select(load_bank, 1)),
-                     act_wr.addr.eq(load_base + item.beat),
-                     act_wr.data.eq(item.values.as_value().replicate(cands)),
-                     act_wr.en.eq((self.act.valid & self.act.ready) << item.candidate)]
+        m.d.comb += self.act.ready.eq(~loaded.bit_select(load_bank, 1))
+        # a beat goes to every memory, its place k's int8 into memory k, the candidate's element
+        for (act_wr, _), place in zip(act_ports, item.values):
+            m.d.comb += [act_wr.addr.eq(load_base + item.beat),
+                         act_wr.data.eq(place.replicate(cands)),
+                         act_wr.en.eq((self.act.valid & self.act.ready) << item.candidate)]
         with m.If(self.act.valid & self.act.ready & item.last):
             m.d.sync += load_bank.eq(~load_bank)
             for b in range(2):
@@ -232,12 +246,28 @@ class ColumnMac(wiring.Component):
         g = Signal(index_bits(wpc * cpw))
         m.d.comb += g.eq(word * cpw + chunk)
 
-        # the MAC's second stage: the registered chunk times the registered inputs, added into
-        # the chunk's row of every candidate of the group (a row's first write adds to 0)
+        # the MAC's three stages: (1) a column's chunk is taken and its inputs read from the
+        # memories, (2) every candidate's input picked from its memory and masked, (3) the chunk
+        # times the inputs, added into the chunk's row of every candidate of the group (a row's
+        # first write adds to 0). Stages 2 and 3 hold their registers between chunks, so an
+        # idle array's multipliers see no new operands.
+        read_valid, read_row = Signal(), Signal.like(g)
+        read_w = Signal(4 * lanes)
+        read_place = Signal(max(1, per_bits))
+        read_mask = Signal(cands)
         mac_valid = Signal()
         mac_row = Signal.like(g)
         mac_w = Signal(4 * lanes)
         mac_x = Signal(data.ArrayLayout(signed(8), cands))
+        m.d.sync += mac_valid.eq(read_valid)
+        with m.If(read_valid):
+            m.d.sync += [mac_row.eq(read_row), mac_w.eq(read_w)]
+            with m.Switch(read_place):
+                for k, (_, act_rd) in enumerate(act_ports):
+                    with m.Case(k):
+                        # a column outside a candidate's mask adds 0 to its sums
+                        m.d.sync += [mac_x[c].eq(Mux(read_mask[c], act_rd.data[c], 0))
+                                     for c in range(cands)]
         w = [mac_w[4 * i:4 * i + 4].as_signed() for i in range(lanes)]
         first = fresh.bit_select(mac_row, 1)
         with m.If(mac_valid):
@@ -331,6 +361,14 @@ class ColumnMac(wiring.Component):
                     with m.If(cand == drain_last):
                         m.d.sync += [cand.eq(0), draining.eq(0)]
 
+        # stage 1's reads: the taken column's channel, in the one memory of its place
+        reading = Signal()
+        for k, (_, act_rd) in enumerate(act_ports):
+            in_place = (col.channel[:per_bits] == k) if per > 1 else 1
+            m.d.comb += [act_rd.addr.eq(Mux(mac_bank, rows_per_bank, 0)
+                                        + (col.channel >> per_bits)),
+                         act_rd.en.eq(reading & in_place)]
+
         bank_loaded = loaded.bit_select(mac_bank, 1)
         # the bank the MAC reads is still loading its group's last candidate (`early` only)
         loading = (mac_bank == load_bank) & (final_rows != 0)
@@ -349,17 +387,16 @@ class ColumnMac(wiring.Component):
                 # selected and registered (the activation read and its broadcast to the lanes
                 # in different cycles); stage 2, a cycle later, multiplies and accumulates
                 chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
-                m.d.comb += act_rd.addr.eq(Mux(mac_bank, rows_per_bank, 0)
-                                           + (col.channel >> per_bits))
                 take = self.columns.valid & row_in
-                m.d.sync += [mac_valid.eq(take & (g < n_chunks)),
-                             mac_row.eq(g), mac_w.eq(chunk_bits[:4 * lanes])]
-                for c in range(cands):
-                    x = act_rd.data[c][col.channel[:per_bits]] if per > 1 else act_rd.data[c][0]
-                    if self._masked:
-                        # a channel outside the candidate's mask adds 0 to its sums
-                        x = Mux(self.act_mask[c].bit_select(col.channel, 1), x, 0)
-                    m.d.sync += mac_x[c].eq(x)
+                m.d.comb += reading.eq(take & (g < n_chunks))
+                m.d.sync += read_valid.eq(reading)
+                with m.If(reading):
+                    m.d.sync += [read_row.eq(g), read_w.eq(chunk_bits[:4 * lanes])]
+                    if per > 1:
+                        m.d.sync += read_place.eq(col.channel[:per_bits])
+                    m.d.sync += read_mask.eq(Cat(self.act_mask[c].bit_select(col.channel, 1)
+                                                 for c in range(cands)) if self._masked
+                                             else (1 << cands) - 1)
                 word_done = (chunk == cpw - 1) | (g == n_chunks - 1)
                 with m.If(take):
                     with m.If(word_done):
@@ -371,12 +408,15 @@ class ColumnMac(wiring.Component):
                                 with m.If(mac_bank == b):
                                     m.d.sync += loaded[b].eq(0)
                             m.d.sync += mac_bank.eq(~mac_bank)
-                            m.next = "Settle"
+                            m.next = "Pick"
                     with m.Else():
                         m.d.sync += chunk.eq(chunk + 1)
+            with m.State("Pick"):
+                # the last chunk's inputs are picked (stage 2)
+                m.d.sync += read_valid.eq(0)
+                m.next = "Settle"
             with m.State("Settle"):
-                # the last chunk's stage 2 writes its rows: they are whole from the next cycle
-                m.d.sync += mac_valid.eq(0)
+                # the last chunk's stage 3 writes its rows: they are whole from the next cycle
                 m.next = "Hand"
             with m.State("Hand"):
                 # the sums move to the drain once it has let the group before go

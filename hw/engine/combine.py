@@ -67,7 +67,13 @@ class Combine(wiring.Component):
         beats_per_row = per // y_values
         m.submodules.sums = sums = Memory(shape=data.ArrayLayout(signed(Q16_WIDTH), per),
                                           depth=self._t * rows, init=[])
-        wr, rd = sums.write_port(granularity=1), sums.read_port(domain="comb")
+        # the read is registered, with an enable, as an SRAM's: a row only for a beat taken or
+        # a flush's next row (an asynchronous read every cycle read 5x the bits the stimulus
+        # used, docs/blocks/engine.md "Energy"); transparent, so a beat reads the lanes the
+        # beat before is writing to the same row in that cycle
+        wr = sums.write_port(granularity=1)
+        rd = sums.read_port(transparent_for=(wr,))
+        m.d.comb += rd.en.eq(0)
         empty = Signal(self._t, init=(1 << self._t) - 1)
         token = Signal(index_bits(self._t))
         beat = Signal(range(rows))
@@ -88,7 +94,7 @@ class Combine(wiring.Component):
                 was = Mux(empty.bit_select(s1_slot, 1), 0,
                           old[p * Q16_WIDTH:(p + 1) * Q16_WIDTH])
                 new.append((was.as_signed() + s1_weighted[p])[:Q16_WIDTH])
-            m.d.comb += [rd.addr.eq(s1_row), wr.addr.eq(s1_row),
+            m.d.comb += [wr.addr.eq(s1_row),
                          wr.data.eq(Cat(*new).replicate(beats_per_row)),
                          wr.en.eq(((1 << y_values) - 1) << (s1_place * y_values) if place_bits
                                    else (1 << y_values) - 1)]
@@ -101,24 +107,32 @@ class Combine(wiring.Component):
                 m.d.comb += [self.y.ready.eq(~self.flush.valid),
                              self.group_done.eq(take & item.last),
                              self.flush.ready.eq(~s1_valid)]
+                slot = self.token[item.candidate]
+                row = slot * rows + (item.index >> place_bits)
+                start = self.flush.valid & ~s1_valid
+                # the beat's row, read as it is taken, is there for its add the cycle after; a
+                # flush's first row likewise, for its first beat
+                m.d.comb += [rd.addr.eq(Mux(start, self.flush.payload.token * rows, row)),
+                             rd.en.eq(take | start)]
                 with m.If(take):
-                    slot = self.token[item.candidate]
                     m.d.sync += [s1_valid.eq(1), s1_slot.eq(slot),
-                                 s1_row.eq(slot * rows + (item.index >> place_bits)),
+                                 s1_row.eq(row),
                                  s1_closes.eq(item.index == d_model // y_values - 1)]
                     if place_bits:
                         m.d.sync += s1_place.eq(item.index[:place_bits])
                     for p in range(y_values):
                         weighted = (item.value[p] * self.weight[item.candidate] + (1 << 15)) >> 16
                         m.d.sync += s1_weighted[p].eq(weighted)
-                with m.If(self.flush.valid & ~s1_valid):
+                with m.If(start):
                     m.d.sync += [token.eq(self.flush.payload.token), beat.eq(0)]
                     m.next = "Flush"
             with m.State("Flush"):
                 final = beat == rows - 1
                 # the last row's places beyond D were never written: they leave as 0
                 beyond = [final if (rows - 1) * per + i >= d_model else 0 for i in range(per)]
-                m.d.comb += [rd.addr.eq(token * rows + beat),
+                # the row after this one is read as this one leaves
+                m.d.comb += [rd.addr.eq(token * rows + beat + 1),
+                             rd.en.eq(self.moe_out.ready & ~final),
                              self.moe_out.valid.eq(1),
                              self.moe_out.payload.token.eq(token),
                              self.moe_out.payload.beat.eq(beat),
