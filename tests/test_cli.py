@@ -99,6 +99,17 @@ def test_bench_memory_names_are_taken_in_any_case():
      "edgexpert: error: --utilization and --costs belong to --scale: accepted with --scale"),
     (["synth", "--scale", "--costs", "/nonexistent.json"],
      "edgexpert: error: cannot read cost table /nonexistent.json"),
+    (["synth", "--all", "--equivalence"],
+     "edgexpert: error: synth --equivalence compares one BLOCK's netlists: accepted with a "
+     "BLOCK, not --all"),
+    (["synth", "mac_lane", "--simulator", "icarus"],
+     "edgexpert: error: --simulator and --cycles belong to --equivalence: accepted with "
+     "--equivalence"),
+    (["synth", "mac_lane", "--equivalence", "--cycles", "0"],
+     "edgexpert: error: --cycles must be at least 1, not 0"),
+    (["synth", "ema_system", "--equivalence"],
+     "edgexpert: error: synth --equivalence needs a block with a stimulus (its inputs): "
+     "'ema_system' has none"),
     (["synth", "mac_lane", "--blocks", "ema"],
      "edgexpert: error: --blocks chooses the blocks of --all: accepted with --all"),
     (["synth", "--all", "--set", "synth.target_vdd_v=0.5"],
@@ -142,6 +153,23 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 
 
 SMALL = ["--set", "hardware.mac_lane.pairs_per_beat=1", "--set", "synth.activity_cycles=100"]
+
+
+def test_synth_equivalence_runs_both_netlists(tmp_path):
+    """`synth BLOCK --equivalence`: the block with and without clock gates, both netlists on its
+    stimulus in Verilator, every output every cycle; the second call takes both runs from the
+    cache and the other simulator."""
+    env = {"EDGEXPERT_BUILD_DIR": str(tmp_path)}
+    data = json.loads(run("synth", "mac_lane", "--equivalence", "--json", *SMALL, env=env).stdout)
+    assert data["simulator"] == "verilator" and data["gates"] > 0
+    assert data["cycles"] == 100 and data["output_bits"] > 0
+    assert data["disagreeing_cycles"] == 0 and data["unknown_output_bits"] == 0
+    assert data["state_names_disagreeing"] == [0, 0]
+    assert data["cycles_disagreeing_with_trace"] == 0
+    again = json.loads(run("synth", "mac_lane", "--equivalence", "--json", "--simulator",
+                           "icarus", "--cycles", "50", *SMALL, env=env).stdout)
+    assert (again["plain"], again["gated"]) == (data["plain"], data["gated"])
+    assert again["cycles"] == 50 and again["disagreeing_cycles"] == 0
 
 
 def test_synth_json_has_the_promised_keys(tmp_path):

@@ -1,5 +1,5 @@
 """A gated and an ungated netlist of one block agree on function (synth/equivalence.py): both
-simulated in Icarus from the liberty's cell functions on the same stimulus, every output
+simulated in Icarus and in Verilator from the liberty's cell functions on the same stimulus, every output
 compared every cycle; the activity trace check holds on both. The condition for clock gating to
 be the synthesis default (docs/synthesis.md, "Clock gating")."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from edgexpert.blocks import get_block
 from edgexpert.contracts.config import load_config
-from edgexpert.synth.equivalence import compare_netlists
+from edgexpert.synth.equivalence import SIMULATORS, compare_netlists
 from edgexpert.synth.report import run_block
 
 CYCLES = 300
@@ -30,14 +30,15 @@ def lane_runs(tmp_path_factory):
     return runs, build
 
 
-def test_gated_and_ungated_lane_agree_every_cycle_and_with_the_trace(lane_runs):
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_gated_and_ungated_lane_agree_every_cycle_and_with_the_trace(lane_runs, simulator):
     runs, build = lane_runs
     plain, gated = runs[False], runs[True]
     assert gated.clock_gating["gates"] > 0 and plain.clock_gating is None
     for run in (plain, gated):
         assert run.power["activity"]["state_names_disagreeing"] == 0
     result = compare_netlists(Path(plain.work_dir), Path(gated.work_dir), "mac_lane",
-                              plain.memories, build / "compare")
+                              plain.memories, build / f"compare-{simulator}", simulator=simulator)
     assert result.cycles == CYCLES and result.output_bits > 0
     assert result.input_bits_from_trace == result.input_bits
     assert result.disagreeing_cycles == 0 and result.unknown_output_bits == 0
@@ -46,7 +47,8 @@ def test_gated_and_ungated_lane_agree_every_cycle_and_with_the_trace(lane_runs):
     assert result.cycles_disagreeing_with_trace == 0
 
 
-def test_a_gate_held_open_is_caught(lane_runs, tmp_path):
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_a_gate_held_open_is_caught(lane_runs, tmp_path, simulator):
     """The check can fail: a gated netlist whose gates' latches hold 1 (every gated flip-flop
     loads every cycle, its hold multiplexer gone) disagrees with the ungated one."""
     runs, build = lane_runs
@@ -60,5 +62,5 @@ def test_a_gate_held_open_is_caught(lane_runs, tmp_path):
         latch["connections"]["D"] = ["1"]
     (broken / "mac_lane_netlist.json").write_text(json.dumps(netlist))
     result = compare_netlists(Path(plain.work_dir), broken, "mac_lane", plain.memories,
-                              tmp_path / "compare")
+                              tmp_path / "compare", simulator=simulator)
     assert result.disagreeing_cycles > 0 and result.first_disagreement is not None

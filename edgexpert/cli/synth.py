@@ -1,13 +1,14 @@
 """`synth`: a block synthesized on osu018, timed and its power measured; `--all` every block
-with the report and cost table; `--scale` the engine's points scaled to EdgeXpert's MACs."""
+with the report and cost table; `--scale` the engine's points scaled to EdgeXpert's MACs;
+`--equivalence` a block's netlists without and with clock gates simulated against each other."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 
-from ..contracts.config import Config
+from ..contracts.config import Config, load_config
 from ..contracts.errors import InputError
-from .common import load, print_json, settings_options
+from .common import config_sources, load, print_json, settings_options
 
 __all__ = ["register", "synth_block"]
 
@@ -37,6 +38,14 @@ def cmd_synth(args) -> int:
         return _synth_scale(args)
     if args.utilization is not None or args.costs is not None:
         raise InputError("--utilization and --costs belong to --scale: accepted with --scale")
+    if args.equivalence:
+        if args.all or args.block is None:
+            raise InputError("synth --equivalence compares one BLOCK's netlists: accepted with a "
+                             "BLOCK, not --all")
+        return _synth_equivalence(args)
+    if args.simulator is not None or args.cycles is not None:
+        raise InputError("--simulator and --cycles belong to --equivalence: accepted with "
+                         "--equivalence")
     if args.all and args.block is not None:
         raise InputError(f"synth takes a BLOCK or --all, not both (BLOCK {args.block!r})")
     if not args.all and args.block is None:
@@ -97,6 +106,59 @@ def _synth_all(config: Config, as_json: bool, only: str | None) -> int:
     return 0
 
 
+def _synth_equivalence(args) -> int:
+    """The block synthesized without and with clock gates (each from the cache where it can be),
+    then both netlists simulated on the ungated run's stimulus (synth/equivalence.py)."""
+    from pathlib import Path
+
+    from ..blocks import get_block
+    from ..support.progress import phases
+    from ..support.tools import build_root
+    from ..synth.equivalence import compare_netlists
+    from ..synth.report import run_block
+    block = get_block(args.block)
+    if block.stimulus is None:
+        raise InputError(f"synth --equivalence needs a block with a stimulus (its inputs): "
+                         f"{args.block!r} has none")
+    if args.cycles is not None and args.cycles < 1:
+        raise InputError(f"--cycles must be at least 1, not {args.cycles}")
+    path, overrides = config_sources(args)
+    simulator = args.simulator or "verilator"
+    runs = {}
+    with phases(f"synth {args.block} --equivalence", 3) as phase:
+        for gated in (False, True):
+            config = load_config(path, [*overrides, f"synth.clock_gating={str(gated).lower()}"])
+            phase(f"{'with' if gated else 'without'} clock gates")
+            runs[gated] = run_block(block, config)
+        phase(f"the two netlists in {simulator}")
+        plain, gated_run = runs[False], runs[True]
+        work = build_root() / "synth" / "equivalence" / \
+            f"{args.block}-{Path(plain.work_dir).name}-{Path(gated_run.work_dir).name}"
+        result = compare_netlists(Path(plain.work_dir), Path(gated_run.work_dir), block.name,
+                                  plain.memories, work / simulator, args.cycles, simulator)
+    summary = {"block": args.block, "simulator": simulator,
+               "plain": plain.work_dir, "gated": gated_run.work_dir,
+               "gates": gated_run.clock_gating["gates"] if gated_run.clock_gating else 0,
+               "state_names_disagreeing": [run.power["activity"]["state_names_disagreeing"]
+                                           for run in (plain, gated_run)],
+               **asdict(result)}
+    if args.json:
+        print_json(summary)
+        return 0
+    _row("block", f"{args.block}: {summary['gates']} clock gates, {simulator}")
+    _row("cycles", f"{result.cycles}, {result.output_bits} output bits each")
+    _row("disagreeing", f"{result.disagreeing_cycles} cycles (first: "
+         f"{result.first_disagreement}), {result.unknown_output_bits} X or Z output samples")
+    _row("against the RTL", f"{result.cycles_disagreeing_with_trace} cycles disagreeing on the "
+         f"{result.output_bits_in_trace} output bits the trace names")
+    _row("trace check", "state names disagreeing: "
+         f"{summary['state_names_disagreeing'][0]} ungated, "
+         f"{summary['state_names_disagreeing'][1]} gated")
+    agree = result.disagreeing_cycles == 0 and result.unknown_output_bits == 0 \
+        and result.cycles_disagreeing_with_trace == 0
+    return 0 if agree else 1
+
+
 def _synth_scale(args) -> int:
     from ..synth.costs import load_cost_table
     from ..synth.mac_scaling import scale_to_edgexpert, scaling_table
@@ -130,6 +192,15 @@ def register(sub) -> None:
                    help="with --scale: share of the MACs busy each cycle, 0 < U <= 1 (default 1)")
     p.add_argument("--costs", metavar="FILE",
                    help="with --scale: the cost table (default build/synth/costs.json)")
+    p.add_argument("--equivalence", action="store_true",
+                   help="BLOCK synthesized without and with clock gates (from the cache where "
+                        "it can be) and the two netlists simulated on its stimulus, every output "
+                        "compared every cycle; exit 1 on any disagreement")
+    p.add_argument("--simulator", choices=("icarus", "verilator"),
+                   help="with --equivalence: the event-driven simulator (default verilator: "
+                        "Icarus does not compile an engine's netlist)")
+    p.add_argument("--cycles", type=int, metavar="N",
+                   help="with --equivalence: the stimulus's first N cycles only (default all)")
     p.add_argument("--json", action="store_true",
                    help="print cells, area_um2, critical_path_ns, fmax_hz, power and more as JSON")
     p.set_defaults(func=cmd_synth)
