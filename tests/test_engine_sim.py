@@ -389,6 +389,41 @@ def test_the_quantizer_is_quantize_vec_at_every_magnitude():
     _assert_quantize_vec(h, got_q, got_s)
 
 
+def _run_mac(mac, acts: deque, cols: deque, lay_s, count: int, cycles: int, ready):
+    """A ColumnMac alone: its input beats and column words offered in order, its sums taken in
+    the cycles `ready(cycle)` allows, until `count` sums are out. Returns the sums (candidate,
+    index, value), the cycles each column was taken and the cycles each sum left."""
+    got, col_taken, sum_out = [], [], []
+
+    async def tb(ctx):
+        for cycle in range(cycles):
+            ctx.set(mac.act.valid, bool(acts))
+            if acts:
+                ctx.set(mac.act.payload.as_value(), acts[0])
+            ctx.set(mac.columns.valid, bool(cols))
+            if cols:
+                ctx.set(mac.columns.payload.as_value(), cols[0])
+            ctx.set(mac.sums.ready, ready(cycle))
+            if acts and ctx.get(mac.act.ready):
+                acts.popleft()
+            if cols and ctx.get(mac.columns.ready):
+                col_taken.append(cycle)
+                cols.popleft()
+            if ctx.get(mac.sums.valid) and ctx.get(mac.sums.ready):
+                item = unpack(lay_s, ctx.get(mac.sums.payload.as_value()))
+                got.append((item["candidate"], item["index"], item["value"]))
+                sum_out.append(cycle)
+            await ctx.tick()
+            if len(got) == count:
+                break
+
+    sim = Simulator(mac)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return got, col_taken, sum_out
+
+
 @pytest.mark.parametrize("width", [32, 19, 14, 13])
 def test_the_carry_select_accumulate_wraps_like_an_add_of_its_width(width):
     """`accumulate` (the MAC's add, docs/synthesis.md "Clock gating") against wrap arithmetic at
@@ -454,32 +489,7 @@ def test_the_accumulators_hold_the_largest_sums_exactly():
         want += [(c, o, int(acc[c, o])) for c in range(cands) for o in range(outputs)]
     acts = deque(b for group in beats for b in group)
     cols = deque(wd for group in words for wd in group)
-    got = []
-
-    async def tb(ctx):
-        for _ in range(2000):
-            ctx.set(mac.act.valid, bool(acts))
-            if acts:
-                ctx.set(mac.act.payload.as_value(), acts[0])
-            ctx.set(mac.columns.valid, bool(cols))
-            if cols:
-                ctx.set(mac.columns.payload.as_value(), cols[0])
-            ctx.set(mac.sums.ready, 1)
-            if acts and ctx.get(mac.act.ready):
-                acts.popleft()
-            if cols and ctx.get(mac.columns.ready):
-                cols.popleft()
-            if ctx.get(mac.sums.valid):
-                item = unpack(lay_s, ctx.get(mac.sums.payload.as_value()))
-                got.append((item["candidate"], item["index"], item["value"]))
-            await ctx.tick()
-            if len(got) == len(want):
-                break
-
-    sim = Simulator(mac)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    got, _, _ = _run_mac(mac, acts, cols, lay_s, len(want), 2000, lambda cycle: True)
     assert got == want
     assert want[0][2] == channels * 1024
 
@@ -518,34 +528,8 @@ def test_a_mac_array_multiplies_the_next_group_while_it_drains(split):
                  for o in range(outputs // 2)]
     acts = deque(b for beats, _ in groups for b in beats)
     cols = deque(wd for _, words in groups for wd in words)
-    got, col_taken, sum_out = [], [], []
-
-    async def tb(ctx):
-        for cycle in range(600):
-            ctx.set(mac.act.valid, bool(acts))
-            if acts:
-                ctx.set(mac.act.payload.as_value(), acts[0])
-            ctx.set(mac.columns.valid, bool(cols))
-            if cols:
-                ctx.set(mac.columns.payload.as_value(), cols[0])
-            ctx.set(mac.sums.ready, cycle % 3 == 0)
-            if acts and ctx.get(mac.act.ready):
-                acts.popleft()
-            if cols and ctx.get(mac.columns.ready):
-                col_taken.append(cycle)
-                cols.popleft()
-            if ctx.get(mac.sums.valid) and ctx.get(mac.sums.ready):
-                item = unpack(lay_s, ctx.get(mac.sums.payload.as_value()))
-                got.append((item["candidate"], item["index"], item["value"]))
-                sum_out.append(cycle)
-            await ctx.tick()
-            if len(got) == len(want):
-                break
-
-    sim = Simulator(mac)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    got, col_taken, sum_out = _run_mac(mac, acts, cols, lay_s, len(want), 600,
+                                       lambda cycle: cycle % 3 == 0)
     assert got == want
     first_cols, first_sums = len(groups[0][1]), 2 * outputs // 2
     second_cols = first_cols + len(groups[1][1])
