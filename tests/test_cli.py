@@ -163,6 +163,7 @@ def test_synth_equivalence_runs_both_netlists(tmp_path):
     data = json.loads(run("synth", "mac_lane", "--equivalence", "--json", *SMALL, env=env).stdout)
     assert data["simulator"] == "verilator" and data["gates"] > 0
     assert data["cycles"] == 100 and data["output_bits"] > 0
+    assert data["input_bits_from_trace"] == data["input_bits"]
     assert data["disagreeing_cycles"] == 0 and data["unknown_output_bits"] == 0
     assert data["state_names_disagreeing"] == [0, 0]
     assert data["cycles_disagreeing_with_trace"] == 0
