@@ -101,8 +101,8 @@ class ColumnMac(wiring.Component):
     the bundled size), and the pick and the register were one stage. The register before the
     multipliers stays: the read and its broadcast to `lanes` x `candidates` multipliers were
     one 12.6 ns path at 180 nm, 578 MHz at 28 nm. The last chunk's sums are in two cycles
-    after it is taken. The accumulators are registers next to the multipliers, a row of `lanes` sums per
-    (candidate, chunk): a cycle selects one chunk's row of every candidate through a
+    after it is taken. The accumulators are registers next to the multipliers, a row of `lanes`
+    sums per (candidate, chunk): a cycle selects one chunk's row of every candidate through a
     multiplexer per candidate and writes back the rows of the group's candidates, one write
     enable per candidate (a candidate beyond the group's last is neither written nor drained). An
     SRAM there (as before 2026-12-01) read and wrote a whole row every MAC cycle, 95 % of the
@@ -174,8 +174,8 @@ class ColumnMac(wiring.Component):
             act_ports.append((act_mem.write_port(granularity=1), act_mem.read_port()))
         # the MAC's accumulator rows: `acc_addr` selects the chunk whose row of every candidate
         # is read (acc_rd[c]) and written (acc_wr[c]), with a write enable per candidate (its
-        # row's 2,048 bits at the bundled size share it) so that the MAC writes only the group's
-        # candidates
+        # row's 1,216 bits on GATE_UP at the bundled size share it) so that the MAC writes only
+        # the group's candidates
         # a group's sums need sum_bits(channels) bits, not the contract's 32: the rows, their
         # adds, the row multiplexers and the hand-over are that wide (19 of 32 bits at the
         # bundled size), and a drained sum is sign-extended to int32
@@ -383,9 +383,8 @@ class ColumnMac(wiring.Component):
                                  chunk.eq(0), word.eq(0)]
                     m.next = "Mac"
             with m.State("Mac"):
-                # stage 1: the chunk's weights and every candidate's input of the column are
-                # selected and registered (the activation read and its broadcast to the lanes
-                # in different cycles); stage 2, a cycle later, multiplies and accumulates
+                # stage 1: the chunk taken, its weights registered and its channel's row read;
+                # stages 2 and 3 follow a cycle and two later (above)
                 chunk_bits = col.data.word_select(chunk, 4 * lanes) if cpw > 1 else col.data
                 take = self.columns.valid & row_in
                 m.d.comb += reading.eq(take & (g < n_chunks))
