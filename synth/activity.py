@@ -42,7 +42,7 @@ from ..support.tools import ToolError
 from .liberty import Cell, Function, Library, Pin, compile_function
 from .netlist import Netlist, NetlistCell, data_input_bits
 
-__all__ = ["Trace", "read_vcd", "Evaluation", "evaluate", "activity_tcl"]
+__all__ = ["Trace", "read_vcd", "trace_lookup", "Evaluation", "evaluate", "activity_tcl"]
 
 
 @dataclass(frozen=True)
@@ -266,6 +266,28 @@ def _with_transparent(library: Library) -> Library:
     return Library(library.name, {**library.cells, _TRANSPARENT: cell})
 
 
+def trace_lookup(trace: Trace, candidates, trace_names: dict[str, str]) -> int | None:
+    """A net bit's values over the trace's cycles from the first of its `candidates` the trace
+    has: an RTL (name, index) or a constant "0" / "1". With `trace_names` (the netlist's RTL
+    names to the trace's, `signal_names.TraceNames.of_net`) each name is mapped; without them
+    a name with `$` is not used. None when no candidate is in the trace."""
+    for candidate in candidates:
+        if isinstance(candidate, str):
+            return (1 << trace.cycles) - 1 if candidate == "1" else 0
+        name, index = candidate
+        if trace_names:
+            # the same signal's name in the trace; a name the design does not give it (a
+            # view's field, a cut memory's port) names no signal there
+            name = trace_names.get(name)
+        elif "$" in name:
+            # Amaranth numbers clashing and unnamed signals (`en$14`, `$signature__en`) one
+            # way in RTLIL and another in the VCD: such a name may mean another signal there
+            continue
+        if (name, index) in trace.bits:
+            return trace.bits[(name, index)]
+    return None
+
+
 def evaluate(netlist: Netlist, library: Library, trace: Trace,
              aliases: dict[str, list] | None = None, clock: str = "clk",
              max_passes: int = 8, trace_names: dict[str, str] | None = None) -> Evaluation:
@@ -282,23 +304,6 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
     values: dict[int, int] = {}
     known: set[int] = set()
 
-    def lookup(candidates) -> int | None:
-        for candidate in candidates:
-            if isinstance(candidate, str):
-                return mask if candidate == "1" else 0
-            name, index = candidate
-            if trace_names:
-                # the same signal's name in the trace; a name the design does not give it (a
-                # view's field, a cut memory's port) names no signal there
-                name = trace_names.get(name)
-            elif "$" in name:
-                # Amaranth numbers clashing and unnamed signals (`en$14`, `$signature__en`) one
-                # way in RTLIL and another in the VCD: such a name may mean another signal there
-                continue
-            if (name, index) in trace.bits:
-                return trace.bits[(name, index)]
-        return None
-
     clock_bits = {b for b in netlist.inputs.get(clock, []) if isinstance(b, int)}
     gating = _find_gating(netlist, library, clock_bits)
     library = _with_transparent(library)
@@ -307,8 +312,8 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
     for port, i, bit in data_input_bits(netlist, clock):
         inputs_total += 1
         alias = aliases[port][i] if port in aliases else []
-        value = lookup([(port, i), *([alias] if isinstance(alias, str) else alias),
-                        *netlist.names.get(bit, [])])
+        value = trace_lookup(trace, [(port, i), *([alias] if isinstance(alias, str) else alias),
+                                     *netlist.names.get(bit, [])], trace_names)
         if value is not None:
             values[bit] = value
             known.add(bit)
@@ -328,7 +333,7 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
             bit = cell.pins.get(pin)
             function = lib.pins[pin].function
             if isinstance(bit, int) and function in (lib.state.state, lib.state.state_inverted):
-                value = lookup(netlist.names.get(bit, []))
+                value = trace_lookup(trace, netlist.names.get(bit, []), trace_names)
                 if value is not None:
                     state[cell.name] = value if function == lib.state.state else value ^ mask
                     traced.add(cell.name)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..support.tools import ToolError, liberty_path, require, verilator_env
-from .activity import Trace, read_vcd
+from .activity import Trace, read_vcd, trace_lookup
 from .netlist import Netlist, data_input_bits, read_netlist
 from .signal_names import TraceNames
 
@@ -88,24 +88,6 @@ def _name(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"\\{name} "
 
 
-def _lookup(trace: Trace, candidates, trace_names: dict[str, str]) -> int | None:
-    """A signal bit's values from the trace, by the rule of the activity evaluation (its
-    `evaluate`): with `trace_names` (the netlist's RTL names to the trace's, synth/signal_names.py)
-    each name is mapped; without them a name with `$` is not used, since it may name another
-    signal in the VCD than in RTLIL (a registered memory read's data is such a name)."""
-    for candidate in candidates:
-        if isinstance(candidate, str):
-            return (1 << trace.cycles) - 1 if candidate == "1" else 0
-        name, index = candidate
-        if trace_names:
-            name = trace_names.get(name)
-        elif "$" in name:
-            continue
-        if (name, index) in trace.bits:
-            return trace.bits[(name, index)]
-    return None
-
-
 def _input_values(netlist: Netlist, trace: Trace, aliases: dict,
                   trace_names: dict[str, str]) -> tuple[list[tuple], int]:
     """(port, index, values over the cycles) of every data input bit, and how many the trace
@@ -113,8 +95,8 @@ def _input_values(netlist: Netlist, trace: Trace, aliases: dict,
     out, traced = [], 0
     for port, i, bit in data_input_bits(netlist, CLOCK):
         alias = aliases[port][i] if port in aliases else []
-        value = _lookup(trace, [(port, i), *([alias] if isinstance(alias, str) else alias),
-                                *netlist.names.get(bit, [])], trace_names)
+        value = trace_lookup(trace, [(port, i), *([alias] if isinstance(alias, str) else alias),
+                                     *netlist.names.get(bit, [])], trace_names)
         traced += value is not None
         out.append((port, i, value or 0))
     return out, traced
@@ -145,8 +127,8 @@ def _netlist_verilog(netlist: Netlist, trace: Trace, state_pins: dict[str, str],
         init = ""
         if cell.type in state_pins:  # a state element: its start from the trace, by its output
             states += 1
-            value = _lookup(trace, netlist.names.get(cell.pins.get(state_pins[cell.type]), []),
-                            trace_names)
+            output = cell.pins.get(state_pins[cell.type])
+            value = trace_lookup(trace, netlist.names.get(output, []), trace_names)
             traced += value is not None
             init = f" #(.INIT(1'b{(value or 0) & 1}))"
         cells.append(f"  {cell.type}{init} {_name(cell.name)} ({pins});")
@@ -193,7 +175,7 @@ def netlist_outputs(netlist: Netlist, trace: Trace, aliases: dict, models_v: Pat
     """Simulate `netlist` in `simulator` on the trace's inputs: (each cycle's outputs as a bit
     string, the outputs in port order, each MSB first; input bits traced; state elements; their
     starts traced). `state_pins`: each state cell's output pin, by cell type; `trace_names`: as
-    `_lookup` takes them."""
+    `activity.trace_lookup` takes them."""
     trace_names = trace_names or {}
     work.mkdir(parents=True, exist_ok=True)
     text, states, started = _netlist_verilog(netlist, trace, state_pins, trace_names)
