@@ -140,12 +140,14 @@ def _netlist_verilog(netlist: Netlist, trace: Trace, state_pins: dict[str, str],
     return text, states, traced
 
 
-def _simulate(simulator: str, work: Path) -> None:
-    """Build and run bench.v with dut.v and cells.v in `work`, writing outputs.txt there."""
+def _simulate(simulator: str, work: Path, models_v: Path) -> None:
+    """Build and run bench.v and dut.v in `work` with the cell models, writing outputs.txt
+    there."""
     if simulator == "icarus":
         iverilog = require("iverilog").location
         vvp = str(Path(iverilog).with_name("vvp"))
-        commands = [([iverilog, "-g2012", "-o", "bench.vvp", "bench.v", "dut.v", "cells.v"], None),
+        commands = [([iverilog, "-g2012", "-o", "bench.vvp", "bench.v", "dut.v", str(models_v)],
+                     None),
                     ([vvp, "-n", "bench.vvp"], None)]
     elif simulator == "verilator":
         env = {**os.environ, **verilator_env()}
@@ -158,7 +160,7 @@ def _simulate(simulator: str, work: Path) -> None:
         commands = [(["verilator", "--binary", "--timing", "-Wno-fatal", "-Wno-lint",
                       "-Wno-style", "--top-module", "bench", "-j", "0", "-O1",
                       "-CFLAGS", "-std=c++20 -fcoroutines",
-                      "bench.v", "dut.v", "cells.v"], env),
+                      "bench.v", "dut.v", str(models_v)], env),
                     ([str(work / "obj_dir" / "Vbench")], env)]
     else:
         raise ValueError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
@@ -224,8 +226,7 @@ module bench;
 endmodule
 """
     (work / "bench.v").write_text(bench)
-    (work / "cells.v").write_text(models_v.read_text())
-    _simulate(simulator, work)
+    _simulate(simulator, work, models_v)
     lines = (work / "outputs.txt").read_text().split()
     if len(lines) != trace.cycles:
         raise ToolError(f"the netlist simulation in {work} wrote {len(lines)} cycles, not "
