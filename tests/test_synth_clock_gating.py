@@ -128,7 +128,8 @@ def test_a_group_larger_than_max_bits_gets_a_gate_per_max_bits(tmp_path):
 
 
 def test_a_gated_register_file_is_timed_evaluated_and_powered_at_its_enable_rate(build_dir):
-    base = load_config(overrides=[f"synth.activity_cycles={CYCLES}"]).synth
+    base = load_config(overrides=[f"synth.activity_cycles={CYCLES}",
+                                  "synth.clock_gating=false"]).synth
     # a gate per row (32 bits): the gated clocks' rates below are the rows'
     gated_options = load_config(overrides=[f"synth.activity_cycles={CYCLES}",
                                            "synth.clock_gating=true",

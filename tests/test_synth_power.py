@@ -177,7 +177,8 @@ def test_lane_activity_comes_from_the_trace_and_checks_out(build_dir):
     assert missing.stats["input_bits_from_trace"] == stats["input_bits"] - 1
     assert 0 < missing.stats["nets_default_activity"] < missing.stats["nets"] / 4
     assert missing.stats["state_from_trace"] == stats["state_elements"]
-    tcl = activity_tcl(netlist, {c.name: c.name for c in netlist.cells}, missing, 0.125)
+    tcl = activity_tcl(netlist, {c.name: c.name for c in netlist.cells}, missing, 0.125,
+                       config.synth.clock_period_ns)
     assert tcl.count("edgexpert_annotate 0.125 0.5 {") == missing.stats["nets_default_activity"]
 
 

@@ -328,8 +328,9 @@ class SynthConfig:
                                "Samsung 28 nm FDSOI)")
     target_vdd_v: float = _float(0.7, 1.0, 1.0, "supply voltage of the target node "
                                  "(EdgeXpert: 1.0 V)")
-    clock_gating: bool = _bool(False, "gate the clock of every group of enable flip-flops "
-                               "(synth/clock_gating.py), as a commercial flow does")
+    clock_gating: bool = _bool(True, "gate the clock of every group of enable flip-flops "
+                               "(synth/clock_gating.py), as a commercial flow does; the "
+                               "default since 2026-12-05")
     clock_gating_min_bits: int = _int(1, 1024, 4, "the smallest group of flip-flops sharing "
                                       "an enable that gets a clock gate")
     clock_gating_max_bits: int = _int(1, 1_000_000, 16, "the most flip-flops one clock gate "
