@@ -42,7 +42,8 @@ from ..support.tools import ToolError
 from .liberty import Cell, Function, Library, Pin, compile_function
 from .netlist import Netlist, NetlistCell, data_input_bits
 
-__all__ = ["Trace", "read_vcd", "trace_lookup", "Evaluation", "evaluate", "activity_tcl"]
+__all__ = ["Trace", "read_vcd", "trace_lookup", "input_candidates", "Evaluation", "evaluate",
+           "activity_tcl"]
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,15 @@ def trace_lookup(trace: Trace, candidates, trace_names: dict[str, str]) -> int |
     return None
 
 
+def input_candidates(netlist: Netlist, aliases: dict, port: str, index: int, bit: int) -> list:
+    """The names an input bit's values are looked up by (`trace_lookup`), in order: the port
+    itself, its alias (a cut memory's read data: a constant or the RTL names of its bits), then
+    every RTL name of its net."""
+    alias = aliases[port][index] if port in aliases else []
+    return [(port, index), *([alias] if isinstance(alias, str) else alias),
+            *netlist.names.get(bit, [])]
+
+
 def evaluate(netlist: Netlist, library: Library, trace: Trace,
              aliases: dict[str, list] | None = None, clock: str = "clk",
              max_passes: int = 8, trace_names: dict[str, str] | None = None) -> Evaluation:
@@ -311,9 +321,7 @@ def evaluate(netlist: Netlist, library: Library, trace: Trace,
     inputs_total = inputs_traced = 0
     for port, i, bit in data_input_bits(netlist, clock):
         inputs_total += 1
-        alias = aliases[port][i] if port in aliases else []
-        value = trace_lookup(trace, [(port, i), *([alias] if isinstance(alias, str) else alias),
-                                     *netlist.names.get(bit, [])], trace_names)
+        value = trace_lookup(trace, input_candidates(netlist, aliases, port, i, bit), trace_names)
         if value is not None:
             values[bit] = value
             known.add(bit)

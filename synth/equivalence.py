@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..support.tools import ToolError, liberty_path, require, verilator_env
-from .activity import Trace, read_vcd, trace_lookup
+from .activity import Trace, input_candidates, read_vcd, trace_lookup
 from .netlist import Netlist, data_input_bits, read_netlist
 from .signal_names import TraceNames
 
@@ -94,9 +94,7 @@ def _input_values(netlist: Netlist, trace: Trace, aliases: dict,
     gave (the others are 0)."""
     out, traced = [], 0
     for port, i, bit in data_input_bits(netlist, CLOCK):
-        alias = aliases[port][i] if port in aliases else []
-        value = trace_lookup(trace, [(port, i), *([alias] if isinstance(alias, str) else alias),
-                                     *netlist.names.get(bit, [])], trace_names)
+        value = trace_lookup(trace, input_candidates(netlist, aliases, port, i, bit), trace_names)
         traced += value is not None
         out.append((port, i, value or 0))
     return out, traced
