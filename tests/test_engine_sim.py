@@ -794,3 +794,80 @@ def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
     sim.run()
     assert got == want
     assert scale_taken[-1] < last_sum_taken[0], (scale_taken, last_sum_taken)
+
+
+@pytest.mark.parametrize("split", ["halves", "neighbours"])
+def test_the_requantizer_forgets_a_held_scale_word_with_its_block(split: str):
+    """Requant alone, three groups, each with its own scale block: the third group's block loads
+    where the first group's was, at the same addresses, so a port that kept the first group's
+    word past its block would scale the third group with it. Sums in a shuffled order (a word
+    read once for several sums, and read again after others), offered and taken with random
+    pauses on every stream, so a held word also waits through stalls: every output equal to
+    golden's requant, in order."""
+    from edgexpert.golden.integer.int_model import scale_words_dyadic
+    from edgexpert.golden.integer.intops import requant
+    from edgexpert.hw.engine.layouts import scale_words_layout, sum_layout
+    from edgexpert.hw.engine.requant import Requant
+    cands, outputs, word_bits, parts = 3, 16, 64, 2
+    rq = Requant(cands, outputs, word_bits, parts=parts, split=split)
+    rng = np.random.default_rng(20261205)
+    lay_s, lay_w = sum_layout(cands, outputs, parts), scale_words_layout(word_bits)
+    per, half = word_bits // 16, outputs // parts
+
+    def place(j: int, p: int) -> int:
+        return parts * j + p if split == "neighbours" else j + p * half
+
+    groups, want = [], []
+    for _ in range(3):
+        words = scale_words(rng, outputs)
+        acc = rng.integers(-2**12, 2**12, (cands, outputs))
+        xm, xe = rng.integers(8192, 32768, cands), rng.integers(28, 34, cands)
+        blocks = [lay_w.const({"data": sum(int(words[i * per + k]) << (16 * k) for k in range(per)),
+                               "last": int(i == outputs // per - 1)}).as_bits()
+                  for i in range(outputs // per)]
+        order = [(c, j) for c in range(cands) for j in range(half)]
+        rng.shuffle(order)
+        sums = [lay_s.const({"candidate": c, "index": j,
+                             "value": [int(acc[c, place(j, p)]) for p in range(parts)],
+                             "last": int(n == len(order) - 1)}).as_bits()
+                for n, (c, j) in enumerate(order)]
+        groups.append((blocks, sums, xm, xe))
+        q = requant(torch.from_numpy(acc), Dyadic(torch.from_numpy(xm), torch.from_numpy(xe)),
+                    scale_words_dyadic(words), 16)
+        want += [(c, j, [int(q[c, place(j, p)]) for p in range(parts)]) for c, j in order]
+    scales = deque(b for blocks, *_ in groups for b in blocks)
+    sums = deque((g, s) for g, (_, group_sums, *_) in enumerate(groups) for s in group_sums)
+    got = []
+    pause = random.Random(20261205)
+
+    async def tb(ctx):
+        for _ in range(2000):
+            ctx.set(rq.o_sums.ready, pause.random() > 0.3)
+            offer_scale = bool(scales) and pause.random() > 0.3
+            ctx.set(rq.scales.valid, offer_scale)
+            if scales:
+                ctx.set(rq.scales.payload.as_value(), scales[0])
+            offer = bool(sums) and pause.random() > 0.3
+            ctx.set(rq.i_sums.valid, offer)
+            if sums:
+                g, item = sums[0]
+                ctx.set(rq.i_sums.payload.as_value(), item)
+                for c in range(cands):
+                    ctx.set(rq.act_scale[c].m, int(groups[g][2][c]))
+                    ctx.set(rq.act_scale[c].e, int(groups[g][3][c]))
+            if offer_scale and ctx.get(rq.scales.ready):
+                scales.popleft()
+            if offer and ctx.get(rq.i_sums.ready):
+                sums.popleft()
+            if ctx.get(rq.o_sums.valid) and ctx.get(rq.o_sums.ready):
+                item = unpack(lay_s, ctx.get(rq.o_sums.payload.as_value()))
+                got.append((item["candidate"], item["index"], item["value"]))
+            await ctx.tick()
+            if len(got) == len(want):
+                break
+
+    sim = Simulator(rq)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert got == want

@@ -35,9 +35,13 @@ class Requant(wiring.Component):
     (output `index` and `index` + outputs / 2 by `split` "halves", parts x `index` .. parts x
     `index` + parts - 1 by "neighbours", as ColumnMac drains them); back-pressure passes
     through.
-    Latency 4: the sum times m_x; times m_w in two parts; their sum with the rounding term;
-    the shift, each ending at a register, the four moving together while the output is free; `act_scale` is read as the
-    sum is taken, so the caller may move on to the next group's scales once its last sum is.
+    Latency 5: the sum, its candidate's scale and the output's scale word taken into registers
+    (the scale memory read registered, and only for a word its port does not already hold: the
+    DOWN drain's four neighbours share a word, and consecutive sums of GATE_UP's two halves
+    mostly do); times m_x; times m_w in two parts; their sum with the rounding term; the
+    shift. Each ends at a register and all move together while the output is free.
+    `act_scale` is read as the sum is taken, so the caller may move on to the next group's
+    scales once its last sum is.
     """
 
     def __init__(self, candidates: int, outputs: int, word_bits: int, parts: int = 1,
@@ -66,7 +70,7 @@ class Requant(wiring.Component):
         # two blocks: the next group's scale words load while this group's sums are scaled (one
         # block held the weight stream at the next matrix's scale words for a whole drain)
         m.submodules.scale_mem = mem = Memory(shape=self._w, depth=2 * words, init=[])
-        wr, rd = mem.write_port(), mem.read_port(domain="comb")
+        wr = mem.write_port()
 
         full = Signal(2)              # per block: complete, until its group's last sum
         load_bank, use_bank = Signal(), Signal()
@@ -85,20 +89,24 @@ class Requant(wiring.Component):
 
         item = self.i_sums.payload
         shift = per_word.bit_length() - 1
-        x = self.act_scale[item.candidate]
         half = self._o // self._parts
-        # four stages that move together while the output is free, no path holding more than
+        # five stages that move together while the output is free, no path holding more than
         # one product of at most 32 x 15 bits or one wide addition (timing, docs/blocks/engine.md):
-        # (1) the sum times m_x, the output's scale read and decoded, the shift's amounts;
-        # (2) times m_w, the low 24 bits and the rest apart; (3) their sum and the rounding
-        # term; (4) the shift
+        # (0) the sum, its candidate's scale and the output's scale word into registers; (1) the
+        # sum times m_x, the word decoded, the shift's amounts; (2) times m_w, the low 24 bits
+        # and the rest apart; (3) their sum and the rounding term; (4) the shift
         advance = ~self.o_sums.valid | self.o_sums.ready
         take = self.i_sums.valid & full.bit_select(use_bank, 1) & advance
         m.d.comb += self.i_sums.ready.eq(take)
-        depth = 3
-        meta = [Signal(sum_layout(self._c, self._o, self._parts), name=f"meta_{i}")
-                for i in range(depth)]
+        depth = 4
+        # the stages carry a sum's tag only: its value travels as the products
+        tag_layout = data.StructLayout({"candidate": item.candidate.shape(),
+                                        "index": item.index.shape(), "last": 1})
+        meta = [Signal(tag_layout, name=f"meta_{i}") for i in range(depth)]
         valid = [Signal(name=f"valid_{i}") for i in range(depth)]
+        x = Signal(dyadic_layout, name="x_scale")
+        with m.If(advance):
+            m.d.sync += x.eq(self.act_scale[item.candidate])
         split_at = 24
         product = []
         # neighbours that never straddle a scale word (parts divides its float16 count) share
@@ -106,43 +114,60 @@ class Requant(wiring.Component):
         # four were (SRAM read energy, docs/blocks/engine.md "Energy")
         shared = self._split == "neighbours" and per_word % self._parts == 0
         for part in range(self._parts):
-            # otherwise each part reads its output's scale through a read port of its own
-            rd = rd if part == 0 or shared else mem.read_port(domain="comb")
-            index = Signal(range(self._o), name=f"index_{part}")
             at = item.index * self._parts + part if self._split == "neighbours" \
                 else item.index + part * half
-            m.d.comb += index.eq(at)
+            # otherwise each part reads its output's scale through a read port of its own
             if part == 0 or not shared:
-                m.d.comb += rd.addr.eq(Mux(use_bank, words, 0) + (index >> shift))
-            word = rd.data.word_select(index[:shift], 16) if shift else rd.data[:16]
+                rd = mem.read_port()
+                addr = Signal.like(rd.addr, name=f"scale_addr_{part}")
+                # the address of the word this port's register holds (none after reset). It
+                # names the block: the blocks alternate with the groups, so a group's first sum
+                # never finds the word of the group two before, whose block has loaded again
+                held = Signal.like(rd.addr, name=f"held_{part}")
+                held_valid = Signal(name=f"held_valid_{part}")
+                m.d.comb += [addr.eq(Mux(use_bank, words, 0) + (at >> shift)),
+                             rd.addr.eq(addr),
+                             rd.en.eq(take & ~(held_valid & (held == addr)))]
+                with m.If(rd.en):
+                    m.d.sync += [held.eq(addr), held_valid.eq(1)]
+            sum_0 = Signal(signed(ACC_WIDTH), name=f"sum_{part}")
+            with m.If(advance):
+                m.d.sync += sum_0.eq(item.value if self._parts == 1 else item.value[part])
+            if shift:
+                place = Signal(shift, name=f"place_{part}")
+                with m.If(advance):
+                    m.d.sync += place.eq(at[:shift])
+                word = rd.data.word_select(place, 16)
+            else:
+                word = rd.data[:16]
             m_w, e_w = fp16_decode(word)
             right, left, rounding = rshift_amounts(x.e + e_w - 16, max_right=PRODUCT_BITS + 1,
                                                    max_left=Q16_WIDTH)
             stages = [{"right": Signal.like(right, name=f"right_{part}_{i}"),
                        "left": Signal.like(left, name=f"left_{part}_{i}"),
                        "half": Signal.like(rounding, name=f"half_{part}_{i}")}
-                      for i in range(depth)]
+                      for i in range(3)]
             a = Signal(signed(ACC_WIDTH + SCALE_M_BITS), name=f"partial_{part}")
             m_w_1 = Signal(11, name=f"m_w_{part}")
             low = Signal(split_at + 11, name=f"low_{part}")
             high = Signal(signed(ACC_WIDTH + SCALE_M_BITS - split_at + 11), name=f"high_{part}")
             rounded = Signal(signed(PRODUCT_BITS + 2), name=f"rounded_{part}")
-            value = item.value if self._parts == 1 else item.value[part]
             with m.If(advance):
-                m.d.sync += [a.eq(value * x.m), m_w_1.eq(m_w),
+                m.d.sync += [a.eq(sum_0 * x.m), m_w_1.eq(m_w),
                              low.eq(a[:split_at] * m_w_1),
                              high.eq(a[split_at:].as_signed() * m_w_1),
                              rounded.eq((high << split_at) + low + stages[1]["half"])]
                 m.d.sync += [stages[0][k].eq(v) for k, v in
                              (("right", right), ("left", left), ("half", rounding))]
-                m.d.sync += [stages[i + 1][k].eq(stages[i][k]) for i in range(depth - 1)
+                m.d.sync += [stages[i + 1][k].eq(stages[i][k]) for i in range(2)
                              for k in stages[i]]
             product.append(rshift_apply(rounded, stages[2]["right"], stages[2]["left"])[:Q16_WIDTH])
 
         with m.If(self.o_sums.ready):
             m.d.sync += self.o_sums.valid.eq(0)
         with m.If(advance):
-            m.d.sync += [valid[0].eq(take), meta[0].eq(item)]
+            m.d.sync += [valid[0].eq(take), meta[0].candidate.eq(item.candidate),
+                         meta[0].index.eq(item.index), meta[0].last.eq(item.last)]
             m.d.sync += [valid[i + 1].eq(valid[i]) for i in range(depth - 1)]
             m.d.sync += [meta[i + 1].eq(meta[i]) for i in range(depth - 1)]
             with m.If(valid[-1]):
