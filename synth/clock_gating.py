@@ -4,7 +4,7 @@ osu018 has no flip-flop with an enable: `dfflibmap` maps an enable flip-flop to 
 D input a multiplexer holds at Q, so every flip-flop is clocked every cycle, loaded or not.
 A commercial flow (Synopsys DC's clock-gating insertion, for one) replaces the multiplexers of
 a group of flip-flops that share an enable with one clock gate: the group is clocked only in
-the cycles it loads. This does the same, opt-in (`synth.clock_gating`), on the netlist
+the cycles it loads. This does the same, by default (`synth.clock_gating`), on the netlist
 `synth -flatten` leaves (Yosys JSON, fine-grained cells), before `dfflibmap`:
 
 - A group is the posedge flip-flops with an enable ($_DFFE_P?_, $_SDFFE_P???_, $_SDFFCE_P???_)

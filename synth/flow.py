@@ -20,9 +20,10 @@ flip-flop's D pin (8.8 fF). `&fraig -x` is left out: on an 8-pair lane it took 4
 
 Results are cached under build/synth/<top>/<key>/ where the key hashes everything that can change
 them: the RTLIL, the rendered scripts, the liberty file, the Yosys and OpenSTA versions, and for
-power the stimulus (the source of its module and its parameters), its seed and length and the
+power the stimulus (the code of its module and its parameters), its seed and length and the
 default activity, and with clock gating on, the gating code and its group bounds (off, the key
-is what it was before gating existed). A repeat with the same inputs reads the cached result
+has no part of gating). Code means the syntax tree without comments and docstrings
+(support/code.py): editing a module's documentation does not re-key a run. A repeat with the same inputs reads the cached result
 without running a tool or a simulation.
 """
 
@@ -41,6 +42,7 @@ from amaranth.back import rtlil
 
 from ..contracts.config import SynthConfig
 from ..sim.stimuli.common import Stimulus, simulate
+from ..support.code import code_only
 from ..support.tools import ToolError, build_root, liberty_path, require
 from . import memories as mem
 from .activity import activity_tcl, evaluate, read_vcd
@@ -200,7 +202,7 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
     power_inputs = ([stimulus.fingerprint(), options.activity_cycles, options.activity_seed,
                      options.default_activity] if stimulus else ["no power"])
     # clock gating adds to the key only when on, so the keys of ungated runs stay as they were
-    gating = ([resources.files(__package__).joinpath("clock_gating.py").read_text(),
+    gating = ([code_only(resources.files(__package__).joinpath("clock_gating.py").read_text()),
                options.clock_gating_min_bits, options.clock_gating_max_bits]
               if options.clock_gating else [])
     digest = hashlib.sha256()

@@ -19,12 +19,14 @@ import hashlib
 import inspect
 import json
 import random
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable, Mapping
 
 from amaranth.sim import Simulator
 
+from ...support.code import code_only
 from ...support.tools import ToolError
 
 __all__ = ["Stimulus", "simulate", "drive_mac_lane", "mac_lane_stimulus", "GAUSSIAN_SIGMA"]
@@ -39,10 +41,11 @@ class Stimulus:
 
     def fingerprint(self) -> str:
         """Hash of everything that decides the simulated waveform besides design, seed and
-        length: the source of the module defining `drive` (so its helpers count) and the
-        parameters. It is part of the synthesis cache key."""
+        length: the code of the module defining `drive` (so its helpers count; not its comments
+        or docstrings) and the parameters. It is part of the synthesis cache key."""
         module = inspect.getmodule(self.drive)
-        source = inspect.getsource(module) if module else inspect.getsource(self.drive)
+        source = code_only(inspect.getsource(module) if module
+                           else textwrap.dedent(inspect.getsource(self.drive)))
         text = json.dumps({"drive": self.drive.__qualname__, "params": dict(self.params),
                            "operation": self.operation}, sort_keys=True)
         return hashlib.sha256((source + "\0" + text).encode()).hexdigest()[:16]
