@@ -723,23 +723,23 @@ def test_the_combine_adds_to_the_row_the_beat_before_is_writing(gap):
     assert got == {1: want, 0: [0, 0, 0, 0]}
 
 
-def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
-    """Requant alone, two groups (two candidates each, pairs of outputs), the sums offered one
-    cycle in four and every scale word at once: each output equal to golden's
-    requant, and the second group's scale block is all in before the first group's last sum is
-    taken (with one block the weight stream stood at the next matrix's scale words for a whole
-    drain: docs/blocks/engine.md, Cycles)."""
+def requant_groups(rng, count: int, cands: int, outputs: int, word_bits: int, parts: int,
+                   split: str, shuffle: bool):
+    """`count` groups for a `Requant` alone, each with a scale block of its own: per group its
+    scale words (buffer words), its sums (candidate-major, or shuffled with `last` on the one
+    taken last) and its candidates' x scales; and golden's requantized values in the order the
+    sums go in."""
     from edgexpert.golden.integer.int_model import scale_words_dyadic
     from edgexpert.golden.integer.intops import requant
     from edgexpert.hw.engine.layouts import scale_words_layout, sum_layout
-    from edgexpert.hw.engine.requant import Requant
-    cands, outputs, word_bits = 2, 8, 32
-    rq = Requant(cands, outputs, word_bits, parts=2, split="neighbours")
-    rng = np.random.default_rng(20261204)
-    lay_s, lay_w = sum_layout(cands, outputs, 2), scale_words_layout(word_bits)
-    per = word_bits // 16
+    lay_s, lay_w = sum_layout(cands, outputs, parts), scale_words_layout(word_bits)
+    per, half = word_bits // 16, outputs // parts
+
+    def place(j: int, p: int) -> int:
+        return parts * j + p if split == "neighbours" else j + p * half
+
     groups, want = [], []
-    for _ in range(2):
+    for _ in range(count):
         words = scale_words(rng, outputs)
         # results within the contract's int32 (the RTL keeps 32 bits, golden int64)
         acc = rng.integers(-2**12, 2**12, (cands, outputs))
@@ -747,26 +747,38 @@ def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
         blocks = [lay_w.const({"data": sum(int(words[i * per + k]) << (16 * k) for k in range(per)),
                                "last": int(i == outputs // per - 1)}).as_bits()
                   for i in range(outputs // per)]
-        sums = [lay_s.const({"candidate": c, "index": j, "value": [int(acc[c, 2 * j]),
-                                                                   int(acc[c, 2 * j + 1])],
-                             "last": int(c == cands - 1 and j == outputs // 2 - 1)}).as_bits()
-                for c in range(cands) for j in range(outputs // 2)]
+        order = [(c, j) for c in range(cands) for j in range(half)]
+        if shuffle:
+            rng.shuffle(order)
+        sums = [lay_s.const({"candidate": c, "index": j,
+                             "value": [int(acc[c, place(j, p)]) for p in range(parts)],
+                             "last": int(n == len(order) - 1)}).as_bits()
+                for n, (c, j) in enumerate(order)]
         groups.append((blocks, sums, xm, xe))
         q = requant(torch.from_numpy(acc), Dyadic(torch.from_numpy(xm), torch.from_numpy(xe)),
                     scale_words_dyadic(words), 16)
-        want += [(c, j, [int(q[c, 2 * j]), int(q[c, 2 * j + 1])]) for c in range(cands)
-                 for j in range(outputs // 2)]
+        want += [(c, j, [int(q[c, place(j, p)]) for p in range(parts)]) for c, j in order]
+    return groups, want
+
+
+def drive_requant(rq, groups, want, lay_s, offered, taken_out, cycles: int, on_take=None):
+    """Feed `groups` to `rq` (scale words whenever `offered("scales", cycle)`, sums whenever
+    `offered("sums", cycle)`, outputs taken whenever `taken_out(cycle)`) until every output is
+    out or `cycles` pass; `on_take(cycle, kind, left)` hears of each scale word and sum taken.
+    Returns the outputs as (candidate, index, values)."""
     scales = deque(b for blocks, *_ in groups for b in blocks)
     sums = deque((g, s) for g, (_, group_sums, *_) in enumerate(groups) for s in group_sums)
-    got, scale_taken, last_sum_taken = [], [], []
+    cands = len(groups[0][2])
+    got = []
 
     async def tb(ctx):
-        ctx.set(rq.o_sums.ready, 1)
-        for cycle in range(300):
-            ctx.set(rq.scales.valid, bool(scales))
+        for cycle in range(cycles):
+            ctx.set(rq.o_sums.ready, taken_out(cycle))
+            offer_scale = bool(scales) and offered("scales", cycle)
+            ctx.set(rq.scales.valid, offer_scale)
             if scales:
                 ctx.set(rq.scales.payload.as_value(), scales[0])
-            offer = bool(sums) and cycle % 4 == 0
+            offer = bool(sums) and offered("sums", cycle)
             ctx.set(rq.i_sums.valid, offer)
             if sums:
                 g, item = sums[0]
@@ -774,14 +786,15 @@ def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
                 for c in range(cands):
                     ctx.set(rq.act_scale[c].m, int(groups[g][2][c]))
                     ctx.set(rq.act_scale[c].e, int(groups[g][3][c]))
-            if scales and ctx.get(rq.scales.ready):
+            if offer_scale and ctx.get(rq.scales.ready):
                 scales.popleft()
-                scale_taken.append(cycle)
+                if on_take:
+                    on_take(cycle, "scales", len(scales))
             if offer and ctx.get(rq.i_sums.ready):
-                if len(sums) == len(groups[1][1]) + 1:
-                    last_sum_taken.append(cycle)
                 sums.popleft()
-            if ctx.get(rq.o_sums.valid):
+                if on_take:
+                    on_take(cycle, "sums", len(sums))
+            if ctx.get(rq.o_sums.valid) and ctx.get(rq.o_sums.ready):
                 item = unpack(lay_s, ctx.get(rq.o_sums.payload.as_value()))
                 got.append((item["candidate"], item["index"], item["value"]))
             await ctx.tick()
@@ -792,6 +805,32 @@ def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
+    return got
+
+
+def test_the_requantizer_loads_the_next_scale_block_while_it_scales():
+    """Requant alone, two groups (two candidates each, pairs of outputs), the sums offered one
+    cycle in four and every scale word at once: each output equal to golden's
+    requant, and the second group's scale block is all in before the first group's last sum is
+    taken (with one block the weight stream stood at the next matrix's scale words for a whole
+    drain: docs/blocks/engine.md, Cycles)."""
+    from edgexpert.hw.engine.layouts import sum_layout
+    from edgexpert.hw.engine.requant import Requant
+    cands, outputs, word_bits = 2, 8, 32
+    rq = Requant(cands, outputs, word_bits, parts=2, split="neighbours")
+    groups, want = requant_groups(np.random.default_rng(20261204), 2, cands, outputs, word_bits,
+                                  2, "neighbours", shuffle=False)
+    scale_taken, last_sum_taken = [], []
+
+    def on_take(cycle, kind, left):
+        if kind == "scales":
+            scale_taken.append(cycle)
+        elif left == len(groups[1][1]):
+            last_sum_taken.append(cycle)
+
+    got = drive_requant(rq, groups, want, sum_layout(cands, outputs, 2),
+                        offered=lambda kind, cycle: kind == "scales" or cycle % 4 == 0,
+                        taken_out=lambda cycle: True, cycles=300, on_take=on_take)
     assert got == want
     assert scale_taken[-1] < last_sum_taken[0], (scale_taken, last_sum_taken)
 
@@ -804,70 +843,14 @@ def test_the_requantizer_forgets_a_held_scale_word_with_its_block(split: str):
     read once for several sums, and read again after others), offered and taken with random
     pauses on every stream, so a held word also waits through stalls: every output equal to
     golden's requant, in order."""
-    from edgexpert.golden.integer.int_model import scale_words_dyadic
-    from edgexpert.golden.integer.intops import requant
-    from edgexpert.hw.engine.layouts import scale_words_layout, sum_layout
+    from edgexpert.hw.engine.layouts import sum_layout
     from edgexpert.hw.engine.requant import Requant
     cands, outputs, word_bits, parts = 3, 16, 64, 2
     rq = Requant(cands, outputs, word_bits, parts=parts, split=split)
-    rng = np.random.default_rng(20261205)
-    lay_s, lay_w = sum_layout(cands, outputs, parts), scale_words_layout(word_bits)
-    per, half = word_bits // 16, outputs // parts
-
-    def place(j: int, p: int) -> int:
-        return parts * j + p if split == "neighbours" else j + p * half
-
-    groups, want = [], []
-    for _ in range(3):
-        words = scale_words(rng, outputs)
-        acc = rng.integers(-2**12, 2**12, (cands, outputs))
-        xm, xe = rng.integers(8192, 32768, cands), rng.integers(28, 34, cands)
-        blocks = [lay_w.const({"data": sum(int(words[i * per + k]) << (16 * k) for k in range(per)),
-                               "last": int(i == outputs // per - 1)}).as_bits()
-                  for i in range(outputs // per)]
-        order = [(c, j) for c in range(cands) for j in range(half)]
-        rng.shuffle(order)
-        sums = [lay_s.const({"candidate": c, "index": j,
-                             "value": [int(acc[c, place(j, p)]) for p in range(parts)],
-                             "last": int(n == len(order) - 1)}).as_bits()
-                for n, (c, j) in enumerate(order)]
-        groups.append((blocks, sums, xm, xe))
-        q = requant(torch.from_numpy(acc), Dyadic(torch.from_numpy(xm), torch.from_numpy(xe)),
-                    scale_words_dyadic(words), 16)
-        want += [(c, j, [int(q[c, place(j, p)]) for p in range(parts)]) for c, j in order]
-    scales = deque(b for blocks, *_ in groups for b in blocks)
-    sums = deque((g, s) for g, (_, group_sums, *_) in enumerate(groups) for s in group_sums)
-    got = []
+    groups, want = requant_groups(np.random.default_rng(20261205), 3, cands, outputs, word_bits,
+                                  parts, split, shuffle=True)
     pause = random.Random(20261205)
-
-    async def tb(ctx):
-        for _ in range(2000):
-            ctx.set(rq.o_sums.ready, pause.random() > 0.3)
-            offer_scale = bool(scales) and pause.random() > 0.3
-            ctx.set(rq.scales.valid, offer_scale)
-            if scales:
-                ctx.set(rq.scales.payload.as_value(), scales[0])
-            offer = bool(sums) and pause.random() > 0.3
-            ctx.set(rq.i_sums.valid, offer)
-            if sums:
-                g, item = sums[0]
-                ctx.set(rq.i_sums.payload.as_value(), item)
-                for c in range(cands):
-                    ctx.set(rq.act_scale[c].m, int(groups[g][2][c]))
-                    ctx.set(rq.act_scale[c].e, int(groups[g][3][c]))
-            if offer_scale and ctx.get(rq.scales.ready):
-                scales.popleft()
-            if offer and ctx.get(rq.i_sums.ready):
-                sums.popleft()
-            if ctx.get(rq.o_sums.valid) and ctx.get(rq.o_sums.ready):
-                item = unpack(lay_s, ctx.get(rq.o_sums.payload.as_value()))
-                got.append((item["candidate"], item["index"], item["value"]))
-            await ctx.tick()
-            if len(got) == len(want):
-                break
-
-    sim = Simulator(rq)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    got = drive_requant(rq, groups, want, sum_layout(cands, outputs, parts),
+                        offered=lambda kind, cycle: pause.random() > 0.3,
+                        taken_out=lambda cycle: pause.random() > 0.3, cycles=2000)
     assert got == want
