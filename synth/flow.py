@@ -23,8 +23,8 @@ them: the RTLIL, the rendered scripts, the liberty file, the Yosys and OpenSTA v
 power the stimulus (the code of its module and its parameters), its seed and length and the
 default activity, and with clock gating on, the gating code and its group bounds (off, the key
 has no part of gating). Code means the syntax tree without comments and docstrings
-(support/code.py): editing a module's documentation does not re-key a run. A repeat with the same inputs reads the cached result
-without running a tool or a simulation.
+(support/code.py): editing a module's documentation does not re-key a run. A repeat with the
+same inputs reads the cached result without running a tool or a simulation.
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def synthesize(component, top: str, options: SynthConfig = SynthConfig(),
     scripts = ["synth.ys", "abc.script", "abc.constr", "sta.tcl"] + (["power.tcl"] if stimulus else [])
     power_inputs = ([stimulus.fingerprint(), options.activity_cycles, options.activity_seed,
                      options.default_activity] if stimulus else ["no power"])
-    # clock gating adds to the key only when on, so the keys of ungated runs stay as they were
+    # clock gating adds to the key only when on: an ungated run's key has no part of its code
     gating = ([code_only(resources.files(__package__).joinpath("clock_gating.py").read_text()),
                options.clock_gating_min_bits, options.clock_gating_max_bits]
               if options.clock_gating else [])
